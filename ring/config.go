@@ -1,0 +1,93 @@
+package ring
+
+import (
+	"log/slog"
+	"strconv"
+)
+
+// Backend names the implementation behind a Ring.
+type Backend string
+
+const (
+	// BackendAuto picks io_uring where the kernel allows it and the fallback elsewhere.
+	BackendAuto Backend = "auto"
+	// BackendIOUring demands io_uring; New fails with ErrUnavailable where it is refused.
+	BackendIOUring Backend = "io_uring"
+	// BackendFallback uses plain syscalls (and epoll for sockets) behind the same interface.
+	BackendFallback Backend = "fallback"
+)
+
+// Config sets up one ring.
+type Config struct {
+	Backend Backend // default BackendAuto
+	// Entries is the submission queue size, a power of two (default 256). The completion queue is
+	// twice that, and the in-flight table holds Entries*2 operations.
+	Entries uint32
+	// Logger receives the setup decisions (flags refused and why, fallback chosen and why).
+	// Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Info is what a ring found on this machine.
+type Info struct {
+	Backend        Backend  // the backend in use: BackendIOUring or BackendFallback
+	FallbackReason string   // why the fallback was chosen, when it was; empty otherwise
+	Kernel         string   // uname release
+	SetupFlags     []string // io_uring setup flags accepted, best first (empty for the fallback)
+	SetupRefused   []string // setup flags tried and refused, with the errno
+	Features       []string // IORING_FEAT_* reported by the kernel
+	Ops            []Opcode // operations this ring can run
+	SQEntries      uint32
+	CQEntries      uint32
+}
+
+// Has says whether op is among Ops.
+func (i Info) Has(op Opcode) bool {
+	for _, o := range i.Ops {
+		if o == op {
+			return true
+		}
+	}
+	return false
+}
+
+// Opcode names a ring operation. The values are ringstream's own, not the kernel's opcode numbers.
+type Opcode uint8
+
+const (
+	OpNop Opcode = iota + 1
+	OpRead
+	OpWrite
+	OpReadv
+	OpWritev
+	OpFsync
+	OpFtruncate
+	OpOpenat
+	OpClose
+	OpSend
+	OpRecv
+	OpSendmsg
+	OpSendZC
+	OpAccept
+	OpConnect
+	OpTimeout
+	OpLinkTimeout
+	OpMsgRing
+	OpReadFixed
+	OpWriteFixed
+)
+
+var opcodeNames = [...]string{
+	OpNop: "nop", OpRead: "read", OpWrite: "write", OpReadv: "readv", OpWritev: "writev",
+	OpFsync: "fsync", OpFtruncate: "ftruncate", OpOpenat: "openat", OpClose: "close", OpSend: "send",
+	OpRecv: "recv", OpSendmsg: "sendmsg", OpSendZC: "send_zc", OpAccept: "accept", OpConnect: "connect",
+	OpTimeout: "timeout", OpLinkTimeout: "link_timeout", OpMsgRing: "msg_ring",
+	OpReadFixed: "read_fixed", OpWriteFixed: "write_fixed",
+}
+
+func (o Opcode) String() string {
+	if int(o) < len(opcodeNames) && opcodeNames[o] != "" {
+		return opcodeNames[o]
+	}
+	return "op(" + strconv.Itoa(int(o)) + ")"
+}
