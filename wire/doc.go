@@ -1,0 +1,35 @@
+// Package wire owns every byte that crosses a socket between ringstream nodes and between a client and a
+// node: the 256-byte frame header and its two checksums, the command numbers, the batched Commit and
+// CommitReply entries (R10, R13, R15 to R17, R21, R26, R29), the handshake (R18), stream replication, the
+// stream seal, the node heartbeat, the client requests and replies, and FrameReader, which cuts frames out
+// of a byte stream.
+//
+// wire never does I/O, never reads the clock, never starts a goroutine, keeps no package-level mutable
+// state and imports nothing of this project but internal/assert. Encoders append into a buffer the caller
+// owns (the shard's per-peer outbox) and allocate only when that buffer has to grow. Decoders read the
+// caller's bytes in place, return slices that alias them, check every length before reading, and never
+// panic: bytes from a socket are input, so a bad frame is an error value, never an assertion. Encoders, which
+// are handed this process's own values, assert their invariants with internal/assert.
+//
+// Decisions where DESIGN.md is silent:
+//
+//   - The cluster id is a uint64, chosen by the operator; it is not checksummed into anything beyond the
+//     header checksum. Node ids are uint16, 1..65535; 0 means "no node".
+//   - Header layout (all little endian), pinned by TestHeaderOffsets:
+//     0 checksum u64 | 8 checksum_body u64 | 16 cluster u64 | 24 group u64 | 32 incarnation u32 |
+//     36 body_size u32 | 40 entry_count u32 | 44 sender u16 | 46 command u16 | 48 revision u16 |
+//     50 reserved [14] (zero) | 64 per-command area [192].
+//     The header checksum covers bytes 8..256, so it also covers the body checksum.
+//   - ParseFrame trusts no header field before the header checksum holds, so a frame from a node on
+//     revision 1 is reported as ErrRevision only when its header checksum matches ours; the handshake
+//     repeats the revision in its per-command area and refuses it again there.
+//   - Commands 20 to 29 belong to the metadata group's VSR messages (wire/vsr*.go). ParseFrame accepts the
+//     whole range as known; the VSR decoders reject numbers they do not define.
+//   - Node-level frames (handshake, Commit batch, CommitReply batch, node heartbeat) carry Group 0 and
+//     Incarnation 0; ParseFrame refuses anything else. Node-to-node commands (below 60) need a sender
+//     node id; client frames (60 to 99) may carry sender 0, since a client is not a node.
+//   - Fixed fields of a command live in the header's per-command area, and the body holds only the
+//     variable part. A stream prepare's or a produce's body is therefore exactly the record batches as the
+//     segment stores them, and can be written to disk without a copy. Every decoder requires the area
+//     bytes its command does not use to be zero.
+package wire
