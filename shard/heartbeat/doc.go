@@ -1,0 +1,45 @@
+// Package heartbeat is the pure heartbeat schedule of a shard: requirements R1 to R32 of the
+// commit-batching spec that decide who owes whom a Commit entry on which tick, and what a received
+// Commit or CommitReply entry means for the timers that watch a group.
+//
+// It owns four things, all counted in ticks (R5):
+//
+//   - Schedule: the shard's tick counter, with one send tick every P ticks (R1) and the idle send ticks
+//     that line up with commit_idle_heartbeat_interval (R20). Every group on a shard reads the same
+//     Schedule, so idle groups share frames.
+//   - Primary: one led group's side. Its first heartbeat goes on the next send tick (R2), a busy group
+//     sends on every send tick (R3), it turns idle on a send tick after commit_heartbeat_timeout without a
+//     new view or commit_min and sends its first idle heartbeat on that same tick (R20). Eager Commits are
+//     owed to the backups that hold the newly committed op on any tick (R6). It stamps strictly growing
+//     timestamps (R14), keeps the quorum window on commit_heartbeat_timeout in both states (R24) and
+//     records per member whether the last send reached a connected link (R25).
+//   - Backup: one followed group's side. Only a newer Commit from the primary of its current view
+//     restarts its timeout (R8, R22), with the idle or the busy timeout chosen by heartbeat_state, and it
+//     reports once that the primary is silent.
+//   - Config and Ticks: the four [cluster] options of R23 in milliseconds with their defaults and toml
+//     names, converted once to ticks, and the boot checks of R9 and R23.
+//
+// It never reads the clock, never does I/O, never starts a goroutine and holds no map, so the shard and
+// the simulator (engine/sim) drive the very same code tick by tick. Nothing here allocates after Start.
+//
+// Decisions where the spec is silent:
+//
+//   - Tick 1 is the first tick a Schedule hands out; a tick is a send tick when its number is a multiple
+//     of P, and an idle send tick when it is a multiple of the idle interval in ticks.
+//   - A group that owes a member both a heartbeat and an eager Commit on one tick sends one entry: the
+//     heartbeat, which carries the same newest commit_min. Eager alone goes out as Eager.
+//   - A group that comes online or becomes primary starts busy: it keeps the short timeout until one full
+//     commit_heartbeat_timeout passes without a change (the backups restarted on a busy timeout too).
+//   - Owed entries stay owed until the shard reports them sent (Sent). That is how R12 works: a group whose
+//     superblock save failed is left out of a batch and its entries go in a later one.
+//   - timestamp_monotonic is max(now, previous+1), where now is what the caller passes for the tick (the
+//     shard passes CLOCK_MONOTONIC nanoseconds; the simulator its tick count): strictly growing per group
+//     even if the clock stalls (R14).
+//   - A CommitReply refreshes its member in the quorum window only when it is for the current view, names
+//     a backup of the group, echoes a timestamp this primary stamped, and is newer than that member's
+//     previous reply: duplicates and replays never extend the window.
+//   - Config: every option must be a whole multiple of tick_ms; commit_heartbeat_timeout must be at least
+//     twice commit_idle_heartbeat_interval, so an idle group's quorum window (R24) always spans one idle
+//     heartbeat and its reply with room to spare.
+//   - Members are member indexes 0 to MembersMax-1, held in a bit mask.
+package heartbeat
