@@ -1,0 +1,50 @@
+// Package meta is the metadata group's replicated state machine: nodes, streams, each stream's
+// assignment, pending recoveries and each stream's history starts. Every change is one Op with a
+// binary encoding; an op that depends on the state carries a guard (expected epoch, recovery id,
+// starts version, incarnation) and, when the guard does not hold, changes nothing and returns a
+// Result whose code names the guard. State implements vsr.StateMachine (Apply, AppendSnapshot,
+// Restore, Digest) without importing engine/vsr.
+//
+// It owns the one rule for W (StreamConfirmPolicy) and the seal threshold R = E - W + 1
+// (SealThreshold) that stream owners and the controller share, and the rule for a change that needs
+// no recovery (NeedsNoRecovery).
+//
+// It never reads the clock, does no I/O, starts no goroutine and ranges over no map unsorted: Apply is
+// a function of the op, its op number and the state, so replicas that apply the same ops agree. It
+// never decides anything itself: liveness, placement, sealing and the choice of the furthest copy are
+// the controller's (engine/control); meta checks and records its decisions. Bytes from the log or a
+// snapshot are input: decoders and Restore return errors and never panic.
+//
+// Decisions where the design is silent:
+//
+//   - CreateStream carries the stream's first assignment (epoch 1), so every live stream has an
+//     assignment and there is no "placed later" state. A new stream needs a policy; the controller
+//     fills in the cluster default (majority_durable) before proposing.
+//   - Stream ids start at 1 and never reuse another name's id; 0 is left to the metadata group. A
+//     deleted name is remembered (its id and last incarnation) so creating it again keeps the id and
+//     takes the next incarnation, which keeps data/streams/<id>-<incarnation>/ directories distinct.
+//     The list of retired names grows by one entry per distinct deleted name.
+//   - SetAssignment moves the epoch by one even though the owner's history does not change, so the
+//     expected-epoch guard is a compare-and-set and copies see a new epoch to apply. It records no
+//     history start. It is refused while a recovery is recorded for the stream (pending or
+//     withdrawn), since the recovery's seal fences at the next epoch and its R was taken from the
+//     current assignment.
+//   - A recovery's id is the op number that recorded it: unique for the life of the cluster and
+//     ascending in log order. Its R is computed here from the current assignment, never taken from
+//     the op, so the controller and the owner cannot disagree on it.
+//   - A withdrawn recovery stays listed (status withdrawn) until RecordRecovery replaces it by id, so
+//     attention can show it; CommitRecovery and AcceptOwnerLoss need a pending one.
+//   - CommitRecovery also refuses an owner whose record tail is below the latest history start (the
+//     confirmed-prefix guard, checked again here against the state the guard version names), a sealed
+//     node that held no copy, and fewer than R sealed copies. Copies of the old assignment that were
+//     not sealed are left out of the new one.
+//   - AcceptOwnerLoss makes the recovery's proposed members, minus the new owner, the followers.
+//   - A node id that was decommissioned can never be registered again, and a node cannot be
+//     decommissioned while an assignment or a recovery names it; so every node an assignment or a
+//     recovery names is registered.
+//   - Stream names are 1 to 255 bytes of [A-Za-z0-9._-]; at most CopiesMax (7) copies per assignment.
+//
+// The package does not keep a stream's assignment away from a copy whose history starts it cannot
+// read: starts live in the same state as the assignment, so a snapshot that does not decode is
+// refused whole by Restore.
+package meta

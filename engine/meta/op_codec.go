@@ -1,0 +1,158 @@
+package meta
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/ringstream/ringstream/internal/assert"
+)
+
+// opVersion is the op encoding version, the first byte of every encoded op. An op is
+//
+//	version u8 | kind u8 | the kind's fields, little endian, in struct order
+//
+// where a string is u8 length + bytes, a node list is u8 count + u16 ids, a policy is kind u8 + count
+// u8, and a bool is one byte, 0 or 1. Nothing may follow the last field.
+const opVersion = 1
+
+// AppendOp appends op's encoding to dst and returns the extended slice. op must pass Validate: an op
+// that does not is a programmer error here (check operator input with Validate first).
+func AppendOp(dst []byte, op Op) []byte {
+	assert.True(op.Validate() == nil, "meta: encoding an invalid op")
+	dst = append(dst, opVersion, uint8(op.Kind()))
+	return op.appendBody(dst)
+}
+
+// DecodeOp reads one encoded op. It never panics: bytes from the log are input. A decoded op has
+// passed Validate; its slices are its own, never aliasing b.
+func DecodeOp(b []byte) (Op, error) {
+	d := decoder{buf: b}
+	version := d.u8()
+	kind := OpKind(d.u8())
+	if d.short {
+		return nil, fmt.Errorf("%w: %d bytes, no op header", ErrOpShort, len(b))
+	}
+	if version != opVersion {
+		return nil, fmt.Errorf("%w: %d", ErrOpVersion, version)
+	}
+	var op Op
+	switch kind {
+	case OpRegisterNode:
+		op = RegisterNode{Node: d.u16(), Address: d.str()}
+	case OpDecommissionNode:
+		op = DecommissionNode{Node: d.u16()}
+	case OpCreateStream:
+		op = CreateStream{Name: d.str(), Copies: d.u8(), Policy: d.policy(), Owner: d.u16(),
+			Followers: d.nodes(CopiesMax - 1), Stamped: d.policy()}
+	case OpDeleteStream:
+		op = DeleteStream{Stream: d.u64(), Incarnation: d.u32()}
+	case OpSetAssignment:
+		op = SetAssignment{Stream: d.u64(), Incarnation: d.u32(), ExpectedEpoch: d.u32(), Owner: d.u16(),
+			Followers: d.nodes(CopiesMax - 1), Policy: d.policy()}
+	case OpRecordRecovery:
+		op = RecordRecovery{Stream: d.u64(), Incarnation: d.u32(), ExpectedEpoch: d.u32(), Replaces: d.u64(),
+			ProposedOwner: d.u16(), Members: d.nodes(CopiesMax), Policy: d.policy(), Reason: RecoveryReason(d.u8())}
+	case OpWithdrawRecovery:
+		op = WithdrawRecovery{Stream: d.u64(), Incarnation: d.u32(), Recovery: d.u64()}
+	case OpCommitRecovery:
+		op = CommitRecovery{Stream: d.u64(), Incarnation: d.u32(), Recovery: d.u64(), ExpectedEpoch: d.u32(),
+			ExpectedStartsVersion: d.u64(), Owner: d.u16(), RecordTail: d.u64(), CursorTail: d.u64(),
+			Sealed: d.nodes(CopiesMax)}
+	case OpAcceptOwnerLoss:
+		o := AcceptOwnerLoss{Stream: d.u64(), Incarnation: d.u32(), Recovery: d.u64(), Owner: d.u16()}
+		published := d.u8()
+		o.RecordTail, o.CursorTail = d.u64(), d.u64()
+		if published > 1 {
+			return nil, fmt.Errorf("%w: tails-published byte %d", ErrOpInvalid, published)
+		}
+		o.TailsPublished = published == 1
+		op = o
+	default:
+		return nil, fmt.Errorf("%w: %d", ErrOpKind, uint8(kind))
+	}
+	if d.short {
+		return nil, fmt.Errorf("%w: %s", ErrOpShort, kind)
+	}
+	if !d.done() {
+		return nil, fmt.Errorf("%w: %s, %d bytes past its end", ErrOpTrailing, kind, len(b)-d.off)
+	}
+	if err := op.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", kind, err)
+	}
+	return op, nil
+}
+
+func (o RegisterNode) appendBody(dst []byte) []byte {
+	dst = binary.LittleEndian.AppendUint16(dst, o.Node)
+	return appendStr(dst, o.Address)
+}
+
+func (o DecommissionNode) appendBody(dst []byte) []byte {
+	return binary.LittleEndian.AppendUint16(dst, o.Node)
+}
+
+func (o CreateStream) appendBody(dst []byte) []byte {
+	dst = appendStr(dst, o.Name)
+	dst = append(dst, o.Copies)
+	dst = appendPolicy(dst, o.Policy)
+	dst = binary.LittleEndian.AppendUint16(dst, o.Owner)
+	dst = appendNodes(dst, o.Followers)
+	return appendPolicy(dst, o.Stamped)
+}
+
+func (o DeleteStream) appendBody(dst []byte) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, o.Stream)
+	return binary.LittleEndian.AppendUint32(dst, o.Incarnation)
+}
+
+func (o SetAssignment) appendBody(dst []byte) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, o.Stream)
+	dst = binary.LittleEndian.AppendUint32(dst, o.Incarnation)
+	dst = binary.LittleEndian.AppendUint32(dst, o.ExpectedEpoch)
+	dst = binary.LittleEndian.AppendUint16(dst, o.Owner)
+	dst = appendNodes(dst, o.Followers)
+	return appendPolicy(dst, o.Policy)
+}
+
+func (o RecordRecovery) appendBody(dst []byte) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, o.Stream)
+	dst = binary.LittleEndian.AppendUint32(dst, o.Incarnation)
+	dst = binary.LittleEndian.AppendUint32(dst, o.ExpectedEpoch)
+	dst = binary.LittleEndian.AppendUint64(dst, o.Replaces)
+	dst = binary.LittleEndian.AppendUint16(dst, o.ProposedOwner)
+	dst = appendNodes(dst, o.Members)
+	dst = appendPolicy(dst, o.Policy)
+	return append(dst, uint8(o.Reason))
+}
+
+func (o WithdrawRecovery) appendBody(dst []byte) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, o.Stream)
+	dst = binary.LittleEndian.AppendUint32(dst, o.Incarnation)
+	return binary.LittleEndian.AppendUint64(dst, o.Recovery)
+}
+
+func (o CommitRecovery) appendBody(dst []byte) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, o.Stream)
+	dst = binary.LittleEndian.AppendUint32(dst, o.Incarnation)
+	dst = binary.LittleEndian.AppendUint64(dst, o.Recovery)
+	dst = binary.LittleEndian.AppendUint32(dst, o.ExpectedEpoch)
+	dst = binary.LittleEndian.AppendUint64(dst, o.ExpectedStartsVersion)
+	dst = binary.LittleEndian.AppendUint16(dst, o.Owner)
+	dst = binary.LittleEndian.AppendUint64(dst, o.RecordTail)
+	dst = binary.LittleEndian.AppendUint64(dst, o.CursorTail)
+	return appendNodes(dst, o.Sealed)
+}
+
+func (o AcceptOwnerLoss) appendBody(dst []byte) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, o.Stream)
+	dst = binary.LittleEndian.AppendUint32(dst, o.Incarnation)
+	dst = binary.LittleEndian.AppendUint64(dst, o.Recovery)
+	dst = binary.LittleEndian.AppendUint16(dst, o.Owner)
+	published := uint8(0)
+	if o.TailsPublished {
+		published = 1
+	}
+	dst = append(dst, published)
+	dst = binary.LittleEndian.AppendUint64(dst, o.RecordTail)
+	return binary.LittleEndian.AppendUint64(dst, o.CursorTail)
+}

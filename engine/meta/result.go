@@ -1,0 +1,117 @@
+package meta
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// ResultCode is the outcome of applying one op. A code other than ResultOK and ResultOKNoStart means
+// the op changed nothing but the applied op number. Each refusal names the guard or check that failed.
+// The numbers are stable: VSR replies carry them to clients.
+type ResultCode uint8
+
+const (
+	ResultOK ResultCode = 0
+	// ResultOKNoStart: owner loss accepted, and no history start recorded since the new owner had
+	// published no tails.
+	ResultOKNoStart ResultCode = 1
+
+	ResultMalformed              ResultCode = 10 // op bytes do not decode (or break the op's own rules)
+	ResultNodeDecommissioned     ResultCode = 11 // the node was decommissioned and cannot come back
+	ResultNodeNotRegistered      ResultCode = 12 // a node the op names is not registered
+	ResultNodeInUse              ResultCode = 13 // an assignment or recovery still names the node
+	ResultNameInUse              ResultCode = 14 // a live stream already has the name
+	ResultStreamNotFound         ResultCode = 15 // no live stream has the id
+	ResultIncarnationMismatch    ResultCode = 16 // the stream was deleted and created again since
+	ResultEpochMismatch          ResultCode = 17 // the assignment is not at the expected epoch
+	ResultEpochExhausted         ResultCode = 18 // the epoch cannot grow past 2^32-1
+	ResultRecoveryRecorded       ResultCode = 19 // a recovery is recorded for the stream (pending, or withdrawn but not replaced)
+	ResultRecoveryMismatch       ResultCode = 20 // the stream's recovery is not the one the op names
+	ResultRecoveryNotPending     ResultCode = 21 // the named recovery was withdrawn
+	ResultStartsVersionMismatch  ResultCode = 22 // the history starts changed since the decision
+	ResultNeedsRecovery          ResultCode = 23 // the change drops the owner or a follower, or needs more copies to confirm
+	ResultSealedNotCopy          ResultCode = 24 // a sealed node holds no copy under the assignment
+	ResultTooFewSealed           ResultCode = 25 // fewer than R sealed copies
+	ResultBelowConfirmedPrefix   ResultCode = 26 // the new owner's record tail is below the latest history start
+	ResultOwnerNotProposedMember ResultCode = 27 // accept owner loss names an owner the recovery did not propose
+	ResultTooManyCopies          ResultCode = 28 // the committed assignment would exceed CopiesMax copies
+)
+
+var resultNames = [...]string{
+	ResultOK:                     "ok",
+	ResultOKNoStart:              "ok_no_start",
+	ResultMalformed:              "malformed",
+	ResultNodeDecommissioned:     "node_decommissioned",
+	ResultNodeNotRegistered:      "node_not_registered",
+	ResultNodeInUse:              "node_in_use",
+	ResultNameInUse:              "name_in_use",
+	ResultStreamNotFound:         "stream_not_found",
+	ResultIncarnationMismatch:    "incarnation_mismatch",
+	ResultEpochMismatch:          "epoch_mismatch",
+	ResultEpochExhausted:         "epoch_exhausted",
+	ResultRecoveryRecorded:       "recovery_recorded",
+	ResultRecoveryMismatch:       "recovery_mismatch",
+	ResultRecoveryNotPending:     "recovery_not_pending",
+	ResultStartsVersionMismatch:  "starts_version_mismatch",
+	ResultNeedsRecovery:          "needs_recovery",
+	ResultSealedNotCopy:          "sealed_not_copy",
+	ResultTooFewSealed:           "too_few_sealed",
+	ResultBelowConfirmedPrefix:   "below_confirmed_prefix",
+	ResultOwnerNotProposedMember: "owner_not_proposed_member",
+	ResultTooManyCopies:          "too_many_copies",
+}
+
+func (c ResultCode) String() string {
+	if int(c) < len(resultNames) && resultNames[c] != "" {
+		return resultNames[c]
+	}
+	return fmt.Sprintf("result(%d)", uint8(c))
+}
+
+// Result is what applying one op returns: a code and a message for people. Both are a function of
+// the op and the state only, so every replica returns the same result for the same op.
+type Result struct {
+	Code    ResultCode
+	Message string
+}
+
+// OK reports whether the op took effect.
+func (r Result) OK() bool { return r.Code == ResultOK || r.Code == ResultOKNoStart }
+
+func (r Result) String() string { return r.Code.String() + ": " + r.Message }
+
+func refuse(code ResultCode, format string, args ...any) Result {
+	return Result{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func done(format string, args ...any) Result {
+	return Result{Code: ResultOK, Message: fmt.Sprintf(format, args...)}
+}
+
+// ResultMessageBytesMax bounds the message AppendResult encodes; a longer one is cut there.
+const ResultMessageBytesMax = 1024
+
+// AppendResult appends r's encoding to dst: code u8 | message length u16 | message bytes, little
+// endian. It is what Apply hands the replication layer for the client's reply.
+func AppendResult(dst []byte, r Result) []byte {
+	msg := r.Message
+	if len(msg) > ResultMessageBytesMax {
+		msg = msg[:ResultMessageBytesMax]
+	}
+	dst = append(dst, uint8(r.Code))
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(msg)))
+	return append(dst, msg...)
+}
+
+// DecodeResult reads a Result encoded by AppendResult (a client or controller reading its reply). It
+// never panics; it returns ErrResult on bytes that are not exactly one result.
+func DecodeResult(b []byte) (Result, error) {
+	d := decoder{buf: b}
+	code := ResultCode(d.u8())
+	n := int(d.u16())
+	msg := d.take(n)
+	if d.short || !d.done() || n > ResultMessageBytesMax {
+		return Result{}, fmt.Errorf("%w: %d bytes", ErrResult, len(b))
+	}
+	return Result{Code: code, Message: string(msg)}, nil
+}
