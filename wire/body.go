@@ -125,3 +125,50 @@ func (r *BodyReader) Finish() error {
 	}
 	return nil
 }
+
+// From names who sends a frame: the cluster id and the sender's node id (0 for a client).
+type From struct {
+	Cluster uint64
+	Node    uint16
+}
+
+// startFrame appends the header of h (cluster and sender from from) and returns the buffer and the
+// offset where the frame starts; the caller appends the body and calls endFrame.
+func startFrame(dst []byte, from From, h *Header) ([]byte, int) {
+	h.Cluster = from.Cluster
+	h.Sender = from.Node
+	start := len(dst)
+	return BeginFrame(dst, h), start
+}
+
+// endFrame closes the frame that starts at start and returns dst.
+func endFrame(dst []byte, start int, count uint32) []byte {
+	EndFrame(dst[start:], count)
+	return dst
+}
+
+// checkHeader checks a frame's command and that its per-command area is zero from areaEnd on.
+func checkHeader(h *Header, want Command, areaEnd int) error {
+	if h.Command != want {
+		return wrongCommand(h.Command, want)
+	}
+	if !zero(h.Area[areaEnd:]) {
+		return ErrReserved
+	}
+	return nil
+}
+
+// nilIfEmpty returns nil for an empty slice, so decoded messages compare equal to the ones encoded.
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+func put16(b []byte, off int, v uint16) { binary.LittleEndian.PutUint16(b[off:], v) }
+func put32(b []byte, off int, v uint32) { binary.LittleEndian.PutUint32(b[off:], v) }
+func put64(b []byte, off int, v uint64) { binary.LittleEndian.PutUint64(b[off:], v) }
+func get16(b []byte, off int) uint16    { return binary.LittleEndian.Uint16(b[off:]) }
+func get32(b []byte, off int) uint32    { return binary.LittleEndian.Uint32(b[off:]) }
+func get64(b []byte, off int) uint64    { return binary.LittleEndian.Uint64(b[off:]) }
