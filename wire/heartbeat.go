@@ -1,0 +1,140 @@
+package wire
+
+import (
+	"github.com/ringstream/ringstream/internal/assert"
+)
+
+// CopyRole is a stream copy's role on the node that reports it.
+type CopyRole uint8
+
+// Copy roles.
+const (
+	RoleOwner    CopyRole = 1
+	RoleFollower CopyRole = 2
+	RoleSealed   CopyRole = 3
+)
+
+func (r CopyRole) valid() bool { return r >= RoleOwner && r <= RoleSealed }
+
+// CopyTailSize is the size of one copy's entry in a node heartbeat.
+const CopyTailSize = 40
+
+// CopyTail is what a node publishes about one stream copy it holds: its role and epoch and its durable
+// record and cursor event tails. Wire layout, 40 bytes: stream u64 | incarnation u32 | epoch u32 |
+// record_tail u64 | cursor_tail u64 | role u8 | reserved [7].
+type CopyTail struct {
+	Stream      uint64
+	Incarnation uint32
+	Epoch       uint32
+	RecordTail  uint64
+	CursorTail  uint64
+	Role        CopyRole
+}
+
+// HeartbeatFlags are a node heartbeat's flag bits.
+type HeartbeatFlags uint8
+
+// FlagShuttingDown: the node is stopping cleanly; the controller fails its streams over at once
+// instead of waiting out liveness (eager failover).
+const FlagShuttingDown HeartbeatFlags = 1
+
+const heartbeatFlagsKnown = FlagShuttingDown
+
+// NodeHeartbeat is a node's liveness message to the metadata primary (command 52). Sequence grows
+// with every heartbeat the node sends. The body lists every copy the node holds with its tails.
+//
+// Header: node-level (Group and Incarnation 0); EntryCount is the number of copies. Area: sequence u64
+// | flags u8. Body: CopyTailSize bytes per copy.
+type NodeHeartbeat struct {
+	Sequence uint64
+	Flags    HeartbeatFlags
+}
+
+const (
+	heartbeatSequence = 0
+	heartbeatFlags    = 8
+	heartbeatAreaEnd  = 9
+)
+
+// AppendNodeHeartbeat appends a node heartbeat frame carrying m and copies to dst.
+func AppendNodeHeartbeat(dst []byte, from From, m *NodeHeartbeat, copies []CopyTail) []byte {
+	assert.True(m.Flags&^heartbeatFlagsKnown == 0, "wire: node heartbeat with unknown flags")
+	assert.True(len(copies) <= BodySizeMax/CopyTailSize, "wire: node heartbeat past one frame")
+	h := Header{Command: CommandNodeHeartbeat}
+	put64(h.Area[:], heartbeatSequence, m.Sequence)
+	h.Area[heartbeatFlags] = uint8(m.Flags)
+	dst, start := startFrame(dst, from, &h)
+	for _, c := range copies {
+		dst = AppendCopyTail(dst, c)
+	}
+	return endFrame(dst, start, uint32(len(copies)))
+}
+
+// AppendCopyTail writes one copy's 40 bytes at the end of dst in place, for a heartbeat body built
+// entry by entry between BeginFrame and EndFrame.
+func AppendCopyTail(dst []byte, c CopyTail) []byte {
+	assert.True(c.Stream != 0, "wire: copy tail for stream 0")
+	assert.True(c.Role.valid(), "wire: copy tail with an unknown role")
+	n := len(dst)
+	dst = grow(dst, CopyTailSize)
+	b := dst[n:]
+	put64(b, 0, c.Stream)
+	put32(b, 8, c.Incarnation)
+	put32(b, 12, c.Epoch)
+	put64(b, 16, c.RecordTail)
+	put64(b, 24, c.CursorTail)
+	put64(b, 32, uint64(c.Role))
+	return dst
+}
+
+// DecodeNodeHeartbeat reads a parsed node heartbeat frame; its copies alias body and are checked one
+// by one as they are read, so one bad copy does not hide the others.
+func DecodeNodeHeartbeat(h *Header, body []byte) (NodeHeartbeat, CopyTails, error) {
+	if err := checkHeader(h, CommandNodeHeartbeat, heartbeatAreaEnd); err != nil {
+		return NodeHeartbeat{}, CopyTails{}, err
+	}
+	m := NodeHeartbeat{
+		Sequence: get64(h.Area[:], heartbeatSequence),
+		Flags:    HeartbeatFlags(h.Area[heartbeatFlags]),
+	}
+	if m.Flags&^heartbeatFlagsKnown != 0 {
+		return NodeHeartbeat{}, CopyTails{}, malformed("heartbeat flags")
+	}
+	if uint64(len(body)) != uint64(h.EntryCount)*CopyTailSize {
+		return NodeHeartbeat{}, CopyTails{}, ErrEntryCount
+	}
+	return m, CopyTails{raw: nilIfEmpty(body)}, nil
+}
+
+// CopyTails is a node heartbeat's list of copies, read in place.
+type CopyTails struct {
+	raw []byte
+}
+
+// Len is the number of entries, good and bad.
+func (l CopyTails) Len() int { return len(l.raw) / CopyTailSize }
+
+// At decodes entry i (0 <= i < Len). A bad entry (stream 0, unknown role, reserved bytes set) returns a
+// reason that matches ErrBadEntry; the caller skips it and reads on.
+func (l CopyTails) At(i int) (CopyTail, error) {
+	assert.True(i >= 0 && i < l.Len(), "wire: copy tail index out of range")
+	b := l.raw[i*CopyTailSize : (i+1)*CopyTailSize]
+	tail := get64(b, 32)
+	c := CopyTail{
+		Stream:      get64(b, 0),
+		Incarnation: get32(b, 8),
+		Epoch:       get32(b, 12),
+		RecordTail:  get64(b, 16),
+		CursorTail:  get64(b, 24),
+		Role:        CopyRole(tail),
+	}
+	switch {
+	case c.Stream == 0:
+		return CopyTail{}, ErrEntryGroup
+	case tail>>8 != 0:
+		return CopyTail{}, ErrEntryReserved
+	case !c.Role.valid():
+		return CopyTail{}, ErrEntryRole
+	}
+	return c, nil
+}
