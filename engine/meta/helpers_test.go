@@ -7,12 +7,12 @@ import (
 // fixture drives one State through encoded ops, the way the replica does, and checks every
 // invariant after each op.
 type fixture struct {
-	t  *testing.T
+	t  testing.TB
 	s  *State
 	op uint64
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	return &fixture{t: t, s: NewState()}
 }
