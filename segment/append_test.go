@@ -1,0 +1,157 @@
+package segment
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Item 2: appends queue, one group commit makes them durable together, the durable tail moves only
+// on the fsync completion, and each append is acknowledged in order.
+func TestAppend_GroupCommitAcksInOrderOnlyWhenDurable(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		c := e.open()
+		defer e.close(c)
+		var buf []byte
+		for i := 0; i < 10; i++ {
+			buf = recordPayload(buf, uint64(i*3), 3, 100)
+			h := BatchHeader{RecordCount: 3, Epoch: 1}
+			base, err := c.Append(uint64(100+i), &h, buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if base != uint64(i*3) {
+				t.Fatalf("append %d got base %d", i, base)
+			}
+		}
+		if got := c.Records().DurableTail(); got != 0 {
+			t.Fatalf("durable tail %d before any commit", got)
+		}
+		c.Flush()
+		if got := c.Records().DurableTail(); got != 0 {
+			t.Fatalf("durable tail %d before the fsync completed", got)
+		}
+		if len(e.ev.appends) != 0 {
+			t.Fatalf("acks before the fsync completed: %v", e.ev.appends)
+		}
+		e.syncRecords(c)
+		if len(e.ev.appends) != 10 {
+			t.Fatalf("%d acks, want 10", len(e.ev.appends))
+		}
+		for i, a := range e.ev.appends {
+			if a.err != nil || a.token != uint64(100+i) || a.end != uint64(3*i+3) || a.log != RecordLog {
+				t.Fatalf("ack %d: %+v", i, a)
+			}
+		}
+		if got := c.Records().DurableTail(); got != 30 {
+			t.Fatalf("durable tail %d, want 30", got)
+		}
+	})
+}
+
+// Items 1 and 3: 1M small records appended in group commits, reopened and read back whole.
+func TestAppend_MillionRecordsReopenAndReadBack(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		e.cfg.SegmentBytes = 4 << 20
+		e.cfg.IndexIntervalBytes = 4 << 10
+		c := e.open()
+		const batches, perBatch, recSize = 5000, 200, 16
+		e.appendBatches(c, batches, perBatch, recSize, 1)
+		if got := c.Records().DurableTail(); got != batches*perBatch {
+			t.Fatalf("tail %d", got)
+		}
+		e.close(c)
+		c, rep := e.openReport()
+		defer e.close(c)
+		if rep.Records.CutBytes != 0 {
+			t.Fatalf("clean reopen cut %d bytes", rep.Records.CutBytes)
+		}
+		if c.Records().Segments() < 2 {
+			t.Fatalf("expected several segments, got %d", c.Records().Segments())
+		}
+		if got := e.readAll(c, recSize); got != batches*perBatch {
+			t.Fatalf("read back %d records", got)
+		}
+	})
+}
+
+// A group that crosses a segment roll creates the new file and writes both; closed segments get a
+// sidecar once their digest is computed.
+func TestAppend_RollCreatesSegmentAndSidecar(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		e.cfg.SegmentBytes = 8 << 10
+		c := e.open()
+		defer e.close(c)
+		e.appendBatches(c, 40, 1, 1000, 1)
+		e.until(c, func() bool { return !c.Records().Busy() })
+		files := segFiles(t, filepath.Join(e.dir, "records"))
+		if len(files) < 4 {
+			t.Fatalf("%d segment files, want several", len(files))
+		}
+		for _, f := range files[:len(files)-1] {
+			if _, err := os.Stat(f[:len(f)-4] + ".index"); err != nil {
+				t.Fatalf("closed segment %s has no sidecar: %v", f, err)
+			}
+		}
+		if got := e.readAll(c, 1000); got != 40 {
+			t.Fatalf("read %d records", got)
+		}
+	})
+}
+
+func TestAppend_EncodedBatchMustBeNextOffset(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		c := e.open()
+		defer e.close(c)
+		h := BatchHeader{BaseOffset: 5, RecordCount: 1, Epoch: 1}
+		b := appendBatch(nil, &h, []byte("x"))
+		if _, err := c.AppendEncoded(1, b); !errors.Is(err, ErrOffsetOrder) {
+			t.Fatalf("got %v, want ErrOffsetOrder", err)
+		}
+		h.BaseOffset = 0
+		b = appendBatch(nil, &h, []byte("x"))
+		if _, err := c.AppendEncoded(1, b); err != nil {
+			t.Fatal(err)
+		}
+		e.syncRecords(c)
+		if c.Records().DurableTail() != 1 {
+			t.Fatalf("tail %d", c.Records().DurableTail())
+		}
+	})
+}
+
+// Zero allocations per appended record in steady state: Append plus its group commit.
+func TestAppend_SteadyStateAllocatesNothing(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		e.cfg.SegmentBytes = 1 << 30
+		c := e.open()
+		defer e.close(c)
+		payload := make([]byte, 1024)
+		h := BatchHeader{RecordCount: 1, Epoch: 1}
+		appendGroup := func() {
+			for i := 0; i < 16; i++ {
+				if _, err := c.Append(1, &h, payload); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.Flush()
+			for c.Records().DurableTail() != c.Records().NextOffset() {
+				if err := e.r.Wait(1); err != nil {
+					t.Fatal(err)
+				}
+				e.r.Dispatch()
+			}
+		}
+		ev := e.ev
+		e.ev.appends = make([]appendEvent, 0, 1<<20)
+		for i := 0; i < 50; i++ {
+			appendGroup() // warm up: buffers and slices reach their steady size
+		}
+		allocs := testing.AllocsPerRun(200, appendGroup)
+		if allocs != 0 {
+			t.Fatalf("%.2f allocations per group of 16 appends, want 0", allocs)
+		}
+		_ = ev
+	})
+}

@@ -1,0 +1,170 @@
+package segment
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/ringstream/ringstream/internal/assert"
+)
+
+// Batch format, version 1. Every field is little endian.
+//
+//	off  size  field
+//	  0     8  header checksum: xxhash64 of bytes 8..BatchHeaderSize
+//	  8     4  magic "RSB1" (batchMagic)
+//	 12     2  format version (batchVersion)
+//	 14     1  codec (opaque to this package; the producer's compression)
+//	 15     1  reserved, zero
+//	 16     8  payload checksum: xxhash64 of the payload
+//	 24     8  base offset (first record's offset in its log)
+//	 32     4  record count (>= 1)
+//	 36     4  payload length in bytes
+//	 40     8  epoch the batch was written in
+//	 48     8  producer id
+//	 56     8  producer sequence
+//	 64     8  first timestamp (unix ms, caller-supplied)
+//	 72     8  max timestamp (unix ms, caller-supplied)
+//
+// The payload follows the header. The record count says how many offsets the batch takes; the
+// payload's inner structure belongs to the producer.
+const (
+	// BatchHeaderSize is the fixed size of a batch header on disk.
+	BatchHeaderSize = 80
+	// BatchPayloadMax bounds one batch's payload. A header that claims more is corrupt.
+	BatchPayloadMax = 4 << 20
+
+	batchMagic   = 0x31425352 // "RSB1" read as a little-endian uint32
+	batchVersion = 1
+)
+
+// BatchHeader is the decoded header of one batch.
+type BatchHeader struct {
+	BaseOffset     uint64
+	RecordCount    uint32
+	PayloadLen     uint32
+	Epoch          uint64
+	ProducerID     uint64
+	ProducerSeq    uint64
+	Codec          uint8
+	FirstTimestamp int64
+	MaxTimestamp   int64
+}
+
+// NextOffset is the offset just past this batch's last record.
+func (h *BatchHeader) NextOffset() uint64 { return h.BaseOffset + uint64(h.RecordCount) }
+
+// Size is the batch's size on disk: header plus payload.
+func (h *BatchHeader) Size() int { return BatchHeaderSize + int(h.PayloadLen) }
+
+// appendBatch encodes h and payload onto dst. h.PayloadLen is taken from payload.
+func appendBatch(dst []byte, h *BatchHeader, payload []byte) []byte {
+	assert.True(h.RecordCount > 0, "segment: batch without records")
+	assert.True(len(payload) <= BatchPayloadMax, "segment: batch payload too large")
+	start := len(dst)
+	dst = append(dst, make([]byte, BatchHeaderSize)...)
+	b := dst[start : start+BatchHeaderSize]
+	le := binary.LittleEndian
+	le.PutUint32(b[8:], batchMagic)
+	le.PutUint16(b[12:], batchVersion)
+	b[14] = h.Codec
+	b[15] = 0
+	le.PutUint64(b[16:], xxhash.Sum64(payload))
+	le.PutUint64(b[24:], h.BaseOffset)
+	le.PutUint32(b[32:], h.RecordCount)
+	le.PutUint32(b[36:], uint32(len(payload)))
+	le.PutUint64(b[40:], h.Epoch)
+	le.PutUint64(b[48:], h.ProducerID)
+	le.PutUint64(b[56:], h.ProducerSeq)
+	le.PutUint64(b[64:], uint64(h.FirstTimestamp))
+	le.PutUint64(b[72:], uint64(h.MaxTimestamp))
+	le.PutUint64(b[0:], xxhash.Sum64(b[8:BatchHeaderSize]))
+	return append(dst, payload...)
+}
+
+// DecodeBatch decodes the batch at the start of buf. It returns the header, the payload (aliasing
+// buf) and the batch's size. A buffer that ends inside the batch returns ErrShortBatch; bytes that
+// are not a valid batch return ErrCorrupt. It never panics, whatever buf holds.
+func DecodeBatch(buf []byte) (BatchHeader, []byte, int, error) {
+	var h BatchHeader
+	if len(buf) < BatchHeaderSize {
+		return h, nil, 0, ErrShortBatch
+	}
+	le := binary.LittleEndian
+	hb := buf[:BatchHeaderSize]
+	if le.Uint64(hb[0:]) != xxhash.Sum64(hb[8:]) {
+		return h, nil, 0, fmt.Errorf("%w: header checksum", ErrCorrupt)
+	}
+	if le.Uint32(hb[8:]) != batchMagic {
+		return h, nil, 0, fmt.Errorf("%w: bad magic", ErrCorrupt)
+	}
+	if v := le.Uint16(hb[12:]); v != batchVersion {
+		return h, nil, 0, fmt.Errorf("%w: batch version %d", ErrCorrupt, v)
+	}
+	if hb[15] != 0 {
+		return h, nil, 0, fmt.Errorf("%w: reserved byte set", ErrCorrupt)
+	}
+	h.Codec = hb[14]
+	h.BaseOffset = le.Uint64(hb[24:])
+	h.RecordCount = le.Uint32(hb[32:])
+	h.PayloadLen = le.Uint32(hb[36:])
+	h.Epoch = le.Uint64(hb[40:])
+	h.ProducerID = le.Uint64(hb[48:])
+	h.ProducerSeq = le.Uint64(hb[56:])
+	h.FirstTimestamp = int64(le.Uint64(hb[64:]))
+	h.MaxTimestamp = int64(le.Uint64(hb[72:]))
+	if h.RecordCount == 0 {
+		return h, nil, 0, fmt.Errorf("%w: batch without records", ErrCorrupt)
+	}
+	if h.PayloadLen > BatchPayloadMax {
+		return h, nil, 0, fmt.Errorf("%w: payload length %d", ErrCorrupt, h.PayloadLen)
+	}
+	if h.BaseOffset > h.BaseOffset+uint64(h.RecordCount) {
+		return h, nil, 0, fmt.Errorf("%w: offset overflow", ErrCorrupt)
+	}
+	size := h.Size()
+	if len(buf) < size {
+		return h, nil, 0, ErrShortBatch
+	}
+	payload := buf[BatchHeaderSize:size:size]
+	if le.Uint64(hb[16:]) != xxhash.Sum64(payload) {
+		return h, nil, 0, fmt.Errorf("%w: payload checksum", ErrCorrupt)
+	}
+	return h, payload, size, nil
+}
+
+// BatchIter walks the batches in a buffer returned by a read, skipping those that end at or
+// below From. It aliases the buffer; it allocates nothing.
+type BatchIter struct {
+	buf  []byte
+	From uint64
+	err  error
+}
+
+// NewBatchIter starts an iterator over buf that yields batches holding offsets >= from.
+func NewBatchIter(buf []byte, from uint64) BatchIter { return BatchIter{buf: buf, From: from} }
+
+// Next returns the next batch. ok is false at the end of the buffer (a partial batch at the very
+// end is not an error: a read may stop inside a batch) or on corruption (see Err).
+func (it *BatchIter) Next() (h BatchHeader, payload []byte, ok bool) {
+	for len(it.buf) > 0 && it.err == nil {
+		hdr, p, n, err := DecodeBatch(it.buf)
+		if err == ErrShortBatch {
+			return hdr, nil, false
+		}
+		if err != nil {
+			it.err = err
+			return hdr, nil, false
+		}
+		it.buf = it.buf[n:]
+		if hdr.NextOffset() <= it.From {
+			continue
+		}
+		return hdr, p, true
+	}
+	return BatchHeader{}, nil, false
+}
+
+// Err is the corruption that stopped the iterator, if any.
+func (it *BatchIter) Err() error { return it.err }

@@ -1,0 +1,83 @@
+package segment
+
+import (
+	"fmt"
+	"log/slog"
+)
+
+// Config sets up the logs of one stream copy. Zero values take the defaults below.
+type Config struct {
+	// SegmentBytes is the size at which the active segment rolls (default 64 MiB). A batch never
+	// spans two segments, so a segment may pass it by one batch.
+	SegmentBytes int64
+	// IndexIntervalBytes is the spacing of sparse index entries (default 4 KiB).
+	IndexIntervalBytes int64
+	// PendingBytesMax bounds the bytes queued for the next group commit (default 8 MiB); Append
+	// returns ErrBackpressure past it.
+	PendingBytesMax int
+	// ReadsMax bounds concurrent asynchronous reads per log (default 64).
+	ReadsMax int
+	// DigestChunkBytes is the read size of digest computation and verify mode (default 1 MiB).
+	DigestChunkBytes int
+	// CursorSyncBytes: once this many cursor-event bytes are queued, the cursor log commits by
+	// itself instead of waiting for the caller's SyncCursors (default 256 KiB).
+	CursorSyncBytes int
+	// Logger receives recovery warnings. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+const (
+	defaultSegmentBytes       = 64 << 20
+	defaultIndexIntervalBytes = 4 << 10
+	defaultPendingBytesMax    = 8 << 20
+	defaultReadsMax           = 64
+	defaultDigestChunkBytes   = 1 << 20
+	defaultCursorSyncBytes    = 256 << 10
+)
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = defaultSegmentBytes
+	}
+	if c.IndexIntervalBytes == 0 {
+		c.IndexIntervalBytes = defaultIndexIntervalBytes
+	}
+	if c.PendingBytesMax == 0 {
+		c.PendingBytesMax = defaultPendingBytesMax
+	}
+	if c.ReadsMax == 0 {
+		c.ReadsMax = defaultReadsMax
+	}
+	if c.DigestChunkBytes == 0 {
+		c.DigestChunkBytes = defaultDigestChunkBytes
+	}
+	if c.CursorSyncBytes == 0 {
+		c.CursorSyncBytes = defaultCursorSyncBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate checks the rules between the options (after defaults are applied).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.SegmentBytes < 4<<10:
+		return fmt.Errorf("%w: SegmentBytes %d below 4 KiB", ErrConfig, c.SegmentBytes)
+	case c.IndexIntervalBytes < BatchHeaderSize:
+		return fmt.Errorf("%w: IndexIntervalBytes %d below one batch header", ErrConfig, c.IndexIntervalBytes)
+	case c.PendingBytesMax < BatchHeaderSize+BatchPayloadMax:
+		return fmt.Errorf("%w: PendingBytesMax %d cannot hold one full batch (%d)", ErrConfig,
+			c.PendingBytesMax, BatchHeaderSize+BatchPayloadMax)
+	case c.ReadsMax < 1:
+		return fmt.Errorf("%w: ReadsMax %d below 1", ErrConfig, c.ReadsMax)
+	case c.DigestChunkBytes < 4<<10:
+		return fmt.Errorf("%w: DigestChunkBytes %d below 4 KiB", ErrConfig, c.DigestChunkBytes)
+	case c.CursorSyncBytes < 1:
+		return fmt.Errorf("%w: CursorSyncBytes %d below 1", ErrConfig, c.CursorSyncBytes)
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package segment
+
+import (
+	"fmt"
+	"math"
+
+	"golang.org/x/sys/unix"
+)
+
+// cut removes every record at or past off (a rare path: it drives the ring synchronously and needs
+// a quiet log). Whole segments past off are removed, last first, each removal made durable before
+// the next, so a crash in the middle leaves a log that opens at or above off; then the segment
+// holding off is shortened and its index trimmed. off at or past the durable tail is a no-op, so
+// repeating a cut changes nothing. off must be a batch boundary (ErrNotBoundary) and not below
+// the retained head (ErrBelowHead).
+func (l *Log) cut(off uint64) error {
+	switch {
+	case l.closedF:
+		return ErrClosed
+	case l.failed != nil:
+		return l.failed
+	case l.Busy():
+		return ErrBusy
+	case off < l.Head():
+		return fmt.Errorf("%w: cut at %d, head %d", ErrBelowHead, off, l.Head())
+	case off >= l.durable:
+		return nil
+	}
+	i := l.findSegment(off)
+	s := l.segs[i]
+	pos, err := l.batchPos(s, off)
+	if err != nil {
+		return err
+	}
+	for j := len(l.segs) - 1; j > i; j-- {
+		if err := l.removeSegmentDurably(l.segs[j]); err != nil {
+			return err
+		}
+		l.segs[j] = nil
+		l.segs = l.segs[:j]
+	}
+	if pos == 0 && i > 0 {
+		// The cut falls on a segment boundary: drop the whole segment; the one before becomes active.
+		if err := l.removeSegmentDurably(s); err != nil {
+			return err
+		}
+		l.segs[i] = nil
+		l.segs = l.segs[:i]
+		s = l.segs[i-1]
+		pos = s.size
+	}
+	if err := l.shorten(s, off, pos); err != nil {
+		return err
+	}
+	l.durable, l.next = off, off
+	return nil
+}
+
+// shorten makes s the active segment ending at byte pos, record offset off.
+func (l *Log) shorten(s *segment, off uint64, pos int64) error {
+	// An active segment has no sidecar; remove it first so no crash leaves a stale one that claims
+	// the longer size.
+	if err := unix.Unlinkat(l.dirfd, sidecarName(s.base), 0); err != nil && err != unix.ENOENT {
+		return fmt.Errorf("segment: remove %s: %w", sidecarName(s.base), err)
+	}
+	if err := l.sr.ftruncate(s.fd, pos); err != nil {
+		return fmt.Errorf("segment: truncate %s: %w", l.path(s.base), err)
+	}
+	if err := l.sr.fsync(s.fd, false); err != nil {
+		return fmt.Errorf("segment: fsync %s: %w", l.path(s.base), err)
+	}
+	if err := l.sr.fsync(l.dirfd, false); err != nil {
+		return fmt.Errorf("segment: fsync %s: %w", l.dir, err)
+	}
+	k := len(s.index)
+	for k > 0 && s.index[k-1].offset >= off {
+		k--
+	}
+	s.index = s.index[:k]
+	s.size, s.wSize = pos, pos
+	s.end, s.wEnd = off, off
+	s.digestKnown, s.digestQueued, s.sidecarSaved = false, false, false
+	return nil
+}
+
+// batchPos finds the byte position of the batch starting at off in s, reading from the nearest
+// index entry.
+func (l *Log) batchPos(s *segment, off uint64) (int64, error) {
+	at, pos := indexPos(s, off)
+	if at == off {
+		return pos, nil
+	}
+	hdr := make([]byte, BatchHeaderSize)
+	for at < off {
+		if _, err := l.sr.readAt(s.fd, hdr, pos); err != nil {
+			return 0, fmt.Errorf("segment: read %s at %d: %w", l.path(s.base), pos, err)
+		}
+		h, err := decodeHeaderOnly(hdr)
+		if err != nil {
+			return 0, fmt.Errorf("segment: %s at byte %d: %w", l.path(s.base), pos, err)
+		}
+		if h.BaseOffset != at {
+			return 0, fmt.Errorf("%w: %s at byte %d: batch base %d, expected %d", ErrCorrupt, l.path(s.base), pos, h.BaseOffset, at)
+		}
+		if h.NextOffset() > off {
+			return 0, fmt.Errorf("%w: offset %d is inside the batch at %d", ErrNotBoundary, off, at)
+		}
+		at = h.NextOffset()
+		pos += int64(h.Size())
+	}
+	return pos, nil
+}
+
+// removeSegmentDurably removes s and fsyncs the directory.
+func (l *Log) removeSegmentDurably(s *segment) error {
+	if err := l.removeSegment(s); err != nil {
+		return err
+	}
+	if err := l.sr.fsync(l.dirfd, false); err != nil {
+		return fmt.Errorf("segment: fsync %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// retain removes closed segments from the front while the log holds more than maxBytes (0: no
+// limit; -1: remove every segment the other bounds allow) or their newest batch is older than maxAgeMs before nowMs (0: no limit), and only
+// segments that end at or below keepFrom. It returns the segments removed. Rare path, synchronous.
+func (l *Log) retain(nowMs, maxBytes, maxAgeMs int64, keepFrom uint64) (int, error) {
+	switch {
+	case l.closedF:
+		return 0, ErrClosed
+	case l.reads.used > 0 || l.dig.running || len(l.dig.jobs) > 0:
+		return 0, ErrBusy
+	}
+	total := int64(0)
+	for _, s := range l.segs {
+		total += s.wSize
+	}
+	removed := 0
+	for len(l.segs) > 1 {
+		s := l.segs[0]
+		if s.size != s.wSize || s.end > keepFrom {
+			break
+		}
+		overBytes := maxBytes < 0 || (maxBytes > 0 && total > maxBytes)
+		tooOld := maxAgeMs > 0 && s.maxTimestamp < nowMs-maxAgeMs
+		if !overBytes && !tooOld {
+			break
+		}
+		if err := l.removeSegmentDurably(s); err != nil {
+			return removed, err
+		}
+		total -= s.size
+		l.segs[0] = nil
+		l.segs = l.segs[1:]
+		removed++
+	}
+	return removed, nil
+}
+
+// noKeep passes no keepFrom bound to retain.
+const noKeep = math.MaxUint64
+
+// decodeHeaderOnly decodes and checks a batch header without its payload.
+func decodeHeaderOnly(b []byte) (BatchHeader, error) {
+	h, _, _, err := DecodeBatch(b)
+	if err == ErrShortBatch && len(b) >= BatchHeaderSize {
+		// DecodeBatch checked the header before it found the payload missing.
+		return h, nil
+	}
+	return h, err
+}

@@ -1,0 +1,65 @@
+// Package segment keeps one stream copy's logs on disk and does all of that disk I/O through the
+// owning shard's ring (either backend): the record log and the cursor event log, each a list of
+// segment files with a sparse index; group commit with a durable tail; reads by offset; log
+// epochs; cut; seal digest and verify mode; recovery on open; retention; cursor snapshots; and the
+// fence epoch of a sealed copy.
+//
+// It owns the files under the copy's directory (records/, cursors/, epochs, fence, cursors.snap)
+// and the buffers it hands to the ring. It never reads the clock (retention ages come from a
+// caller-supplied now in unix ms), never starts a goroutine, and never retains a caller's slice
+// after a call returns, except a Read's buffer, which belongs to the read until ReadDone. Every
+// method runs on the owning shard's goroutine, the locked OS thread that owns the ring.
+//
+// Steady state never blocks the shard: appends and their group commits, reads for consumers and
+// followers, the digest of a segment that just rolled (with its sidecar write) and the seal
+// (fence write and digest) are queued on the ring and finish in Handler completions. The rare
+// operations drive the ring to completion synchronously with Wait/Dispatch: Open and recovery,
+// Cut, Verify, Retain, cursor snapshots, AppendEpoch (one fdatasync per role change) and Close.
+// They must not be called from inside an Events callback.
+//
+// Decisions where the design is silent:
+//
+//   - Group commit: Append copies the batch into the pending group's buffer (the one copy) and
+//     Flush, called once per shard loop turn, hands the group to the ring as one WRITEV per
+//     segment file linked to one FSYNC(datasync); a group that crosses a roll creates the new file
+//     with an async OPENAT first and adds a directory fsync. One group is in flight at a time;
+//     the next starts when it completes. The durable tail moves, and AppendDone fires for each
+//     append in order, only when every fsync of the group has completed. Before queueing a chain
+//     the log checks that the ring has room for all of it even if everything in flight were still
+//     unsubmitted, so ErrQueueFull can never split a linked chain; without room it waits for the
+//     next Flush.
+//   - The cursor log commits only when asked (Copy.SyncCursors, a seal, a snapshot) or when
+//     Config.CursorSyncBytes of events are queued: cursor events get no fsync of their own.
+//   - A failed write or fsync fails the log for good (ErrFailed): after a failed fdatasync the
+//     page cache cannot be trusted, so the copy must be reopened.
+//   - A batch never spans segments. A segment rolls when the next batch would take it past
+//     SegmentBytes. Segment files are named by base offset in 20 digits. Each closed segment gets a
+//     sidecar <base>.index (sparse index, digest, sizes, newest timestamp) written after its digest
+//     is computed through the ring; the sidecar is not fsynced, because a torn or missing one is
+//     rebuilt by scanning, and a valid one proves every byte of its segment was durable. The active
+//     segment's index lives in memory and is rebuilt by the scan on open.
+//   - Recovery: the segments after the last one with a valid sidecar are the unsettled tail (a
+//     crash can only have torn them, since a sidecar is written after its segment is durable and
+//     one group commit is in flight at a time). The first bad batch there is cut with everything
+//     after it, with a slog warning giving the file, position and bytes cut; what open read is
+//     fdatasynced before it is reported durable. A bad batch, gap or size mismatch in a settled
+//     segment is an error naming the file and byte. Settled segments are trusted on open (their
+//     sidecar is checked against the file size only); Verify recomputes their digests.
+//   - Preallocation: segments are not preallocated or recycled. Measured on this machine
+//     (docs/bench/segment.md, BenchmarkPrealloc*), fallocate'd blocks still need their extent
+//     conversion journalled by fdatasync, so it did not pay; prewriting doubles the write volume,
+//     and recycling would make a stale tail indistinguishable from a torn one without a per-file
+//     generation.
+//   - The seal digest is xxhash64 over (base, size, file digest) of each retained segment, so two
+//     copies with the same bytes in the same segments agree. Appends queued before a seal are
+//     committed and covered; appends from an epoch below the fence are refused from the call on.
+//   - Log epochs: a cut drops entries whose record or cursor start lies past the cut; entries
+//     starting exactly at it stay. Entries must grow (epoch up, starts not down).
+//   - The fence file holds two checksummed slots written alternately, so it is replaced atomically
+//     without a rename. Cursor snapshots use write, fsync, rename, fsync dir; the rename, unlink,
+//     mkdir, directory listing and fstat are plain syscalls because the ring contract has no
+//     operation for them, and they occur only on the rare paths.
+//   - Every file format carries a magic and a version: batches, sidecars, epochs, fence, cursor
+//     snapshot.
+//   - All segment files of a log stay open while retained (reads and digests need them).
+package segment

@@ -1,0 +1,196 @@
+package segment
+
+import (
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+
+	"github.com/cespare/xxhash/v2"
+	"golang.org/x/sys/unix"
+)
+
+// The log epochs file "epochs", version 1: an 8-byte file header (magic "RSE1" u32, version u32)
+// then 32-byte entries, little endian:
+//
+//	epoch u64 | record start u64 | cursor start u64 | xxhash64 of the 24 bytes before it and the
+//	entry's index (so an entry copied to another slot fails) u64
+//
+// One entry per role change. Appends are written and fdatasynced synchronously (a rare path). A
+// torn last entry is cut on open; a bad entry before the last is corruption.
+const (
+	epochsName       = "epochs"
+	epochsMagic      = 0x31455352 // "RSE1"
+	epochsVersion    = 1
+	epochsHeaderSize = 8
+	epochEntrySize   = 32
+)
+
+// EpochEntry says the copy followed epoch from the given record and cursor offsets on.
+type EpochEntry struct {
+	Epoch       uint64
+	RecordStart uint64
+	CursorStart uint64
+}
+
+// epochLog is the copy's append-only log epochs.
+type epochLog struct {
+	sr      *syncRing
+	fd      int
+	entries []EpochEntry
+}
+
+func encodeEpochEntry(b []byte, i int, e EpochEntry) {
+	le := binary.LittleEndian
+	le.PutUint64(b[0:], e.Epoch)
+	le.PutUint64(b[8:], e.RecordStart)
+	le.PutUint64(b[16:], e.CursorStart)
+	le.PutUint64(b[24:], 0)
+	le.PutUint64(b[24:], epochEntrySum(b[:24], i))
+}
+
+func epochEntrySum(b []byte, i int) uint64 {
+	var buf [32]byte
+	copy(buf[:], b[:24])
+	binary.LittleEndian.PutUint64(buf[24:], uint64(i))
+	return xxhash.Sum64(buf[:])
+}
+
+// decodeEpochs decodes an epochs file. It returns the valid entries and the byte length they take;
+// valid < len(b) means a torn tail. A bad entry that is not the last is ErrCorrupt. Never panics.
+func decodeEpochs(b []byte) ([]EpochEntry, int, error) {
+	if len(b) < epochsHeaderSize {
+		return nil, 0, nil
+	}
+	le := binary.LittleEndian
+	if le.Uint32(b[0:]) != epochsMagic || le.Uint32(b[4:]) != epochsVersion {
+		return nil, 0, fmt.Errorf("%w: epochs header", ErrCorrupt)
+	}
+	var out []EpochEntry
+	pos := epochsHeaderSize
+	for i := 0; pos+epochEntrySize <= len(b); i++ {
+		e := b[pos : pos+epochEntrySize]
+		if le.Uint64(e[24:]) != epochEntrySum(e, i) {
+			if pos+epochEntrySize < len(b) {
+				return nil, 0, fmt.Errorf("%w: epochs entry %d checksum", ErrCorrupt, i)
+			}
+			break
+		}
+		ent := EpochEntry{Epoch: le.Uint64(e[0:]), RecordStart: le.Uint64(e[8:]), CursorStart: le.Uint64(e[16:])}
+		if n := len(out); n > 0 && !epochFollows(out[n-1], ent) {
+			return nil, 0, fmt.Errorf("%w: epochs entry %d out of order", ErrCorrupt, i)
+		}
+		out = append(out, ent)
+		pos += epochEntrySize
+	}
+	return out, pos, nil
+}
+
+// epochFollows says whether next may follow prev: a higher epoch, starts that do not go back.
+func epochFollows(prev, next EpochEntry) bool {
+	return next.Epoch > prev.Epoch && next.RecordStart >= prev.RecordStart && next.CursorStart >= prev.CursorStart
+}
+
+// openEpochs opens (or creates) the epochs file in dirfd and cuts a torn last entry.
+func openEpochs(sr *syncRing, dirfd int, logger *slog.Logger) (*epochLog, error) {
+	fd, err := sr.openat(dirfd, epochsName, unix.O_RDWR|unix.O_CREAT, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("segment: open %s: %w", epochsName, err)
+	}
+	el := &epochLog{sr: sr, fd: fd}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("segment: fstat %s: %w", epochsName, err)
+	}
+	b := make([]byte, st.Size)
+	if _, err := sr.readAt(fd, b, 0); err != nil {
+		return nil, fmt.Errorf("segment: read %s: %w", epochsName, err)
+	}
+	entries, valid, err := decodeEpochs(b)
+	if err != nil {
+		return nil, err
+	}
+	if valid < epochsHeaderSize {
+		var hdr [epochsHeaderSize]byte
+		binary.LittleEndian.PutUint32(hdr[0:], epochsMagic)
+		binary.LittleEndian.PutUint32(hdr[4:], epochsVersion)
+		if err := sr.writeAt(fd, hdr[:], 0); err != nil {
+			return nil, fmt.Errorf("segment: write %s: %w", epochsName, err)
+		}
+		valid = epochsHeaderSize
+	}
+	if int64(valid) != st.Size {
+		logger.Warn("segment: cut torn log epochs entry on open", "bytes_cut", st.Size-int64(valid), "entries", len(entries))
+	}
+	if int64(valid) != st.Size || st.Size < epochsHeaderSize {
+		if err := sr.ftruncate(fd, int64(valid)); err != nil {
+			return nil, fmt.Errorf("segment: truncate %s: %w", epochsName, err)
+		}
+		if err := sr.fsync(fd, false); err != nil {
+			return nil, fmt.Errorf("segment: fsync %s: %w", epochsName, err)
+		}
+		if err := sr.fsync(dirfd, false); err != nil {
+			return nil, fmt.Errorf("segment: fsync dir: %w", err)
+		}
+	}
+	el.entries = entries
+	return el, nil
+}
+
+// append writes and fdatasyncs one entry. It must follow the last one (ErrEpochOrder).
+func (el *epochLog) append(e EpochEntry) error {
+	if n := len(el.entries); n > 0 && !epochFollows(el.entries[n-1], e) {
+		return fmt.Errorf("%w: epoch %d from %d/%d after epoch %d from %d/%d", ErrEpochOrder, e.Epoch,
+			e.RecordStart, e.CursorStart, el.entries[n-1].Epoch, el.entries[n-1].RecordStart, el.entries[n-1].CursorStart)
+	}
+	var b [epochEntrySize]byte
+	i := len(el.entries)
+	encodeEpochEntry(b[:], i, e)
+	if err := el.sr.writeAt(el.fd, b[:], int64(epochsHeaderSize+i*epochEntrySize)); err != nil {
+		return fmt.Errorf("segment: write %s: %w", epochsName, err)
+	}
+	if err := el.sr.fsync(el.fd, true); err != nil {
+		return fmt.Errorf("segment: fsync %s: %w", epochsName, err)
+	}
+	el.entries = append(el.entries, e)
+	return nil
+}
+
+// cut drops the entries whose record start lies past recordOff or whose cursor start lies past
+// cursorOff: epochs the cut log no longer holds any part of. Entries starting exactly at the cut
+// stay (they record the role change at that point).
+func (el *epochLog) cut(recordOff, cursorOff uint64) error {
+	k := len(el.entries)
+	for k > 0 && (el.entries[k-1].RecordStart > recordOff || el.entries[k-1].CursorStart > cursorOff) {
+		k--
+	}
+	if k == len(el.entries) {
+		return nil
+	}
+	if err := el.sr.ftruncate(el.fd, int64(epochsHeaderSize+k*epochEntrySize)); err != nil {
+		return fmt.Errorf("segment: truncate %s: %w", epochsName, err)
+	}
+	if err := el.sr.fsync(el.fd, false); err != nil {
+		return fmt.Errorf("segment: fsync %s: %w", epochsName, err)
+	}
+	el.entries = el.entries[:k]
+	return nil
+}
+
+// last is the newest entry: the last epoch this copy followed.
+func (el *epochLog) last() (EpochEntry, bool) {
+	if len(el.entries) == 0 {
+		return EpochEntry{}, false
+	}
+	return el.entries[len(el.entries)-1], true
+}
+
+// at is the entry of the epoch that record offset off was written in: the last entry whose record
+// start is at or below off.
+func (el *epochLog) at(off uint64) (EpochEntry, bool) {
+	for i := len(el.entries) - 1; i >= 0; i-- {
+		if el.entries[i].RecordStart <= off {
+			return el.entries[i], true
+		}
+	}
+	return EpochEntry{}, false
+}

@@ -1,0 +1,412 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/ringstream/ringstream/internal/assert"
+	"github.com/ringstream/ringstream/ring"
+)
+
+// LogKind names one of a copy's two logs.
+type LogKind uint8
+
+const (
+	// RecordLog holds the stream's records.
+	RecordLog LogKind = 1
+	// CursorLog holds consumer cursor events.
+	CursorLog LogKind = 2
+)
+
+func (k LogKind) String() string {
+	if k == RecordLog {
+		return "records"
+	}
+	return "cursors"
+}
+
+// segment is one file of a log. The fields without a w prefix describe durable bytes; the w
+// fields include bytes queued or in flight.
+type segment struct {
+	base         uint64 // offset of the first record
+	end          uint64 // offset after the last durable record
+	size         int64  // durable bytes
+	wEnd         uint64 // offset after the last queued record
+	wSize        int64  // bytes including queued ones
+	fd           int    // -1 until the file is created
+	index        []indexEntry
+	maxTimestamp int64  // largest batch max timestamp (retention age)
+	digest       uint64 // xxhash64 of the whole file, valid when digestKnown
+	digestKnown  bool
+	digestQueued bool
+	sidecarSaved bool
+}
+
+// closed says whether s is complete: nothing more will be written to it.
+func (l *Log) closed(s *segment) bool { return s != l.segs[len(l.segs)-1] }
+
+// Log is one segmented log of a copy. Its methods run on the shard goroutine that owns its ring.
+type Log struct {
+	kind   LogKind
+	cfg    Config
+	log    *slog.Logger
+	r      ring.Ring
+	sr     *syncRing
+	events Events
+	dir    string
+	dirfd  int
+	opsMax int
+
+	segs    []*segment
+	next    uint64 // offset the next append receives
+	durable uint64 // durable tail
+	failed   error
+	closedF  bool
+	minEpoch uint64 // the copy's fence: appends from lower epochs are refused
+
+	quiet  quietListener // told when a group commit ends (the copy's seal waits for it)
+
+	commit commitState
+	reads  readTable
+	dig    digestState
+}
+
+// Head is the retained head: the lowest offset still in the log.
+func (l *Log) Head() uint64 { return l.segs[0].base }
+
+// DurableTail is the offset after the last durable record.
+func (l *Log) DurableTail() uint64 { return l.durable }
+
+// NextOffset is the offset the next append receives (durable tail plus queued records).
+func (l *Log) NextOffset() uint64 { return l.next }
+
+// Segments is the number of segment files.
+func (l *Log) Segments() int { return len(l.segs) }
+
+// SizeBytes is the durable size of the retained log.
+func (l *Log) SizeBytes() int64 {
+	var n int64
+	for _, s := range l.segs {
+		n += s.size
+	}
+	return n
+}
+
+// RecoveryReport says what open found and did to one log.
+type RecoveryReport struct {
+	Segments      int    // segment files kept
+	Scanned       int    // segments scanned batch by batch (no valid sidecar, or the tail)
+	CutBytes      int64  // bytes cut from a torn or corrupt tail
+	CutSegments   int    // whole segment files removed past the torn point
+	CutFile       string // the file where the cut happened, if any
+	CutPosition   int64  // byte position of the cut in CutFile
+	IndexRebuilds int    // sidecars rebuilt
+}
+
+// openLog opens or creates the log in dir and recovers its tail.
+func openLog(kind LogKind, r ring.Ring, sr *syncRing, dir string, cfg Config, ev Events) (*Log, RecoveryReport, error) {
+	var rep RecoveryReport
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, rep, fmt.Errorf("segment: create %s: %w", dir, err)
+	}
+	dirfd, err := sr.openat(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, rep, fmt.Errorf("segment: open dir %s: %w", dir, err)
+	}
+	l := &Log{kind: kind, cfg: cfg, log: cfg.Logger, r: r, sr: sr, events: ev, dir: dir, dirfd: dirfd}
+	l.opsMax = int(r.Info().SQEntries)
+	if l.opsMax == 0 {
+		l.opsMax = 64
+	}
+	l.commit.init(cfg)
+	l.reads.init(cfg.ReadsMax)
+	l.dig.init()
+	if err := l.load(&rep); err != nil {
+		l.closeFiles()
+		return nil, rep, err
+	}
+	l.durable = l.segs[len(l.segs)-1].end
+	l.next = l.durable
+	rep.Segments = len(l.segs)
+	return l, rep, nil
+}
+
+// load lists the segment files, loads sidecars and recovers the tail.
+func (l *Log) load(rep *RecoveryReport) error {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("segment: list %s: %w", l.dir, err)
+	}
+	var bases []uint64
+	for _, e := range entries {
+		if b, ok := parseSegmentName(e.Name()); ok {
+			bases = append(bases, b)
+		}
+	}
+	slices.Sort(bases)
+	if len(bases) == 0 {
+		return l.createFirst()
+	}
+	for _, b := range bases {
+		fd, err := l.sr.openat(l.dirfd, segmentName(b), unix.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("segment: open %s: %w", l.path(b), err)
+		}
+		l.segs = append(l.segs, &segment{base: b, fd: fd})
+	}
+	last := l.segs[len(l.segs)-1]
+	if err := unix.Unlinkat(l.dirfd, sidecarName(last.base), 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("segment: remove stale %s: %w", sidecarName(last.base), err)
+	}
+	// Settled segments have a valid sidecar: every byte was durable when it was written.
+	settled := -1
+	for i, s := range l.segs[:len(l.segs)-1] {
+		if l.loadSidecar(s) {
+			settled = i
+		}
+	}
+	for i, s := range l.segs {
+		if s.sidecarSaved {
+			if i > 0 && s.base != l.segs[i-1].end {
+				return fmt.Errorf("%w: %s starts at %d, previous segment ends at %d", ErrCorrupt, l.path(s.base), s.base, l.segs[i-1].end)
+			}
+			continue
+		}
+		if i > 0 && s.base != l.segs[i-1].end {
+			if i <= settled {
+				return fmt.Errorf("%w: %s starts at %d, previous segment ends at %d", ErrCorrupt, l.path(s.base), s.base, l.segs[i-1].end)
+			}
+			return l.cutTail(i, 0, rep)
+		}
+		rep.Scanned++
+		pos, err := l.scan(s)
+		if err == nil {
+			// What open read may still sit only in the page cache (the writer was killed before
+			// its fdatasync): make it durable before reporting it as the durable tail.
+			if err := l.sr.fsync(s.fd, true); err != nil {
+				return fmt.Errorf("segment: fsync %s: %w", l.path(s.base), err)
+			}
+			if i < len(l.segs)-1 {
+				rep.IndexRebuilds++
+				l.saveSidecarSync(s)
+			}
+			continue
+		}
+		if i <= settled {
+			return fmt.Errorf("segment: %s at byte %d: %w", l.path(s.base), pos, err)
+		}
+		return l.cutTail(i, pos, rep)
+	}
+	return nil
+}
+
+// loadSidecar reads s's sidecar and, if it is valid and matches the file, adopts it.
+func (l *Log) loadSidecar(s *segment) bool {
+	b, err := l.sr.readFile(l.dirfd, sidecarName(s.base), sidecarFixedSize+sidecarEntriesMax*sidecarEntrySize+8)
+	if err != nil {
+		return false
+	}
+	sc, err := decodeSidecar(b)
+	if err != nil || sc.base != s.base {
+		return false
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(s.fd, &st); err != nil || st.Size != sc.size {
+		return false
+	}
+	s.end, s.wEnd = sc.end, sc.end
+	s.size, s.wSize = sc.size, sc.size
+	s.digest, s.digestKnown, s.digestQueued = sc.digest, true, true
+	s.maxTimestamp = sc.maxTimestamp
+	s.index = sc.index
+	s.sidecarSaved = true
+	return true
+}
+
+// scan reads s whole, checks it batch by batch and rebuilds its index, end and digest. On error it
+// returns the byte position of the first bad batch; s then describes the valid prefix.
+func (l *Log) scan(s *segment) (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(s.fd, &st); err != nil {
+		return 0, fmt.Errorf("segment: fstat %s: %w", l.path(s.base), err)
+	}
+	buf := make([]byte, st.Size)
+	n, err := l.sr.readAt(s.fd, buf, 0)
+	if err != nil && n != len(buf) {
+		return 0, fmt.Errorf("segment: read %s: %w", l.path(s.base), err)
+	}
+	s.index = s.index[:0]
+	s.end, s.size, s.maxTimestamp = s.base, 0, 0
+	var lastIndexed int64
+	var scanErr error
+	for int(s.size) < len(buf) {
+		h, _, sz, err := DecodeBatch(buf[s.size:])
+		if err == nil && h.BaseOffset != s.end {
+			err = fmt.Errorf("%w: batch base %d, expected %d", ErrCorrupt, h.BaseOffset, s.end)
+		}
+		if err != nil {
+			scanErr = err
+			break
+		}
+		if len(s.index) == 0 || s.size-lastIndexed >= l.cfg.IndexIntervalBytes {
+			s.index = append(s.index, indexEntry{offset: s.end, pos: s.size})
+			lastIndexed = s.size
+		}
+		s.end = h.NextOffset()
+		s.maxTimestamp = max(s.maxTimestamp, h.MaxTimestamp)
+		s.size += int64(sz)
+	}
+	s.wEnd, s.wSize = s.end, s.size
+	s.digest = xxhash.Sum64(buf[:s.size])
+	s.digestKnown = scanErr == nil
+	s.digestQueued = s.digestKnown
+	return s.size, scanErr
+}
+
+// cutTail cuts a torn or corrupt tail found at byte pos of segment i: that segment is shortened to
+// pos and every later segment removed.
+func (l *Log) cutTail(i int, pos int64, rep *RecoveryReport) error {
+	s := l.segs[i]
+	var st unix.Stat_t
+	if err := unix.Fstat(s.fd, &st); err != nil {
+		return fmt.Errorf("segment: fstat %s: %w", l.path(s.base), err)
+	}
+	rep.CutFile, rep.CutPosition = l.path(s.base), pos
+	rep.CutBytes += st.Size - pos
+	for _, later := range l.segs[i+1:] {
+		if err := unix.Fstat(later.fd, &st); err == nil {
+			rep.CutBytes += st.Size
+		}
+		rep.CutSegments++
+		if err := l.removeSegment(later); err != nil {
+			return err
+		}
+	}
+	l.segs = l.segs[:i+1]
+	if err := l.sr.ftruncate(s.fd, pos); err != nil {
+		return fmt.Errorf("segment: truncate %s: %w", l.path(s.base), err)
+	}
+	if err := l.sr.fsync(s.fd, false); err != nil {
+		return fmt.Errorf("segment: fsync %s: %w", l.path(s.base), err)
+	}
+	if err := l.sr.fsync(l.dirfd, false); err != nil {
+		return fmt.Errorf("segment: fsync %s: %w", l.dir, err)
+	}
+	l.log.Warn("segment: cut torn tail on open", "log", l.kind.String(), "file", rep.CutFile,
+		"position", pos, "bytes_cut", rep.CutBytes, "segments_removed", rep.CutSegments, "tail", s.end)
+	return nil
+}
+
+// createFirst creates the first, empty segment of a new log at offset 0.
+func (l *Log) createFirst() error {
+	fd, err := l.sr.openat(l.dirfd, segmentName(0), unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("segment: create %s: %w", l.path(0), err)
+	}
+	l.segs = append(l.segs, &segment{fd: fd})
+	if err := l.sr.fsync(l.dirfd, false); err != nil {
+		return fmt.Errorf("segment: fsync %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// removeSegment closes and unlinks s and its sidecar (plain unlinkat: the ring contract has none).
+func (l *Log) removeSegment(s *segment) error {
+	if s.fd >= 0 {
+		if err := l.sr.close(s.fd); err != nil {
+			return fmt.Errorf("segment: close %s: %w", l.path(s.base), err)
+		}
+		s.fd = -1
+	}
+	if err := unix.Unlinkat(l.dirfd, sidecarName(s.base), 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("segment: remove %s: %w", sidecarName(s.base), err)
+	}
+	if err := unix.Unlinkat(l.dirfd, segmentName(s.base), 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("segment: remove %s: %w", l.path(s.base), err)
+	}
+	return nil
+}
+
+// saveSidecarSync writes s's sidecar on a rare path (open). Failing to write it only costs a
+// rescan at the next open, so the error is logged, not returned.
+func (l *Log) saveSidecarSync(s *segment) {
+	assert.True(s.digestKnown, "segment: sidecar without digest")
+	b := encodeSidecar(s)
+	fd, err := l.sr.openat(l.dirfd, sidecarName(s.base), unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o644)
+	if err == nil {
+		err = l.sr.writeAt(fd, b, 0)
+		if cerr := l.sr.close(fd); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		l.log.Warn("segment: sidecar not saved", "file", sidecarName(s.base), "err", err)
+		return
+	}
+	s.sidecarSaved = true
+}
+
+func (l *Log) path(base uint64) string { return filepath.Join(l.dir, segmentName(base)) }
+
+// closeFiles closes every fd the log holds (rare path).
+func (l *Log) closeFiles() {
+	for _, s := range l.segs {
+		if s.fd >= 0 {
+			_ = l.sr.close(s.fd)
+			s.fd = -1
+		}
+	}
+	if l.dirfd >= 0 {
+		_ = l.sr.close(l.dirfd)
+		l.dirfd = -1
+	}
+}
+
+// findSegment returns the index of the segment holding offset off (off < its wEnd), or the last
+// segment when off is the log's end.
+func (l *Log) findSegment(off uint64) int {
+	i, found := slices.BinarySearchFunc(l.segs, off, func(s *segment, off uint64) int {
+		switch {
+		case s.base > off:
+			return 1
+		case s.base < off:
+			return -1
+		}
+		return 0
+	})
+	if found {
+		// Empty segments can share a base with the next one only transiently; take the last.
+		for i+1 < len(l.segs) && l.segs[i+1].base == off {
+			i++
+		}
+		return i
+	}
+	return i - 1
+}
+
+// indexPos returns the position of the last index entry at or below off in s.
+func indexPos(s *segment, off uint64) (uint64, int64) {
+	i, found := slices.BinarySearchFunc(s.index, off, func(e indexEntry, off uint64) int {
+		switch {
+		case e.offset > off:
+			return 1
+		case e.offset < off:
+			return -1
+		}
+		return 0
+	})
+	if !found {
+		i--
+	}
+	if i < 0 {
+		return s.base, 0
+	}
+	return s.index[i].offset, s.index[i].pos
+}
