@@ -383,4 +383,3 @@ func (l *Log) Complete(c ring.Completion) {
 		assert.True(false, "segment: completion with unknown tag")
 	}
 }
-

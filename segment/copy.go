@@ -73,14 +73,14 @@ type Copy struct {
 
 // sealState is the seal in progress.
 type sealState struct {
-	active      bool
-	tag         uint64
-	epoch       uint64
-	fenceOps    int
-	fenceDone   bool
-	digestDone  bool
-	digest      SealDigest
-	err         error
+	active     bool
+	tag        uint64
+	epoch      uint64
+	fenceOps   int
+	fenceDone  bool
+	digestDone bool
+	digest     SealDigest
+	err        error
 }
 
 // Tags of the copy's own ring operations.

@@ -64,14 +64,14 @@ type Log struct {
 	dirfd  int
 	opsMax int
 
-	segs    []*segment
-	next    uint64 // offset the next append receives
-	durable uint64 // durable tail
+	segs     []*segment
+	next     uint64 // offset the next append receives
+	durable  uint64 // durable tail
 	failed   error
 	closedF  bool
 	minEpoch uint64 // the copy's fence: appends from lower epochs are refused
 
-	quiet  quietListener // told when a group commit ends (the copy's seal waits for it)
+	quiet quietListener // told when a group commit ends (the copy's seal waits for it)
 
 	commit commitState
 	reads  readTable

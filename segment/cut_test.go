@@ -1,0 +1,155 @@
+package segment
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+)
+
+// Item 5: cut at a segment boundary, inside a segment, at the retained head, below it (error), and
+// twice (no-op); the result survives reopen and takes appends again.
+func TestCut_Cases(t *testing.T) {
+	const rec = 1000 // one record per batch; 8 batches per 8 KiB... segment
+	backends(t, func(t *testing.T, e *env) {
+		e.cfg.SegmentBytes = 8 << 10
+		c := e.open()
+		e.appendBatches(c, 40, 1, rec, 1)
+		e.until(c, func() bool { return !c.Records().Busy() })
+		segs := c.Records().segs
+		boundary := segs[2].base // first offset of the third segment
+		inside := segs[1].base + 2
+
+		// Inside a segment.
+		if err := c.Cut(35, 0); err != nil {
+			t.Fatal(err)
+		}
+		if c.Records().DurableTail() != 35 {
+			t.Fatalf("tail %d after cut at 35", c.Records().DurableTail())
+		}
+		// Twice: a no-op.
+		if err := c.Cut(35, 0); err != nil {
+			t.Fatal(err)
+		}
+		// Past the tail: a no-op too.
+		if err := c.Cut(39, 0); err != nil || c.Records().DurableTail() != 35 {
+			t.Fatalf("cut past the tail: %v, tail %d", err, c.Records().DurableTail())
+		}
+		// At a segment boundary: the later segments disappear whole.
+		if err := c.Cut(boundary, 0); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := len(segFiles(t, filepath.Join(e.dir, "records"))), 2; got != want {
+			t.Fatalf("%d segment files after a boundary cut, want %d", got, want)
+		}
+		if c.Records().DurableTail() != boundary {
+			t.Fatalf("tail %d, want %d", c.Records().DurableTail(), boundary)
+		}
+		if got := e.readAll(c, rec); got != boundary {
+			t.Fatalf("read %d", got)
+		}
+		// Inside an earlier segment, then reopen.
+		if err := c.Cut(inside, 0); err != nil {
+			t.Fatal(err)
+		}
+		e.close(c)
+		c, rep := e.openReport()
+		if rep.Records.CutBytes != 0 {
+			t.Fatalf("reopen after cut found a torn tail: %+v", rep.Records)
+		}
+		if c.Records().DurableTail() != inside {
+			t.Fatalf("tail %d after reopen, want %d", c.Records().DurableTail(), inside)
+		}
+		e.appendBatches(c, 3, 1, rec, 1)
+		if got := e.readAll(c, rec); got != inside+3 {
+			t.Fatalf("read %d, want %d", got, inside+3)
+		}
+		// At the retained head: the log becomes empty but keeps its head.
+		if err := c.Cut(0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if c.Records().DurableTail() != 0 || c.Records().Head() != 0 {
+			t.Fatalf("tail %d head %d after a cut at the head", c.Records().DurableTail(), c.Records().Head())
+		}
+		e.close(c)
+		c = e.open()
+		defer e.close(c)
+		if c.Records().DurableTail() != 0 {
+			t.Fatalf("tail %d after reopen", c.Records().DurableTail())
+		}
+	})
+}
+
+func TestCut_BelowHeadIsAnError(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		e.cfg.SegmentBytes = 8 << 10
+		c := e.open()
+		defer e.close(c)
+		e.appendBatches(c, 40, 1, 1000, 1)
+		e.until(c, func() bool { return !c.Records().Busy() })
+		rep, err := c.Retain(0, 20<<10, 0)
+		if err != nil || rep.RecordSegments == 0 {
+			t.Fatalf("Retain: %+v %v", rep, err)
+		}
+		head := c.Records().Head()
+		if err := c.Cut(head-1, 0); !errors.Is(err, ErrBelowHead) {
+			t.Fatalf("cut below the head: %v, want ErrBelowHead", err)
+		}
+		if err := c.Cut(head, 0); err != nil {
+			t.Fatalf("cut at the head: %v", err)
+		}
+		if c.Records().DurableTail() != head || c.Records().Head() != head {
+			t.Fatalf("tail %d head %d, want both %d", c.Records().DurableTail(), c.Records().Head(), head)
+		}
+	})
+}
+
+func TestCut_InsideBatchIsRefused(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		c := e.open()
+		defer e.close(c)
+		e.appendBatches(c, 5, 4, 100, 1)
+		if err := c.Cut(6, 0); !errors.Is(err, ErrNotBoundary) {
+			t.Fatalf("cut inside a batch: %v, want ErrNotBoundary", err)
+		}
+		if err := c.Cut(8, 0); err != nil || c.Records().DurableTail() != 8 {
+			t.Fatalf("cut at 8: %v, tail %d", err, c.Records().DurableTail())
+		}
+	})
+}
+
+// Item 4 with item 5: log epochs past a cut are dropped; the lookups answer from what is left.
+func TestCut_DropsLogEpochsPastIt(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		c := e.open()
+		for _, ep := range []EpochEntry{{1, 0, 0}, {3, 10, 0}, {4, 20, 0}} {
+			if err := c.AppendEpoch(ep); err != nil {
+				t.Fatal(err)
+			}
+			e.appendBatches(c, 10, 1, 50, ep.Epoch)
+		}
+		if last, _ := c.LastEpoch(); last.Epoch != 4 {
+			t.Fatalf("last epoch %d", last.Epoch)
+		}
+		if at, _ := c.EpochAt(15); at.Epoch != 3 {
+			t.Fatalf("epoch at 15: %d", at.Epoch)
+		}
+		if err := c.Cut(15, 0); err != nil {
+			t.Fatal(err)
+		}
+		e.close(c)
+		c = e.open()
+		defer e.close(c)
+		if last, _ := c.LastEpoch(); last.Epoch != 3 {
+			t.Fatalf("last epoch after cut %d, want 3", last.Epoch)
+		}
+		if err := c.AppendEpoch(EpochEntry{Epoch: 2, RecordStart: 15}); !errors.Is(err, ErrEpochOrder) {
+			t.Fatalf("lower epoch: %v, want ErrEpochOrder", err)
+		}
+		if err := c.AppendEpoch(EpochEntry{Epoch: 5, RecordStart: 15}); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Epochs(); len(got) != 3 || got[2].Epoch != 5 {
+			t.Fatalf("epochs %+v", got)
+		}
+	})
+}
