@@ -264,10 +264,18 @@ func ParseFrame(buf []byte) (Header, []byte, error) {
 		return Header{}, nil, ErrTrailingBytes
 	}
 	body := buf[HeaderSize:size]
-	if h.ChecksumBody != xxhash.Sum64(body) {
-		return Header{}, nil, fmt.Errorf("%w: body", ErrChecksum)
+	if err := checkBody(&h, body); err != nil {
+		return Header{}, nil, err
 	}
 	return h, body, nil
+}
+
+// checkBody checks body against the body checksum of h, whose header ParseHeader accepted.
+func checkBody(h *Header, body []byte) error {
+	if h.ChecksumBody != xxhash.Sum64(body) {
+		return fmt.Errorf("%w: body", ErrChecksum)
+	}
+	return nil
 }
 
 // decodeHeader reads every header field from b (at least HeaderSize bytes) without checking anything.
