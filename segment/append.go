@@ -197,8 +197,13 @@ func (l *Log) Flush() {
 	l.startCommit()
 }
 
-// Sync asks for a commit of everything queued at the next Flush (cursor events ride it).
-func (l *Log) Sync() { l.commit.wantSync = true }
+// Sync asks for a commit of everything queued now at the next Flush (cursor events ride it).
+// With nothing queued it does nothing.
+func (l *Log) Sync() {
+	if len(l.commit.pend.acks) > 0 {
+		l.commit.wantSync = true
+	}
+}
 
 // Busy says whether a group commit, digest or read is in flight, or appends are queued.
 func (l *Log) Busy() bool {
