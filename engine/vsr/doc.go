@@ -1,11 +1,41 @@
 // Package vsr is the metadata group's consensus: Viewstamped Replication as a pure state machine.
 //
-// It owns the replica's protocol state (view, status, log, commit point, client table) and drives a
-// StateMachine with committed ops. Input is Tick, Step (a message from a peer or a client), Propose and
-// the heartbeat signals that shard/heartbeat derives (OnCommitEntry, OnPrimarySilent, OnQuorumLost);
-// output is an Effects value from Ready: storage writes to make durable, messages to send, client
-// replies. It never reads the clock, never calls ring, never starts a goroutine and never blocks.
+// It owns one replica's protocol state (view, status, log, commit point, checkpoint, client table) and
+// drives a StateMachine with committed ops. Input is Tick, Step (a peer's message), Propose (the local
+// controller), Advance (a persist is durable) and the heartbeat signals that shard/heartbeat derives:
+// OnCommitEntry (a Commit entry from the primary, R8, R22), OnPrimarySilent (the backup's timeout) and
+// OnQuorumLost (the primary's window, R24). Output is Effects from Ready: storage writes to make durable
+// first, then messages and client replies. It never reads the clock, never calls ring, never starts a
+// goroutine, never blocks and never ranges over a map.
 //
-// Work in progress: the replica itself lands in following commits; StateMachine is the contract
-// engine/meta builds against.
+// What the replica does:
+//   - Normal operation: the primary (view mod n) orders requests, sends prepares, and commits the
+//     highest op that a quorum, itself included, holds durably in its view. Backups append prepares in
+//     op order only and acknowledge after the entry is durable. Every replica applies committed ops in
+//     order. The primary's commit point reaches backups in the shard's Commit entries (R4), not in a
+//     VSR message.
+//   - View change: start-view-change, do-view-change (the sender's whole log above its checkpoint), and
+//     start-view. The log with the highest (log view, op) wins. A stalled view change moves on to the
+//     next view after ViewChangeTimeoutTicks (backing off per attempt, offset per replica).
+//   - Persistence: a superblock {view, log view, op, head, commit, checkpoint} and an append-only log
+//     (storage.go). Every message that vouches for durable state (prepare-ok, start-view-change,
+//     do-view-change, start-view) is held until Advance covers the persist that made it durable.
+//   - Repair and state transfer: a backup missing ops sends request-prepare; one whose missing ops are
+//     at or below the sender's checkpoint gets the checkpoint (snapshot) instead.
+//   - A client table: the latest committed request per client with its result. A retried request is
+//     answered from it and never applied twice.
+//
+// Decisions where the design is silent:
+//   - The log is a hash chain: each entry's checksum covers its parent's. Equal checksums at one op mean
+//     equal logs up to it, which lets a backup keep its committed prefix when it installs a new log, lets
+//     the storage stay append-only (the superblock's head picks the chain), and rejects a log that does
+//     not extend what this replica committed.
+//   - A replica in normal status ignores a start-view-change for a higher view: only its own heartbeat
+//     timeout (or a do-view-change, or a start-view) moves it, so one cut-off replica cannot depose a
+//     primary that the others still hear.
+//   - A replica that restarts as the primary of its view starts a view change instead of resuming: it
+//     may have prepared ops it never persisted. The primary counts an op toward commit only once its own
+//     persist of it is durable, so a replica that restarts with no superblock lost nothing committed.
+//   - Checkpoints every CheckpointOps commits; the log keeps the entries since the previous checkpoint.
+//     The on-disk log is not compacted (a known limit; the metadata group's ops are few and small).
 package vsr

@@ -1,0 +1,191 @@
+package vsr
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/ringstream/ringstream/wire"
+)
+
+func TestNormal_OpCommitsOnQuorumAndAppliesEverywhere(t *testing.T) {
+	c := newCluster(t, 3)
+	for req := uint64(1); req <= 5; req++ {
+		if err := c.propose(7, req, 7, 1); err != nil {
+			t.Fatalf("propose %d: %v", req, err)
+		}
+	}
+	c.heartbeat()
+	for i, r := range c.replicas {
+		if r.Commit() != 5 {
+			t.Errorf("replica %d commit %d, want 5", i, r.Commit())
+		}
+		if c.machines[i].counters[7] != 5 {
+			t.Errorf("replica %d counter %d, want 5", i, c.machines[i].counters[7])
+		}
+	}
+	if len(c.replies) != 5 {
+		t.Fatalf("%d replies, want 5", len(c.replies))
+	}
+	for i, rep := range c.replies {
+		if got := binary.LittleEndian.Uint64(rep.Result); got != uint64(i+1) {
+			t.Errorf("reply %d result %d, want %d", i, got, i+1)
+		}
+	}
+}
+
+func TestPropose_RefusedOffPrimaryAndWhenPipelineFull(t *testing.T) {
+	c := newCluster(t, 3)
+	if err := c.replicas[1].Propose(1, 1, counterOp(1, 1)); err != ErrNotPrimary {
+		t.Fatalf("backup propose: %v, want ErrNotPrimary", err)
+	}
+	// Cut the primary off so nothing commits; the pipeline fills.
+	c.cut = func(from, to uint8) bool { return from == 0 || to == 0 }
+	for req := uint64(1); req <= 4; req++ {
+		if err := c.replicas[0].Propose(1, req, counterOp(1, 1)); err != nil {
+			t.Fatalf("propose %d: %v", req, err)
+		}
+	}
+	if err := c.replicas[0].Propose(1, 5, counterOp(1, 1)); err != ErrPipelineFull {
+		t.Fatalf("propose past pipeline: %v, want ErrPipelineFull", err)
+	}
+}
+
+func TestClientTable_RetriedRequestAppliesOnce(t *testing.T) {
+	c := newCluster(t, 3)
+	if err := c.propose(9, 1, 9, 10); err != nil {
+		t.Fatal(err)
+	}
+	// The retry of a committed request is answered from the table, not applied again.
+	if err := c.propose(9, 1, 9, 10); err != nil {
+		t.Fatal(err)
+	}
+	// A retry while in the pipeline is refused.
+	c.cut = func(from, to uint8) bool { return from == 0 || to == 0 }
+	if err := c.replicas[0].Propose(9, 2, counterOp(9, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.replicas[0].Propose(9, 2, counterOp(9, 10)); err != ErrStaleRequest {
+		t.Fatalf("in-flight retry: %v, want ErrStaleRequest", err)
+	}
+	if err := c.replicas[0].Propose(9, 0, counterOp(9, 10)); err != ErrStaleRequest {
+		t.Fatalf("older request: %v, want ErrStaleRequest", err)
+	}
+	c.cut = nil
+	c.tick(5)
+	c.heartbeat()
+	for i, m := range c.machines {
+		if m.counters[9] != 20 {
+			t.Errorf("replica %d counter %d, want 20 (each request once)", i, m.counters[9])
+		}
+	}
+	if len(c.replies) < 3 || binary.LittleEndian.Uint64(c.replies[1].Result) != 10 {
+		t.Fatalf("retry reply %v, want the cached result 10", c.replies)
+	}
+}
+
+func TestPrepareOK_LeavesOnlyAfterAdvance(t *testing.T) {
+	c := newCluster(t, 3)
+	p, b := c.replicas[0], c.replicas[1]
+	if err := p.Propose(1, 1, counterOp(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	fx := p.Ready()
+	var prepare wire.VSRMessage
+	for _, env := range fx.Messages {
+		if env.To == 1 {
+			prepare = cloneMessage(&env.Msg)
+		}
+	}
+	b.Step(&prepare)
+	fx = b.Ready()
+	if fx.PersistID == 0 || len(fx.Entries) != 1 {
+		t.Fatalf("backup persist %d with %d entries, want one entry to persist", fx.PersistID, len(fx.Entries))
+	}
+	if len(fx.Messages) != 0 {
+		t.Fatalf("backup sent %d messages before its entry was durable", len(fx.Messages))
+	}
+	id := fx.PersistID
+	b.Advance(id)
+	fx = b.Ready()
+	if len(fx.Messages) != 1 || fx.Messages[0].Msg.Command != wire.CommandVSRPrepareOK || fx.Messages[0].Msg.Op != 1 {
+		t.Fatalf("after Advance: %+v, want one prepare_ok for op 1", fx.Messages)
+	}
+}
+
+func TestPrimaryCommit_WaitsForItsOwnDurability(t *testing.T) {
+	c := newCluster(t, 3)
+	c.autoPersist = false
+	p := c.replicas[0]
+	if err := p.Propose(1, 1, counterOp(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	pfx := p.Ready()
+	id := pfx.PersistID
+	for _, env := range pfx.Messages {
+		env.Msg = cloneMessage(&env.Msg)
+		c.replicas[env.To].Step(&env.Msg)
+	}
+	for i := 1; i < 3; i++ {
+		fx := c.replicas[i].Ready()
+		c.replicas[i].Advance(fx.PersistID)
+		for _, env := range c.replicas[i].Ready().Messages {
+			env.Msg = cloneMessage(&env.Msg)
+			p.Step(&env.Msg)
+		}
+	}
+	if p.Commit() != 0 {
+		t.Fatalf("primary committed op %d before its own persist was durable", p.Commit())
+	}
+	p.Advance(id)
+	if p.Commit() != 1 {
+		t.Fatalf("primary commit %d after Advance, want 1", p.Commit())
+	}
+}
+
+func TestRepair_GapIsFilledByRequestPrepare(t *testing.T) {
+	c := newCluster(t, 3)
+	c.cut = func(from, to uint8) bool { return to == 2 || from == 2 }
+	for req := uint64(1); req <= 3; req++ {
+		if err := c.propose(1, req, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.cut = nil
+	if c.replicas[2].Op() != 0 {
+		t.Fatalf("cut replica has op %d", c.replicas[2].Op())
+	}
+	c.heartbeat() // commit 3 > op 0: replica 2 asks for ops from 1
+	c.heartbeat()
+	if c.replicas[2].Commit() != 3 || c.machines[2].counters[1] != 3 {
+		t.Fatalf("repaired replica commit %d counter %d, want 3 and 3", c.replicas[2].Commit(),
+			c.machines[2].counters[1])
+	}
+}
+
+func TestRepair_FarBehindReplicaGetsCheckpoint(t *testing.T) {
+	c := newCluster(t, 3)
+	c.cut = func(from, to uint8) bool { return to == 2 || from == 2 }
+	for req := uint64(1); req <= 20; req++ {
+		if err := c.propose(1, req, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+		c.heartbeat()
+	}
+	if c.replicas[0].SnapshotOp() == 0 {
+		t.Fatal("primary took no checkpoint")
+	}
+	c.cut = nil
+	c.heartbeat()
+	c.tick(4)
+	c.heartbeat()
+	r := c.replicas[2]
+	if r.Stats().SnapshotsIn == 0 {
+		t.Fatal("far-behind replica installed no snapshot")
+	}
+	if r.Commit() != 20 || c.machines[2].counters[1] != 20 {
+		t.Fatalf("replica 2 commit %d counter %d, want 20 and 20", r.Commit(), c.machines[2].counters[1])
+	}
+	if r.Digest() != c.replicas[0].Digest() {
+		t.Fatal("digests differ at the same commit")
+	}
+}

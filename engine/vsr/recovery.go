@@ -1,0 +1,98 @@
+package vsr
+
+import (
+	"github.com/cespare/xxhash/v2"
+	"github.com/ringstream/ringstream/internal/assert"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// Checkpoints and state transfer. Every CheckpointOps committed ops the replica snapshots its state
+// (client table and state machine) at commit; the log keeps the entries since the checkpoint before
+// it, so a replica a little behind repairs from prepares and one further behind gets the checkpoint.
+
+// takeCheckpoint snapshots the state at commit and trims the log below the previous checkpoint.
+func (r *Replica) takeCheckpoint() {
+	prev := r.snapOp
+	r.snapPayload = appendCheckpoint(nil, r.commit, r.headAt(r.commit), &r.clients, r.sm)
+	r.snapOp = r.commit
+	r.snapChecksum = xxhash.Sum64(r.snapPayload)
+	r.pendingSnapshot = r.snapPayload
+	r.dirty = true
+	r.stats.Checkpoints++
+	if prev > r.logBase {
+		r.trimLog(prev)
+	}
+}
+
+// trimLog drops entries up to and including op from memory.
+func (r *Replica) trimLog(op uint64) {
+	assert.True(op <= r.commit, "vsr: trimming uncommitted entries")
+	head := r.headAt(op)
+	r.log = append([]wire.VSREntry(nil), r.log[op-r.logBase:]...)
+	r.logBase, r.logBaseHead = op, head
+}
+
+// sendSnapshot sends the checkpoint in force to member to.
+func (r *Replica) sendSnapshot(to uint8) {
+	cp, err := decodeCheckpointHead(r.snapPayload)
+	assert.True(err == nil, "vsr: own checkpoint does not decode")
+	r.stats.SnapshotsSent++
+	r.send(to, wire.VSRMessage{Command: wire.CommandVSRSnapshot, View: r.view, Op: r.snapOp, Commit: r.commit,
+		Checksum: cp.head, Payload: r.snapPayload}, false)
+}
+
+// awaitSnapshot asks member from for its checkpoint, which this replica needs before it can use a log
+// that starts above its commit.
+func (r *Replica) awaitSnapshot(from uint8) {
+	r.awaitingSnapshot, r.snapshotFrom = true, from
+	r.send(from, wire.VSRMessage{Command: wire.CommandVSRRequestPrepare, View: r.view, Op: r.commit + 1}, false)
+}
+
+// onSnapshot installs a checkpoint ahead of this replica's commit. A checkpoint is committed state, so
+// any replica's is safe to install whatever the views.
+func (r *Replica) onSnapshot(m *wire.VSRMessage) {
+	if m.Op <= r.commit {
+		r.drop("snapshot: not ahead of commit")
+		return
+	}
+	cp, err := decodeCheckpoint(m.Payload)
+	if err != nil || cp.op != m.Op || cp.head != m.Checksum {
+		r.drop("snapshot: does not decode")
+		return
+	}
+	if err := r.sm.Restore(cp.state); err != nil {
+		r.drop("snapshot: state does not restore")
+		return
+	}
+	r.stats.SnapshotsIn++
+	r.clients.sessions = cp.sessions
+	r.snapPayload = append([]byte(nil), m.Payload...)
+	r.snapOp, r.snapChecksum = m.Op, xxhash.Sum64(r.snapPayload)
+	r.pendingSnapshot = r.snapPayload
+	if m.Op <= r.op && r.headAt(m.Op) == m.Checksum {
+		r.log = append([]wire.VSREntry(nil), r.log[m.Op-r.logBase:]...)
+	} else {
+		// This replica's entries past its commit are not on the committed chain: none of them can
+		// commit, so they go.
+		r.log = r.log[:0]
+		r.op = m.Op
+	}
+	r.logBase, r.logBaseHead = m.Op, m.Checksum
+	r.commit = m.Op
+	r.commitMax = max(r.commitMax, m.Commit, m.Op)
+	r.dirty = true
+	r.afterSnapshot()
+}
+
+// afterSnapshot resumes what waited for the checkpoint.
+func (r *Replica) afterSnapshot() {
+	if !r.awaitingSnapshot {
+		return
+	}
+	r.awaitingSnapshot = false
+	if r.isPrimaryOf(r.view) {
+		r.tryCompleteViewChange()
+		return
+	}
+	r.send(r.PrimaryIndex(), wire.VSRMessage{Command: wire.CommandVSRRequestStartView, View: r.view}, false)
+}
