@@ -172,37 +172,57 @@ func (l *Log) load(rep *RecoveryReport) error {
 			settled = i
 		}
 	}
-	for i, s := range l.segs {
-		if s.sidecarSaved {
-			if i > 0 && s.base != l.segs[i-1].end {
-				return fmt.Errorf("%w: %s starts at %d, previous segment ends at %d", ErrCorrupt, l.path(s.base), s.base, l.segs[i-1].end)
-			}
-			continue
+	if err := l.recoverTail(settled, rep); err != nil {
+		return err
+	}
+	// Closed segments without a sidecar (scanned above) get one now; the last segment is active:
+	// it has none and its digest is computed when it closes.
+	for _, s := range l.segs[:len(l.segs)-1] {
+		if !s.sidecarSaved {
+			rep.IndexRebuilds++
+			l.saveSidecarSync(s)
 		}
-		if i > 0 && s.base != l.segs[i-1].end {
-			if i <= settled {
-				return fmt.Errorf("%w: %s starts at %d, previous segment ends at %d", ErrCorrupt, l.path(s.base), s.base, l.segs[i-1].end)
-			}
-			return l.cutTail(i, 0, rep)
+	}
+	last = l.segs[len(l.segs)-1]
+	if last.sidecarSaved {
+		if err := unix.Unlinkat(l.dirfd, sidecarName(last.base), 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("segment: remove %s: %w", sidecarName(last.base), err)
+		}
+	}
+	last.digestKnown, last.digestQueued, last.sidecarSaved = false, false, false
+	return nil
+}
+
+// recoverTail checks every segment after the last settled one batch by batch. The first bad
+// batch, or a segment that does not start where the previous one ends, is the torn tail: it is
+// cut with everything after it. The same damage in or before a settled segment is an error.
+func (l *Log) recoverTail(settled int, rep *RecoveryReport) error {
+	for i, s := range l.segs {
+		gap := i > 0 && s.base != l.segs[i-1].end
+		if gap && i <= settled {
+			return fmt.Errorf("%w: %s starts at %d, previous segment ends at %d", ErrCorrupt, l.path(s.base), s.base, l.segs[i-1].end)
+		}
+		if gap {
+			// A group commit that crossed a roll runs one chain per file; a crash can leave the
+			// new file written and the old one short. Nothing from that group was acknowledged.
+			return l.cutTail(i, -1, rep)
+		}
+		if s.sidecarSaved {
+			continue
 		}
 		rep.Scanned++
 		pos, err := l.scan(s)
-		if err == nil {
-			// What open read may still sit only in the page cache (the writer was killed before
-			// its fdatasync): make it durable before reporting it as the durable tail.
-			if err := l.sr.fsync(s.fd, true); err != nil {
-				return fmt.Errorf("segment: fsync %s: %w", l.path(s.base), err)
+		if err != nil {
+			if i <= settled {
+				return fmt.Errorf("segment: %s at byte %d: %w", l.path(s.base), pos, err)
 			}
-			if i < len(l.segs)-1 {
-				rep.IndexRebuilds++
-				l.saveSidecarSync(s)
-			}
-			continue
+			return l.cutTail(i, pos, rep)
 		}
-		if i <= settled {
-			return fmt.Errorf("segment: %s at byte %d: %w", l.path(s.base), pos, err)
+		// What open read may still sit only in the page cache (the writer was killed before its
+		// fdatasync): make it durable before reporting it as the durable tail.
+		if err := l.sr.fsync(s.fd, true); err != nil {
+			return fmt.Errorf("segment: fsync %s: %w", l.path(s.base), err)
 		}
-		return l.cutTail(i, pos, rep)
 	}
 	return nil
 }
@@ -271,8 +291,13 @@ func (l *Log) scan(s *segment) (int64, error) {
 }
 
 // cutTail cuts a torn or corrupt tail found at byte pos of segment i: that segment is shortened to
-// pos and every later segment removed.
+// pos and every later segment removed. pos -1 removes segment i too.
 func (l *Log) cutTail(i int, pos int64, rep *RecoveryReport) error {
+	if pos < 0 {
+		i--
+		pos = l.segs[i].size
+		assert.True(l.segs[i].size == l.segs[i].wSize, "segment: cut after an unscanned segment")
+	}
 	s := l.segs[i]
 	var st unix.Stat_t
 	if err := unix.Fstat(s.fd, &st); err != nil {
