@@ -37,35 +37,53 @@ const (
 	ResultTooManyCopies          ResultCode = 28 // the committed assignment would exceed CopiesMax copies
 )
 
-var resultNames = [...]string{
-	ResultOK:                     "ok",
-	ResultOKNoStart:              "ok_no_start",
-	ResultMalformed:              "malformed",
-	ResultNodeDecommissioned:     "node_decommissioned",
-	ResultNodeNotRegistered:      "node_not_registered",
-	ResultNodeInUse:              "node_in_use",
-	ResultNameInUse:              "name_in_use",
-	ResultStreamNotFound:         "stream_not_found",
-	ResultIncarnationMismatch:    "incarnation_mismatch",
-	ResultEpochMismatch:          "epoch_mismatch",
-	ResultEpochExhausted:         "epoch_exhausted",
-	ResultRecoveryRecorded:       "recovery_recorded",
-	ResultRecoveryMismatch:       "recovery_mismatch",
-	ResultRecoveryNotPending:     "recovery_not_pending",
-	ResultStartsVersionMismatch:  "starts_version_mismatch",
-	ResultNeedsRecovery:          "needs_recovery",
-	ResultSealedNotCopy:          "sealed_not_copy",
-	ResultTooFewSealed:           "too_few_sealed",
-	ResultBelowConfirmedPrefix:   "below_confirmed_prefix",
-	ResultOwnerNotProposedMember: "owner_not_proposed_member",
-	ResultTooManyCopies:          "too_many_copies",
-}
-
 func (c ResultCode) String() string {
-	if int(c) < len(resultNames) && resultNames[c] != "" {
-		return resultNames[c]
+	switch c {
+	case ResultOK:
+		return "ok"
+	case ResultOKNoStart:
+		return "ok_no_start"
+	case ResultMalformed:
+		return "malformed"
+	case ResultNodeDecommissioned:
+		return "node_decommissioned"
+	case ResultNodeNotRegistered:
+		return "node_not_registered"
+	case ResultNodeInUse:
+		return "node_in_use"
+	case ResultNameInUse:
+		return "name_in_use"
+	case ResultStreamNotFound:
+		return "stream_not_found"
+	case ResultIncarnationMismatch:
+		return "incarnation_mismatch"
+	case ResultEpochMismatch:
+		return "epoch_mismatch"
+	case ResultEpochExhausted:
+		return "epoch_exhausted"
+	case ResultRecoveryRecorded:
+		return "recovery_recorded"
+	case ResultRecoveryMismatch:
+		return "recovery_mismatch"
+	case ResultRecoveryNotPending:
+		return "recovery_not_pending"
+	case ResultStartsVersionMismatch:
+		return "starts_version_mismatch"
+	case ResultNeedsRecovery:
+		return "needs_recovery"
+	case ResultSealedNotCopy:
+		return "sealed_not_copy"
+	case ResultTooFewSealed:
+		return "too_few_sealed"
+	case ResultBelowConfirmedPrefix:
+		return "below_confirmed_prefix"
+	case ResultOwnerNotProposedMember:
+		return "owner_not_proposed_member"
+	case ResultTooManyCopies:
+		return "too_many_copies"
+	default:
+		return fmt.Sprintf("result(%d)", uint8(c))
 	}
-	return fmt.Sprintf("result(%d)", uint8(c))
 }
 
 // Result is what applying one op returns: a code and a message for people. Both are a function of

@@ -92,7 +92,8 @@ func (e *streamEntry) appendTo(dst []byte) []byte {
 }
 
 // Digest is xxhash64 of the snapshot encoding without its applied op number and checksum: replicas
-// have equal digests exactly when their ops built equal states. Leaving the op number out means an op
+// whose ops built equal states have equal digests, and a difference anywhere in the state changes it
+// (up to hash collisions). Leaving the op number out means an op
 // that is refused (which moves only the op number) leaves the digest unchanged. It is the
 // vsr.StateMachine method.
 func (s *State) Digest() uint64 {

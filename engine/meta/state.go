@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 )
@@ -287,16 +288,7 @@ func (s *State) Recoveries() []Recovery {
 			out = append(out, r)
 		}
 	}
-	slices.SortFunc(out, func(a, b Recovery) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		default:
-			return 0
-		}
-	})
+	slices.SortFunc(out, func(a, b Recovery) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
