@@ -98,6 +98,8 @@ func (s *State) applyCreateStream(o CreateStream) Result {
 	id, incarnation := s.nextStreamID, uint32(1)
 	if old, ok := s.retired[o.Name]; ok && old.incarnation < math.MaxUint32 {
 		id, incarnation = old.id, old.incarnation+1
+	} else if s.nextStreamID == math.MaxUint64 {
+		return refuse(ResultIDsExhausted, "no stream id left for %q", o.Name)
 	} else {
 		s.nextStreamID++
 	}

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -93,6 +94,14 @@ func TestCreateStream_Guards(t *testing.T) {
 	f.mustApply(DecommissionNode{Node: 6})
 	f.refused(CreateStream{Name: "other", Copies: 1, Policy: majority, Owner: 6, Stamped: majority},
 		ResultNodeNotRegistered)
+}
+
+func TestCreateStream_RefusedWhenStreamIDsRunOut(t *testing.T) {
+	f := newFixture(t).withCluster()
+	f.s.nextStreamID = math.MaxUint64
+	majority := Policy{Kind: PolicyMajorityDurable}
+	f.refused(CreateStream{Name: "late", Copies: 1, Policy: majority, Owner: 1, Stamped: majority},
+		ResultIDsExhausted)
 }
 
 // Spec 000, "Copies with a longer tail": history starts of a stream without an assignment are dropped,

@@ -35,6 +35,7 @@ const (
 	ResultBelowConfirmedPrefix   ResultCode = 26 // the new owner's record tail is below the latest history start
 	ResultOwnerNotProposedMember ResultCode = 27 // accept owner loss names an owner the recovery did not propose
 	ResultTooManyCopies          ResultCode = 28 // the committed assignment would exceed CopiesMax copies
+	ResultIDsExhausted           ResultCode = 29 // no stream id is left to give a new name
 )
 
 func (c ResultCode) String() string {
@@ -81,6 +82,8 @@ func (c ResultCode) String() string {
 		return "owner_not_proposed_member"
 	case ResultTooManyCopies:
 		return "too_many_copies"
+	case ResultIDsExhausted:
+		return "ids_exhausted"
 	default:
 		return fmt.Sprintf("result(%d)", uint8(c))
 	}
