@@ -320,3 +320,21 @@ func TestNodes_ListedInIDOrder(t *testing.T) {
 		t.Fatalf("Nodes() ids %v", ids)
 	}
 }
+
+// Result codes travel in replies, so each has its own stable name.
+func TestResultCode_EveryCodeNamedOnce(t *testing.T) {
+	seen := map[string]ResultCode{}
+	for c := ResultCode(0); c < 255; c++ {
+		name := c.String()
+		if strings.HasPrefix(name, "result(") {
+			continue
+		}
+		if other, dup := seen[name]; dup {
+			t.Fatalf("codes %d and %d share the name %q", other, c, name)
+		}
+		seen[name] = c
+	}
+	if len(seen) != 22 {
+		t.Fatalf("%d named codes, want 22", len(seen))
+	}
+}
