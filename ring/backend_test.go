@@ -1,0 +1,45 @@
+package ring
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newFallbackRing(entries uint32) (Ring, error) {
+	return New(Config{Backend: BackendFallback, Entries: entries, Logger: quietLogger()})
+}
+
+func newIOUringRing(entries uint32) (Ring, error) {
+	return New(Config{Backend: BackendIOUring, Entries: entries, Logger: quietLogger()})
+}
+
+func TestFallbackConformance(t *testing.T) { runConformance(t, newFallbackRing) }
+
+func TestIOUringConformance(t *testing.T) {
+	r, err := newIOUringRing(8)
+	if errors.Is(err, ErrUnavailable) {
+		t.Skipf("io_uring refused on this machine: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	runConformance(t, newIOUringRing)
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	for _, cfg := range []Config{
+		{Backend: "epoll"},
+		{Entries: 100},
+		{Entries: 1 << 16},
+	} {
+		cfg.Logger = quietLogger()
+		if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("New(%+v): %v, want ErrInvalidConfig", cfg, err)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrInvalidConfig: Config holds a value New cannot use (an unknown backend, Entries not a power of
+// two or out of range).
+var ErrInvalidConfig = errors.New("ring: invalid config")
+
+const (
+	entriesDefault = 256
+	entriesMax     = 32768 // the kernel's IORING_MAX_ENTRIES
+)
+
+// New creates a ring on the calling goroutine's OS thread. The caller must have called
+// runtime.LockOSThread and must call every method of the ring from that thread.
+//
+// With BackendAuto, New tries io_uring and falls back to plain syscalls when the kernel refuses it
+// (ENOSYS, EPERM, kernel.io_uring_disabled); the reason is logged and kept in Info.FallbackReason.
+func New(cfg Config) (Ring, error) {
+	if cfg.Backend == "" {
+		cfg.Backend = BackendAuto
+	}
+	if cfg.Entries == 0 {
+		cfg.Entries = entriesDefault
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Entries > entriesMax || cfg.Entries&(cfg.Entries-1) != 0 {
+		return nil, fmt.Errorf("%w: entries %d is not a power of two in 1..%d", ErrInvalidConfig, cfg.Entries, entriesMax)
+	}
+	switch cfg.Backend {
+	case BackendFallback:
+		return newFallback(cfg, "chosen by config")
+	case BackendIOUring:
+		return newURing(cfg)
+	case BackendAuto:
+		r, err := newURing(cfg)
+		if err == nil {
+			return r, nil
+		}
+		if !errors.Is(err, ErrUnavailable) {
+			return nil, err
+		}
+		cfg.Logger.Warn("ring: io_uring unavailable, using the fallback backend", "err", err)
+		return newFallback(cfg, err.Error())
+	default:
+		return nil, fmt.Errorf("%w: unknown backend %q (want auto, io_uring or fallback)", ErrInvalidConfig, cfg.Backend)
+	}
+}
+
+// kernelRelease is uname -r.
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// errnoOf extracts the errno from a syscall error as a negative completion result.
+func errnoOf(err error) int32 {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return -int32(errno)
+	}
+	return -int32(unix.EIO)
+}
