@@ -27,9 +27,9 @@ type slot struct {
 	openFlags int
 	mode      uint32
 	bufIndex  uint16
-	target   Ring
-	msgRes   int32
-	msgTag   uint64
+	target    Ring
+	msgRes    int32
+	msgTag    uint64
 
 	// Memory referenced by the kernel or kept alive for it until the completion.
 	buf      []byte
