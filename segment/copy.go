@@ -1,7 +1,6 @@
 package segment
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -365,6 +364,9 @@ func (c *Copy) Cut(recordOff, cursorOff uint64) error {
 	case cursorOff < c.cursors.Head():
 		return fmt.Errorf("%w: cursor cut at %d, head %d", ErrBelowHead, cursorOff, c.cursors.Head())
 	}
+	if err := c.Drain(); err != nil {
+		return err
+	}
 	if err := c.records.cut(recordOff); err != nil {
 		return fmt.Errorf("segment: cut record log: %w", err)
 	}
@@ -421,6 +423,9 @@ func (c *Copy) Retain(nowMs, maxBytes, maxAgeMs int64) (RetainReport, error) {
 	if maxBytes < 0 || maxAgeMs < 0 {
 		return rep, fmt.Errorf("%w: negative retention limit", ErrConfig)
 	}
+	if err := c.Drain(); err != nil {
+		return rep, err
+	}
 	var err error
 	if rep.RecordSegments, err = c.records.retain(nowMs, maxBytes, maxAgeMs, noKeep); err != nil {
 		return rep, err
@@ -434,11 +439,40 @@ func (c *Copy) Retain(nowMs, maxBytes, maxAgeMs int64) (RetainReport, error) {
 
 // Verify runs verify mode on both logs (see Log.Verify).
 func (c *Copy) Verify() (records, cursors VerifyReport, err error) {
+	if err = c.Drain(); err != nil {
+		return records, cursors, err
+	}
 	if records, err = c.records.Verify(); err != nil {
 		return records, cursors, err
 	}
 	cursors, err = c.cursors.Verify()
 	return records, cursors, err
+}
+
+// Drain commits everything queued in both logs and drives the ring until no group commit, digest,
+// read or seal of the copy is in flight. Synchronous. Cut, Retain, Verify and Close drain first.
+func (c *Copy) Drain() error {
+	if c.closed {
+		return ErrClosed
+	}
+	for {
+		if err := c.drain(c.records); err != nil {
+			return err
+		}
+		if err := c.drain(c.cursors); err != nil {
+			return err
+		}
+		if !c.seal.active && !c.records.Busy() && !c.cursors.Busy() {
+			return nil
+		}
+		if c.r.InFlight() == 0 {
+			return fmt.Errorf("segment: copy busy with nothing in flight: %w", ErrBusy)
+		}
+		if err := c.r.Wait(1); err != nil {
+			return err
+		}
+		c.r.Dispatch()
+	}
 }
 
 // drain commits what l has queued and waits for its group commit, driving the ring.
@@ -468,21 +502,10 @@ func (c *Copy) Close() error {
 	if c.closed {
 		return nil
 	}
-	var errs []error
-	errs = append(errs, c.drain(c.records), c.drain(c.cursors))
-	for c.seal.active || c.records.Busy() || c.cursors.Busy() {
-		if c.r.InFlight() == 0 {
-			break
-		}
-		if err := c.r.Wait(1); err != nil {
-			errs = append(errs, err)
-			break
-		}
-		c.r.Dispatch()
-	}
+	err := c.Drain()
 	c.closeFiles()
 	c.closed = true
-	return errors.Join(errs...)
+	return err
 }
 
 func (c *Copy) closeFiles() {

@@ -1,0 +1,334 @@
+package segment
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/ringstream/ringstream/ring"
+)
+
+// benchEnv is newEnv for benchmarks: the caller has locked its thread.
+func benchEnv(b *testing.B, backend ring.Backend) *env {
+	b.Helper()
+	r, err := ring.New(ring.Config{Backend: backend, Entries: 256, Logger: quietLogger()})
+	if err != nil {
+		b.Fatalf("ring.New(%s): %v", backend, err)
+	}
+	b.Cleanup(func() { _ = r.Close() })
+	return &env{
+		r:   r,
+		dir: filepath.Join(b.TempDir(), "copy"),
+		cfg: Config{Logger: quietLogger()},
+		ev:  &recorder{appends: make([]appendEvent, 0, 1<<16)},
+	}
+}
+
+func benchBackends(b *testing.B, fn func(b *testing.B, backend ring.Backend)) {
+	for _, backend := range []ring.Backend{ring.BackendFallback, ring.BackendIOUring} {
+		b.Run(string(backend), func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			fn(b, backend)
+		})
+	}
+}
+
+// discardEvents drops every event, so the benchmark measures the log, not a recorder.
+type discardEvents struct{ acks int }
+
+func (d *discardEvents) AppendDone(LogKind, uint64, uint64, error) { d.acks++ }
+func (d *discardEvents) ReadDone(LogKind, uint64, []byte, error)   {}
+func (d *discardEvents) SealDone(uint64, Seal, error)              {}
+
+var benchGroups = []int{1, 16, 64, 256}
+
+// BenchmarkAppendGroupCommit: 1 KiB records, one batch per record, group commits of G records
+// (one writev + one fdatasync each). One op is one group; records/s and MB/s of payload.
+func BenchmarkAppendGroupCommit(b *testing.B) {
+	for _, g := range benchGroups {
+		b.Run(fmt.Sprintf("group=%d", g), func(b *testing.B) {
+			benchBackends(b, func(b *testing.B, backend ring.Backend) {
+				e := benchEnv(b, backend)
+				ev := &discardEvents{}
+				c, _, err := Open(e.r, e.dir, e.cfg, ev)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				payload := make([]byte, 1024)
+				h := BatchHeader{RecordCount: 1, Epoch: 1}
+				b.SetBytes(int64(g * 1024))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					for j := 0; j < g; j++ {
+						if _, err := c.Append(1, &h, payload); err != nil {
+							b.Fatal(err)
+						}
+					}
+					c.Flush()
+					for c.Records().DurableTail() != c.Records().NextOffset() {
+						if err := e.r.Wait(1); err != nil {
+							b.Fatal(err)
+						}
+						e.r.Dispatch()
+					}
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(b.N*g)/b.Elapsed().Seconds(), "records/s")
+			})
+		})
+	}
+}
+
+// BenchmarkBaselineWriteFdatasync: the physical baseline of BenchmarkAppendGroupCommit: the same
+// bytes (batch header + 1 KiB per record) in the same group sizes, one pwrite + one fdatasync
+// per group, plain syscalls on a growing file.
+func BenchmarkBaselineWriteFdatasync(b *testing.B) {
+	for _, g := range benchGroups {
+		b.Run(fmt.Sprintf("group=%d", g), func(b *testing.B) {
+			f, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			fd := int(f.Fd())
+			buf := make([]byte, g*(BatchHeaderSize+1024))
+			var off int64
+			b.SetBytes(int64(g * 1024))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := unix.Pwrite(fd, buf, off); err != nil {
+					b.Fatal(err)
+				}
+				if err := unix.Fdatasync(fd); err != nil {
+					b.Fatal(err)
+				}
+				off += int64(len(buf))
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N*g)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
+
+// fillLog appends size bytes in batches of 256 KiB payload and waits for them.
+func fillLog(b *testing.B, e *env, c *Copy, size int64) {
+	b.Helper()
+	payload := make([]byte, 256<<10)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	for c.Records().SizeBytes() < size {
+		for k := 0; k < 16 && c.Records().SizeBytes()+int64(k)*int64(len(payload)) < size; k++ {
+			h := BatchHeader{RecordCount: 256, Epoch: 1}
+			if _, err := c.Append(1, &h, payload); err != nil {
+				b.Fatal(err)
+			}
+		}
+		c.Flush()
+		for c.Records().Busy() {
+			c.Flush()
+			if err := e.r.Wait(1); err != nil {
+				b.Fatal(err)
+			}
+			e.r.Dispatch()
+		}
+	}
+}
+
+// BenchmarkDigest: the seal digest of a log whose active segment holds 64 MiB (read through the
+// ring in 1 MiB chunks and hashed), and verify mode over the same log; page cache warm.
+func BenchmarkDigest(b *testing.B) {
+	benchBackends(b, func(b *testing.B, backend ring.Backend) {
+		e := benchEnv(b, backend)
+		e.cfg.SegmentBytes = 1 << 30
+		c, _, err := Open(e.r, e.dir, e.cfg, e.ev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		fillLog(b, e, c, 64<<20)
+		size := c.Records().SizeBytes()
+		b.Run("seal", func(b *testing.B) {
+			b.SetBytes(size)
+			for i := 0; i < b.N; i++ {
+				e.ev.seals = e.ev.seals[:0]
+				if err := c.Seal(1, 1); err != nil {
+					b.Fatal(err)
+				}
+				for len(e.ev.seals) == 0 {
+					if err := e.r.Wait(1); err != nil {
+						b.Fatal(err)
+					}
+					e.r.Dispatch()
+				}
+				if e.ev.seals[0].seal.BytesRead != size {
+					b.Fatalf("seal read %d of %d bytes", e.ev.seals[0].seal.BytesRead, size)
+				}
+			}
+		})
+		b.Run("verify", func(b *testing.B) {
+			b.SetBytes(size)
+			for i := 0; i < b.N; i++ {
+				if _, err := c.Records().Verify(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkBaselineSequentialRead: the physical baseline of BenchmarkDigest: plain pread of the
+// same 64 MiB in 1 MiB chunks, without and with xxhash64.
+func BenchmarkBaselineSequentialRead(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "baseline")
+	data := make([]byte, 64<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	buf := make([]byte, 1<<20)
+	for _, hash := range []bool{false, true} {
+		b.Run(fmt.Sprintf("xxhash=%v", hash), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			h := xxhash.New()
+			for i := 0; i < b.N; i++ {
+				h.Reset()
+				for off := int64(0); off < int64(len(data)); off += int64(len(buf)) {
+					n, err := unix.Pread(fd, buf, off)
+					if err != nil || n != len(buf) {
+						b.Fatal(n, err)
+					}
+					if hash {
+						_, _ = h.Write(buf[:n])
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkSealVsLogSize: seal cost for retained logs of 1 MiB to 1 GiB with 1 MiB segments (the
+// active segment holds up to 1 MiB in each). Next to it, the cost of reading the whole retained
+// log, which is what a seal without per-segment digests would pay.
+func BenchmarkSealVsLogSize(b *testing.B) {
+	for _, size := range []int64{1 << 20, 16 << 20, 256 << 20, 1 << 30} {
+		b.Run(fmt.Sprintf("size=%dMiB", size>>20), func(b *testing.B) {
+			benchBackends(b, func(b *testing.B, backend ring.Backend) {
+				e := benchEnv(b, backend)
+				e.cfg.SegmentBytes = 1 << 20
+				c, _, err := Open(e.r, e.dir, e.cfg, e.ev)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				fillLog(b, e, c, size)
+				var read int64
+				b.Run("seal", func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						e.ev.seals = e.ev.seals[:0]
+						if err := c.Seal(1, 1); err != nil {
+							b.Fatal(err)
+						}
+						for len(e.ev.seals) == 0 {
+							if err := e.r.Wait(1); err != nil {
+								b.Fatal(err)
+							}
+							e.r.Dispatch()
+						}
+						read = e.ev.seals[0].seal.BytesRead
+					}
+					b.ReportMetric(float64(read), "bytes-read/seal")
+					b.ReportMetric(float64(c.Records().Segments()), "segments")
+				})
+				b.Run("baseline-read-all", func(b *testing.B) {
+					buf := make([]byte, 1<<20)
+					b.SetBytes(c.Records().SizeBytes())
+					for i := 0; i < b.N; i++ {
+						for _, s := range c.Records().segs {
+							for off := int64(0); off < s.size; off += int64(len(buf)) {
+								if _, err := unix.Pread(s.fd, buf[:min(int64(len(buf)), s.size-off)], off); err != nil {
+									b.Fatal(err)
+								}
+							}
+						}
+					}
+				})
+			})
+		})
+	}
+}
+
+// BenchmarkPrealloc measures the decision not to preallocate: one 4 KiB pwrite + fdatasync at the
+// end of a growing file, into fallocate'd space (KEEP_SIZE and full size), and over prewritten
+// blocks.
+func BenchmarkPrealloc(b *testing.B) {
+	const block = 4 << 10
+	const span = 256 << 20
+	cases := []struct {
+		name  string
+		setup func(b *testing.B, fd int)
+	}{
+		{"growing", func(*testing.B, int) {}},
+		{"fallocate-keep-size", func(b *testing.B, fd int) {
+			if err := unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, 0, span); err != nil {
+				b.Skip(err)
+			}
+		}},
+		{"fallocate", func(b *testing.B, fd int) {
+			if err := unix.Fallocate(fd, 0, 0, span); err != nil {
+				b.Skip(err)
+			}
+		}},
+		{"prewritten", func(b *testing.B, fd int) {
+			z := make([]byte, 1<<20)
+			for off := int64(0); off < span; off += int64(len(z)) {
+				if _, err := unix.Pwrite(fd, z, off); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			f, err := os.Create(filepath.Join(b.TempDir(), "prealloc"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			fd := int(f.Fd())
+			tc.setup(b, fd)
+			if err := unix.Fsync(fd); err != nil {
+				b.Fatal(err)
+			}
+			buf := make([]byte, block)
+			b.SetBytes(block)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				off := int64(i%(span/block)) * block
+				if _, err := unix.Pwrite(fd, buf, off); err != nil {
+					b.Fatal(err)
+				}
+				if err := unix.Fdatasync(fd); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
