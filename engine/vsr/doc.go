@@ -30,9 +30,11 @@
 //     equal logs up to it, which lets a backup keep its committed prefix when it installs a new log, lets
 //     the storage stay append-only (the superblock's head picks the chain), and rejects a log that does
 //     not extend what this replica committed.
-//   - A replica in normal status ignores a start-view-change for a higher view: only its own heartbeat
-//     timeout (or a do-view-change, or a start-view) moves it, so one cut-off replica cannot depose a
-//     primary that the others still hear.
+//   - A backup in normal status ignores a start-view-change for a higher view: only its own heartbeat
+//     timeout (or a do-view-change, or a start-view) moves it. The primary joins it: a replica that
+//     cannot hear the primary (or came back in a higher view, which it can never leave) would otherwise
+//     stay out of the group until the next failure. The cost is one view change when such a replica
+//     returns, as in Raft without pre-vote.
 //   - A replica that restarts as the primary of its view starts a view change instead of resuming: it
 //     may have prepared ops it never persisted. The primary counts an op toward commit only once its own
 //     persist of it is durable, so a replica that restarts with no superblock lost nothing committed.

@@ -51,10 +51,10 @@ func (r *Replica) onStartViewChange(m *wire.VSRMessage) {
 		}
 		r.drop("start_view_change: view already started")
 		return
-	case m.View > r.view && r.status == statusNormal:
-		// A normal replica trusts its own heartbeat timeout, so one cut-off replica cannot depose a
-		// primary the rest still hear.
-		r.drop("start_view_change: normal, primary not suspected")
+	case m.View > r.view && r.status == statusNormal && !r.isPrimaryOf(r.view):
+		// A normal backup trusts its own heartbeat timeout: a replica that cannot hear the primary
+		// does not depose it through the backups.
+		r.drop("start_view_change: normal backup, primary not suspected")
 		return
 	case m.View > r.view:
 		r.startViewChange(m.View)

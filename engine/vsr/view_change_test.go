@@ -116,12 +116,17 @@ func TestDoViewChange_BrokenChainIgnored(t *testing.T) {
 	}
 }
 
-func TestStartViewChange_NormalReplicaIgnoresHigherView(t *testing.T) {
+func TestStartViewChange_NormalBackupIgnoresHigherViewPrimaryJoins(t *testing.T) {
 	r := mustNew(t, 3, 1)
 	m := wire.VSRMessage{Command: wire.CommandVSRStartViewChange, Replica: 2, View: 5}
 	r.Step(&m)
 	if !r.Normal() || r.View() != 0 {
-		t.Fatalf("normal %v view %d: one replica's suspicion deposed the primary", r.Normal(), r.View())
+		t.Fatalf("normal %v view %d: one replica's suspicion moved a backup", r.Normal(), r.View())
+	}
+	p := mustNew(t, 3, 0)
+	p.Step(&m)
+	if p.Normal() || p.View() != 5 {
+		t.Fatalf("primary normal %v view %d: it must join the higher view", p.Normal(), p.View())
 	}
 }
 

@@ -1,0 +1,196 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/vsr"
+	"github.com/ringstream/ringstream/shard/heartbeat"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// errReadFault is the simulated disk's read error at restart.
+var errReadFault = errors.New("sim: injected read error")
+
+// node is one replica with its disk and its heartbeat schedule, as shard 0 of a node would run it.
+type node struct {
+	index    int
+	up       bool
+	replica  *vsr.Replica
+	machine  vsr.StateMachine
+	disk     disk
+	schedule heartbeat.Schedule
+	primary  heartbeat.Primary
+	backup   heartbeat.Backup
+	tick     uint64 // this node's tick count since it (re)started
+
+	sentCommit uint64 // last commit handed to the heartbeat primary
+	backupView uint32 // view the heartbeat backup follows
+	checked    uint64 // ops up to here were checked against the committed history
+	digestAt   uint64 // commit+1 at which the digest was last checked; 0 for none
+	msg        wire.VSRMessage
+}
+
+func (s *Sim) newMachine() vsr.StateMachine {
+	if s.opts.Machine == MachineMeta {
+		return meta.NewState()
+	}
+	return newCounterMachine()
+}
+
+// start (re)creates the node's replica from its disk. It fails on an injected read error.
+func (s *Sim) start(n *node) error {
+	if s.chance(s.opts.ReadErrorPPM) {
+		return errReadFault
+	}
+	d, valid, err := vsr.Recover(n.disk.superblocks, n.disk.snapshots, n.disk.log)
+	if err != nil {
+		return fmt.Errorf("recover replica %d: %w", n.index, err)
+	}
+	n.disk.log = n.disk.log[:valid] // cut the torn tail before appending after it
+	m := s.newMachine()
+	r, err := vsr.New(s.opts.VSR(s.opts.Replicas, uint8(n.index)), m, d)
+	if err != nil {
+		return fmt.Errorf("restart replica %d: %w", n.index, err)
+	}
+	if s.opts.OnReplica != nil {
+		s.opts.OnReplica(r)
+	}
+	n.replica, n.machine, n.up = r, m, true
+	n.schedule = heartbeat.NewSchedule(s.opts.Heartbeat)
+	n.primary, n.backup = heartbeat.Primary{}, heartbeat.Backup{}
+	n.tick, n.sentCommit, n.checked, n.digestAt = 0, r.Commit(), min(n.checked, r.Commit()), 0
+	return nil
+}
+
+// crash stops the node: its unsynced writes are lost, or the first of them torn.
+func (s *Sim) crash(n *node) {
+	n.up = false
+	n.replica = nil
+	torn := s.chance(s.opts.TornWritePPM)
+	n.disk.crash(torn, s.rng.IntN(4), func(size int) int { return s.rng.IntN(size + 1) })
+}
+
+// tickNode runs one tick of the node: the replica's timeouts, then the heartbeat schedule.
+func (s *Sim) tickNode(n *node) error {
+	r := n.replica
+	n.tick++
+	r.Tick()
+	if err := s.flush(n); err != nil {
+		return err
+	}
+	t := n.schedule.Advance()
+	ticks := s.opts.Heartbeat
+	self := uint8(n.index)
+	if r.IsPrimary() {
+		n.backup.Stop()
+		if !n.primary.Running() || n.primary.View() != r.View() {
+			var backups heartbeat.Members
+			for i := 0; i < s.opts.Replicas; i++ {
+				if i != n.index {
+					backups |= heartbeat.MemberOf(uint8(i))
+				}
+			}
+			n.primary.Start(ticks, t.Number, r.View(), r.Commit(), self, backups, s.quorum())
+			n.sentCommit = r.Commit()
+		}
+		if r.Commit() != n.sentCommit {
+			n.sentCommit = r.Commit()
+			n.primary.Committed(t.Number, r.Commit(), heartbeat.Members(r.Holders()))
+		}
+		n.primary.Plan(t)
+		owed, state := n.primary.Owed()
+		if owed != 0 {
+			ts := n.primary.Timestamp(t.Number)
+			for i := 0; i < s.opts.Replicas; i++ {
+				if owed.Has(uint8(i)) {
+					s.net.send(packet{kind: packetCommit, from: n.index, to: i, commit: wire.CommitEntry{
+						View: r.View(), Commit: r.Commit(), TimestampMonotonic: ts,
+						HeartbeatState: wire.HeartbeatState(state), Replica: self}}, true)
+				}
+			}
+			n.primary.Sent(owed, ts)
+		}
+		if n.primary.QuorumLost(t.Number) {
+			r.OnQuorumLost()
+		}
+	} else {
+		n.primary.Stop()
+		if r.Normal() {
+			if !n.backup.Running() || r.View() != n.backupView {
+				n.backup.Follow(ticks, t.Number, r.View(), r.PrimaryIndex())
+				n.backupView = r.View()
+			}
+			if n.backup.Silent(t.Number) {
+				r.OnPrimarySilent()
+			}
+		} else {
+			n.backup.Stop()
+		}
+	}
+	return s.flush(n)
+}
+
+// onCommit is a backup receiving a Commit entry (R8, R22).
+func (s *Sim) onCommit(n *node, p *packet) error {
+	e := p.commit
+	v := n.backup.OnCommit(n.tick, e.View, e.TimestampMonotonic, heartbeat.State(e.HeartbeatState), e.Replica)
+	switch {
+	case v.Accepted():
+		n.replica.OnCommitEntry(e.View, e.Commit)
+		s.net.send(packet{kind: packetCommitReply, from: n.index, to: p.from, reply: wire.CommitReplyEntry{
+			View: e.View, TimestampMonotonic: e.TimestampMonotonic, Replica: uint8(n.index)}}, true)
+	case v == heartbeat.CommitViewAhead:
+		n.replica.OnCommitEntry(e.View, e.Commit)
+	}
+	return s.flush(n)
+}
+
+// onCommitReply is the primary counting a reply toward its quorum window (R24).
+func (s *Sim) onCommitReply(n *node, p *packet) {
+	n.primary.OnReply(n.tick, p.reply.View, p.reply.TimestampMonotonic, p.reply.Replica)
+}
+
+// onFrame decodes a VSR frame and steps the replica with it. Frames that do not parse are dropped.
+func (s *Sim) onFrame(n *node, p *packet) error {
+	h, body, err := wire.ParseFrame(p.frame)
+	if err != nil {
+		s.stats.Corrupt++
+		return nil
+	}
+	if err := wire.DecodeVSR(&h, body, &n.msg); err != nil {
+		s.stats.Corrupt++
+		return nil
+	}
+	n.replica.Step(&n.msg)
+	return s.flush(n)
+}
+
+// flush carries out the replica's effects until it has none.
+func (s *Sim) flush(n *node) error {
+	r := n.replica
+	for {
+		fx := r.Ready()
+		if fx.PersistID == 0 && len(fx.Messages) == 0 && len(fx.Replies) == 0 {
+			break
+		}
+		if fx.PersistID != 0 {
+			n.disk.persist(fx, s.now+1+uint64(s.rng.Int64N(int64(s.opts.DiskLatencyTicksMax))))
+		}
+		for i := range fx.Messages {
+			env := &fx.Messages[i]
+			frame := wire.AppendVSRFrame(nil, wire.From{Cluster: 1, Node: uint16(n.index + 1)}, 0, &env.Msg)
+			s.net.send(packet{kind: packetVSR, from: n.index, to: int(env.To), frame: frame}, true)
+		}
+		for _, rep := range fx.Replies {
+			c := s.clientIndex(rep.Client)
+			if c < 0 {
+				continue
+			}
+			s.net.send(packet{kind: packetReply, from: n.index, to: c, client: rep.Client, request: rep.Request,
+				payload: append([]byte(nil), rep.Result...)}, false)
+		}
+	}
+	return s.check(n)
+}

@@ -1,0 +1,276 @@
+package sim
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/ringstream/ringstream/engine/meta"
+)
+
+// ErrViolation: a check failed. The error names the seed, the step and the check.
+var ErrViolation = errors.New("sim: violation")
+
+// Stats describes a run.
+type Stats struct {
+	Ticks, Steps           uint64
+	Committed              uint64 // highest op committed anywhere
+	Requests, Replies      uint64
+	Crashes, Restarts      uint64
+	ReadErrors             uint64
+	Dropped, Corrupt       uint64
+	ViewChanges            uint64
+	SnapshotsInstalled     uint64
+	LivenessTicks          uint64 // ticks the healed cluster took to make progress and converge
+}
+
+// client is one workload client: one request outstanding at a time, retried at another replica when
+// no reply comes.
+type client struct {
+	id        uint64
+	request   uint64
+	waiting   bool
+	sentAt    uint64
+	target    int
+	completed uint64
+}
+
+const clientRetryTicks = 30
+
+// Sim is one run.
+type Sim struct {
+	opts    Options
+	rng     *rand.Rand
+	now     uint64
+	step    uint64
+	nodes   []*node
+	net     *network
+	clients []*client
+	stats   Stats
+	faults  bool
+	quiet   bool // liveness phase: clients send no new requests
+
+	committed    map[uint64]uint64 // op -> checksum of the committed entry
+	digests      map[uint64]uint64 // commit -> state machine digest
+	maxCommitted uint64
+	due          []packet
+	firstErr     error // a violation found where no error can be returned
+}
+
+// Run runs the simulation opts describes and returns its stats, or an error wrapping ErrViolation.
+func Run(opts Options) (Stats, error) {
+	s := &Sim{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0xc1a5)), faults: true,
+		committed: make(map[uint64]uint64), digests: make(map[uint64]uint64)}
+	s.net = newNetwork(s, opts.Replicas)
+	for i := 0; i < opts.Replicas; i++ {
+		n := &node{index: i}
+		s.nodes = append(s.nodes, n)
+		if err := s.startRetrying(n); err != nil {
+			return s.stats, err
+		}
+	}
+	for i := 0; i < opts.Clients; i++ {
+		s.clients = append(s.clients, &client{id: uint64(1000 + i), target: i % opts.Replicas})
+	}
+	for s.now < opts.FaultTicks {
+		if err := s.tick(); err != nil {
+			return s.stats, err
+		}
+	}
+	if err := s.heal(); err != nil {
+		return s.stats, err
+	}
+	return s.stats, s.requireLiveness()
+}
+
+// startRetrying starts a node, retrying past injected read errors (used at boot and when healing).
+func (s *Sim) startRetrying(n *node) error {
+	for {
+		err := s.start(n)
+		if errors.Is(err, errReadFault) {
+			s.stats.ReadErrors++
+			continue
+		}
+		if err != nil {
+			return s.violation("%v", err)
+		}
+		return nil
+	}
+}
+
+func (s *Sim) violation(format string, args ...any) error {
+	return fmt.Errorf("%w: seed=%d step=%d tick=%d: %s", ErrViolation, s.opts.Seed, s.step, s.now,
+		fmt.Sprintf(format, args...))
+}
+
+// chance is true with probability ppm parts per million.
+func (s *Sim) chance(ppm uint32) bool { return ppm > 0 && s.rng.Uint32N(1_000_000) < ppm }
+
+func (s *Sim) quorum() int { return s.opts.Replicas/2 + 1 }
+
+func (s *Sim) clientIndex(id uint64) int {
+	i := int(id) - 1000
+	if i < 0 || i >= len(s.clients) {
+		return -1
+	}
+	return i
+}
+
+// tick is one tick of the whole cluster.
+func (s *Sim) tick() error {
+	s.now++
+	s.stats.Ticks++
+	defer func() { s.stats.Steps = s.step }()
+	if s.faults {
+		if err := s.injectFaults(); err != nil {
+			return err
+		}
+	}
+	for _, n := range s.nodes {
+		if n.up {
+			s.step++
+			if err := s.tickNode(n); err != nil {
+				return err
+			}
+		}
+	}
+	s.due = s.net.due(s.now, s.due[:0])
+	for i := range s.due {
+		if err := s.deliver(&s.due[i]); err != nil {
+			return err
+		}
+	}
+	for _, n := range s.nodes {
+		if !n.up {
+			continue
+		}
+		if id := n.disk.complete(s.now); id != 0 {
+			s.step++
+			n.replica.Advance(id)
+			if err := s.flush(n); err != nil {
+				return err
+			}
+		}
+	}
+	s.tickClients()
+	return s.firstErr
+}
+
+// injectFaults crashes and restarts nodes and changes the partition.
+func (s *Sim) injectFaults() error {
+	if s.chance(s.opts.PartitionPPM) {
+		s.net.repartition()
+	}
+	for _, n := range s.nodes {
+		switch {
+		case n.up && s.chance(s.opts.CrashPPM):
+			s.stats.Crashes++
+			s.crash(n)
+		case !n.up && s.chance(s.opts.RestartPPM):
+			err := s.start(n)
+			if errors.Is(err, errReadFault) {
+				s.stats.ReadErrors++
+				continue
+			}
+			if err != nil {
+				return s.violation("%v", err)
+			}
+			s.stats.Restarts++
+		}
+	}
+	return nil
+}
+
+// deliver hands one packet to its replica or client.
+func (s *Sim) deliver(p *packet) error {
+	if p.kind == packetReply {
+		s.onReply(p)
+		return nil
+	}
+	n := s.nodes[p.to]
+	if !n.up {
+		return nil
+	}
+	s.step++
+	switch p.kind {
+	case packetVSR:
+		return s.onFrame(n, p)
+	case packetCommit:
+		return s.onCommit(n, p)
+	case packetCommitReply:
+		s.onCommitReply(n, p)
+		return nil
+	case packetRequest:
+		_ = n.replica.Propose(p.client, p.request, p.payload)
+		return s.flush(n)
+	}
+	return nil
+}
+
+// tickClients sends new requests and retries overdue ones.
+func (s *Sim) tickClients() {
+	for i, c := range s.clients {
+		switch {
+		case !c.waiting && s.quiet:
+			continue
+		case !c.waiting:
+			c.request++
+			c.waiting = true
+		case s.now-c.sentAt >= clientRetryTicks:
+			c.target = (c.target + 1) % s.opts.Replicas
+		default:
+			continue
+		}
+		c.sentAt = s.now
+		s.stats.Requests++
+		s.net.send(packet{kind: packetRequest, from: i, to: c.target, client: c.id, request: c.request,
+			payload: s.clientOp(c)}, false)
+	}
+}
+
+// clientOp is the op of c's current request.
+func (s *Sim) clientOp(c *client) []byte {
+	if s.opts.Machine == MachineCounter {
+		return counterOp(nil, c.id, 1)
+	}
+	node := uint16(c.id)
+	if c.request == 1 {
+		return meta.AppendOp(nil, meta.RegisterNode{Node: node, Address: fmt.Sprintf("10.0.0.%d:7000", node%250)})
+	}
+	p := meta.Policy{Kind: meta.PolicyMajorityDurable}
+	return meta.AppendOp(nil, meta.CreateStream{Name: fmt.Sprintf("c%d-%d", c.id, c.request), Copies: 1,
+		Policy: p, Owner: node, Stamped: p})
+}
+
+// onReply checks a reply against exactly-once application and completes the client's request.
+func (s *Sim) onReply(p *packet) {
+	c := s.clients[p.to]
+	if !c.waiting || p.request != c.request {
+		return
+	}
+	if err := s.checkResult(c, p.payload); err != nil && s.firstErr == nil {
+		s.firstErr = err
+	}
+	s.stats.Replies++
+	c.waiting = false
+	c.completed++
+}
+
+// checkResult: the counter must equal the request number; a meta op must have succeeded (a stream
+// created twice would answer "name in use").
+func (s *Sim) checkResult(c *client, result []byte) error {
+	if s.opts.Machine == MachineCounter {
+		if len(result) != 8 || binary.LittleEndian.Uint64(result) != c.request {
+			return s.violation("client %d request %d: result %x, want the request applied exactly once",
+				c.id, c.request, result)
+		}
+		return nil
+	}
+	res, err := meta.DecodeResult(result)
+	if err != nil || !res.OK() {
+		return s.violation("client %d request %d: result %v (%v), want success exactly once", c.id, c.request,
+			res, err)
+	}
+	return nil
+}

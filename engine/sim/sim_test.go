@@ -1,0 +1,45 @@
+package sim
+
+import (
+	"flag"
+	"testing"
+)
+
+var (
+	seedFlag  = flag.Int64("seed", -1, "replay one seed")
+	seedsFlag = flag.Int("seeds", 200, "number of seeds TestSim runs (from -seed-base)")
+	seedBase  = flag.Uint64("seed-base", 0, "first seed TestSim runs")
+)
+
+// TestSim runs the simulator over many seeds with faults on. A failure prints the seed; replay it with
+// go test ./engine/sim -run TestSim -seed=N.
+func TestSim(t *testing.T) {
+	if *seedFlag >= 0 {
+		runSeed(t, uint64(*seedFlag), true)
+		return
+	}
+	var total Stats
+	for i := 0; i < *seedsFlag; i++ {
+		st := runSeed(t, *seedBase+uint64(i), false)
+		total.Committed += st.Committed
+		total.ViewChanges += st.ViewChanges
+		total.Crashes += st.Crashes
+		total.SnapshotsInstalled += st.SnapshotsInstalled
+		total.Replies += st.Replies
+	}
+	t.Logf("%d seeds: %d ops committed, %d replies, %d view changes, %d crashes, %d snapshots installed",
+		*seedsFlag, total.Committed, total.Replies, total.ViewChanges, total.Crashes, total.SnapshotsInstalled)
+}
+
+func runSeed(t *testing.T, seed uint64, verbose bool) Stats {
+	t.Helper()
+	opts := Draw(seed)
+	st, err := Run(opts)
+	if err != nil {
+		t.Fatalf("%v\nreplay: go test ./engine/sim -run TestSim -seed=%d", err, seed)
+	}
+	if verbose {
+		t.Logf("seed=%d replicas=%d machine=%d: %+v", seed, opts.Replicas, opts.Machine, st)
+	}
+	return st
+}
