@@ -14,15 +14,15 @@ var ErrViolation = errors.New("sim: violation")
 
 // Stats describes a run.
 type Stats struct {
-	Ticks, Steps           uint64
-	Committed              uint64 // highest op committed anywhere
-	Requests, Replies      uint64
-	Crashes, Restarts      uint64
-	ReadErrors             uint64
-	Dropped, Corrupt       uint64
-	ViewChanges            uint64
-	SnapshotsInstalled     uint64
-	LivenessTicks          uint64 // ticks the healed cluster took to make progress and converge
+	Ticks, Steps       uint64
+	Committed          uint64 // highest op committed anywhere
+	Requests, Replies  uint64
+	Crashes, Restarts  uint64
+	ReadErrors         uint64
+	Dropped, Corrupt   uint64
+	ViewChanges        uint64
+	SnapshotsInstalled uint64
+	LivenessTicks      uint64 // ticks the healed cluster took to make progress and converge
 }
 
 // client is one workload client: one request outstanding at a time, retried at another replica when

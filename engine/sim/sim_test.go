@@ -9,6 +9,7 @@ var (
 	seedFlag  = flag.Int64("seed", -1, "replay one seed")
 	seedsFlag = flag.Int("seeds", 200, "number of seeds TestSim runs (from -seed-base)")
 	seedBase  = flag.Uint64("seed-base", 0, "first seed TestSim runs")
+	keepGoing = flag.Bool("keep-going", false, "report every failing seed instead of stopping at the first")
 )
 
 // TestSim runs the simulator over many seeds with faults on. A failure prints the seed; replay it with
@@ -27,8 +28,8 @@ func TestSim(t *testing.T) {
 		total.SnapshotsInstalled += st.SnapshotsInstalled
 		total.Replies += st.Replies
 	}
-	t.Logf("%d seeds: %d ops committed, %d replies, %d view changes, %d crashes, %d snapshots installed",
-		*seedsFlag, total.Committed, total.Replies, total.ViewChanges, total.Crashes, total.SnapshotsInstalled)
+	t.Logf("seeds %d..%d: %d ops committed, %d replies, %d view changes, %d crashes, %d snapshots installed",
+		*seedBase, *seedBase+uint64(*seedsFlag)-1, total.Committed, total.Replies, total.ViewChanges, total.Crashes, total.SnapshotsInstalled)
 }
 
 func runSeed(t *testing.T, seed uint64, verbose bool) Stats {
@@ -36,7 +37,10 @@ func runSeed(t *testing.T, seed uint64, verbose bool) Stats {
 	opts := Draw(seed)
 	st, err := Run(opts)
 	if err != nil {
-		t.Fatalf("%v\nreplay: go test ./engine/sim -run TestSim -seed=%d", err, seed)
+		t.Errorf("%v\nreplay: go test ./engine/sim -run TestSim -seed=%d", err, seed)
+		if !*keepGoing {
+			t.FailNow()
+		}
 	}
 	if verbose {
 		t.Logf("seed=%d replicas=%d machine=%d: %+v", seed, opts.Replicas, opts.Machine, st)
