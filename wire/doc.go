@@ -32,4 +32,18 @@
 //     variable part. A stream prepare's or a produce's body is therefore exactly the record batches as the
 //     segment stores them, and can be written to disk without a copy. Every decoder requires the area
 //     bytes its command does not use to be zero.
+//   - Batch frames (Commit, CommitReply) and the node heartbeat check each entry on its own: a bad entry
+//     is reported with its index and a reason matching ErrBadEntry, and the others are handed on (R17,
+//     R29). Other lists (log epochs, history starts, the stream list) are checked whole, since their
+//     entries only mean something together (a history with a hole is not a history).
+//   - Stream replication carries the record log and the cursor event log with the same prepare, told
+//     apart by its log field; prepare-ok reports both durable tails. A follower that refuses a prepare
+//     answers with its log epochs, and the owner resends from where their histories agree.
+//   - Client frames carry a request id in the first 8 bytes of the area, and replies echo it. Stream
+//     names and consumer names are 1 to 255 bytes of UTF-8 without control characters.
+//   - FrameReader caps frames at a limit its owner chooses (FrameSizeMax at most) and grows its buffer
+//     for a large frame only while that frame is pending. Any framing error is sticky: once the
+//     stream is misaligned nothing after it can be trusted, so the connection is closed.
+//   - Checksums are xxhash64 with seed 0. They detect corruption, not forgery: links inside a cluster
+//     are trusted, and the cluster id check keeps nodes of two clusters apart.
 package wire
