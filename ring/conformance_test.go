@@ -628,3 +628,9 @@ func closedFd(t *testing.T) int {
 	}
 	return fd
 }
+
+// lockThread locks the test goroutine to its thread for the rest of the test; the thread exits with it.
+func lockThread(t *testing.T) {
+	t.Helper()
+	runtime.LockOSThread()
+}

@@ -37,9 +37,9 @@ func New(cfg Config) (Ring, error) {
 	}
 	switch cfg.Backend {
 	case BackendFallback:
-		return newFallback(cfg, "chosen by config")
+		return asRing(newFallback(cfg, "chosen by config"))
 	case BackendIOUring:
-		return newURing(cfg)
+		return asRing(newURing(cfg))
 	case BackendAuto:
 		r, err := newURing(cfg)
 		if err == nil {
@@ -49,10 +49,18 @@ func New(cfg Config) (Ring, error) {
 			return nil, err
 		}
 		cfg.Logger.Warn("ring: io_uring unavailable, using the fallback backend", "err", err)
-		return newFallback(cfg, err.Error())
+		return asRing(newFallback(cfg, err.Error()))
 	default:
 		return nil, fmt.Errorf("%w: unknown backend %q (want auto, io_uring or fallback)", ErrInvalidConfig, cfg.Backend)
 	}
+}
+
+// asRing returns a nil interface, not an interface holding a nil pointer, when err is set.
+func asRing[T Ring](r T, err error) (Ring, error) {
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // kernelRelease is uname -r.
