@@ -155,3 +155,69 @@ func TestAppend_SteadyStateAllocatesNothing(t *testing.T) {
 		_ = ev
 	})
 }
+
+// countEvents counts events without keeping them, for allocation tests.
+type countEvents struct{ appends, reads int }
+
+func (c *countEvents) AppendDone(LogKind, uint64, uint64, error) { c.appends++ }
+func (c *countEvents) ReadDone(LogKind, uint64, []byte, error)   { c.reads++ }
+func (c *countEvents) SealDone(uint64, Seal, error)              {}
+
+// Reads for consumers and followers, and cursor commits of known consumers, allocate nothing.
+func TestRead_AndCursorCommit_AllocateNothing(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		e.appendBatchesTo(t)
+		ev := &countEvents{}
+		c, _, err := Open(e.r, e.dir, e.cfg, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.close(c)
+		buf := make([]byte, 16<<10)
+		read := func() {
+			want := ev.reads + 1
+			if err := c.Records().Read(1, 17, buf); err != nil {
+				t.Fatal(err)
+			}
+			for ev.reads < want {
+				if err := e.r.Wait(1); err != nil {
+					t.Fatal(err)
+				}
+				e.r.Dispatch()
+			}
+		}
+		read()
+		if allocs := testing.AllocsPerRun(100, read); allocs != 0 {
+			t.Fatalf("%.2f allocations per read, want 0", allocs)
+		}
+		commit := func() {
+			for i := 0; i < 8; i++ {
+				if _, err := c.CommitCursor(1, 1, "consumer-a", uint64(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.SyncCursors()
+			c.Flush()
+			for c.Cursors().DurableTail() != c.Cursors().NextOffset() {
+				if err := e.r.Wait(1); err != nil {
+					t.Fatal(err)
+				}
+				e.r.Dispatch()
+			}
+		}
+		for i := 0; i < 20; i++ {
+			commit()
+		}
+		if allocs := testing.AllocsPerRun(100, commit); allocs != 0 {
+			t.Fatalf("%.2f allocations per 8 cursor commits, want 0", allocs)
+		}
+	})
+}
+
+// appendBatchesTo fills e's copy with 40 batches and closes it.
+func (e *env) appendBatchesTo(t *testing.T) {
+	t.Helper()
+	c := e.open()
+	e.appendBatches(c, 40, 1, 1000, 1)
+	e.close(c)
+}

@@ -135,15 +135,25 @@ func DecodeBatch(buf []byte) (BatchHeader, []byte, int, error) {
 }
 
 // BatchIter walks the batches in a buffer returned by a read, skipping those that end at or
-// below From. It aliases the buffer; it allocates nothing.
+// below From and stopping at the first batch that starts at or past To. It aliases the buffer;
+// it allocates nothing.
 type BatchIter struct {
 	buf  []byte
 	From uint64
+	To   uint64
 	err  error
 }
 
 // NewBatchIter starts an iterator over buf that yields batches holding offsets >= from.
-func NewBatchIter(buf []byte, from uint64) BatchIter { return BatchIter{buf: buf, From: from} }
+func NewBatchIter(buf []byte, from uint64) BatchIter {
+	return BatchIter{buf: buf, From: from, To: ^uint64(0)}
+}
+
+// NewBatchRange starts an iterator over buf that yields the batches holding offsets in
+// [from, to): a consumer reading below the confirmed tail passes it as to.
+func NewBatchRange(buf []byte, from, to uint64) BatchIter {
+	return BatchIter{buf: buf, From: from, To: to}
+}
 
 // Next returns the next batch. ok is false at the end of the buffer (a partial batch at the very
 // end is not an error: a read may stop inside a batch) or on corruption (see Err).
@@ -156,6 +166,10 @@ func (it *BatchIter) Next() (h BatchHeader, payload []byte, ok bool) {
 		if err != nil {
 			it.err = err
 			return hdr, nil, false
+		}
+		if hdr.BaseOffset >= it.To {
+			it.buf = nil
+			return BatchHeader{}, nil, false
 		}
 		it.buf = it.buf[n:]
 		if hdr.NextOffset() <= it.From {

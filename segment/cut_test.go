@@ -2,7 +2,9 @@ package segment
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -152,4 +154,70 @@ func TestCut_DropsLogEpochsPastIt(t *testing.T) {
 			t.Fatalf("epochs %+v", got)
 		}
 	})
+}
+
+// Item 5: a crash in the middle of a cut leaves a log that opens cleanly at or above the cut. The
+// cut removes later segments last first, each removal made durable, then shortens the segment
+// holding the cut; this test builds each state a crash can leave on disk and opens it.
+func TestCut_CrashMidwayOpensAtOrAboveCut(t *testing.T) {
+	type state struct {
+		name    string
+		removed int  // later segments already removed, last first
+		trunc   bool // the segment holding the cut already shortened
+	}
+	states := []state{{"nothing done", 0, false}, {"one later segment removed", 1, false},
+		{"all later segments removed", -1, false}, {"shortened", -1, true}}
+	for _, st := range states {
+		t.Run(st.name, func(t *testing.T) {
+			backends(t, func(t *testing.T, e *env) {
+				e.cfg.SegmentBytes = 8 << 10
+				c := e.open()
+				e.appendBatches(c, 40, 1, 1000, 1)
+				if err := c.Drain(); err != nil {
+					t.Fatal(err)
+				}
+				segs := c.Records().segs
+				const cut = 12
+				i := c.Records().findSegment(cut)
+				pos, err := c.Records().batchPos(segs[i], cut)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.close(c)
+				dir := filepath.Join(e.dir, "records")
+				files := segFiles(t, dir)
+				later := files[i+1:]
+				n := st.removed
+				if n < 0 {
+					n = len(later)
+				}
+				for k := 0; k < n; k++ {
+					f := later[len(later)-1-k]
+					if err := os.Remove(f); err != nil {
+						t.Fatal(err)
+					}
+					_ = os.Remove(strings.TrimSuffix(f, ".log") + ".index")
+				}
+				if st.trunc {
+					_ = os.Remove(strings.TrimSuffix(files[i], ".log") + ".index")
+					if err := os.Truncate(files[i], pos); err != nil {
+						t.Fatal(err)
+					}
+				}
+				c = e.open()
+				defer e.close(c)
+				tail := c.Records().DurableTail()
+				if tail < cut {
+					t.Fatalf("tail %d after a crash mid-cut, below the cut %d", tail, cut)
+				}
+				if got := e.readAll(c, 1000); got != tail {
+					t.Fatalf("read %d of %d", got, tail)
+				}
+				// Repeating the cut after the crash finishes it.
+				if err := c.Cut(cut, 0); err != nil || c.Records().DurableTail() != cut {
+					t.Fatalf("repeated cut: %v, tail %d", err, c.Records().DurableTail())
+				}
+			})
+		})
+	}
 }

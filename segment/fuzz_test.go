@@ -138,3 +138,27 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		}
 	}
 }
+
+func TestBatchIter_RangeStopsAtTo(t *testing.T) {
+	seg := validSegment(5) // batches at 0, 3, 6, 9, 12
+	it := NewBatchRange(seg, 4, 9)
+	var bases []uint64
+	for {
+		h, _, ok := it.Next()
+		if !ok {
+			break
+		}
+		bases = append(bases, h.BaseOffset)
+	}
+	if it.Err() != nil || len(bases) != 2 || bases[0] != 3 || bases[1] != 6 {
+		t.Fatalf("bases %v err %v, want [3 6]", bases, it.Err())
+	}
+	it = NewBatchIter(seg[:len(seg)-5], 0)
+	n := 0
+	for _, _, ok := it.Next(); ok; _, _, ok = it.Next() {
+		n++
+	}
+	if n != 4 || it.Err() != nil {
+		t.Fatalf("a read ending inside the last batch gave %d batches, err %v", n, it.Err())
+	}
+}
