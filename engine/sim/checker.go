@@ -20,7 +20,10 @@ func (s *Sim) check(n *node) error {
 	}
 	if r.Commit() > n.checked {
 		n.checked = r.Commit()
-		s.maxCommitted = max(s.maxCommitted, r.Commit())
+		if r.Commit() >= s.maxCommitted {
+			s.maxCommitted = r.Commit()
+			s.maxCommittedView = max(s.maxCommittedView, r.View())
+		}
 		s.stats.Committed = s.maxCommitted
 	}
 	// State machines at the same commit are equal. The state only changes with the commit, so the
@@ -38,10 +41,12 @@ func (s *Sim) check(n *node) error {
 	return s.checkPrimary(n)
 }
 
-// checkPrimary: a primary holds every committed op: committed ops survive view changes and crashes.
+// checkPrimary: a primary of a view at or past the one in which the highest commit was seen holds
+// every committed op: committed ops survive view changes and crashes. (A primary of an older view, say
+// a replica that restarted with nothing durable, can commit nothing: a quorum has left its view.)
 func (s *Sim) checkPrimary(n *node) error {
 	r := n.replica
-	if r.IsPrimary() {
+	if r.IsPrimary() && r.View() >= s.maxCommittedView {
 		if r.Op() < s.maxCommitted {
 			return s.violation("primary %d of view %d has op %d, below committed op %d", n.index, r.View(),
 				r.Op(), s.maxCommitted)

@@ -86,6 +86,7 @@ func (s *Sim) tickNode(n *node) error {
 	if r.IsPrimary() {
 		n.backup.Stop()
 		if !n.primary.Running() || n.primary.View() != r.View() {
+			s.trace("r%d primary of view %d: op=%d commit=%d", n.index, r.View(), r.Op(), r.Commit())
 			var backups heartbeat.Members
 			for i := 0; i < s.opts.Replicas; i++ {
 				if i != n.index {

@@ -42,6 +42,8 @@ type Options struct {
 	// OnReplica, if set, is called on every replica the simulator creates (the broken-variant test
 	// hook uses it).
 	OnReplica func(r *vsr.Replica)
+	// Trace, if set, receives one line per fault and per role change (for replaying a seed).
+	Trace func(line string)
 }
 
 // SimVSRConfig is the replica configuration the simulator runs: small checkpoints and timeouts so a

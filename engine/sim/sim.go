@@ -54,8 +54,10 @@ type Sim struct {
 	committed    map[uint64]uint64 // op -> checksum of the committed entry
 	digests      map[uint64]uint64 // commit -> state machine digest
 	maxCommitted uint64
-	due          []packet
-	firstErr     error // a violation found where no error can be returned
+	// maxCommittedView is the highest view a replica was in when it reached maxCommitted.
+	maxCommittedView uint32
+	due              []packet
+	firstErr         error // a violation found where no error can be returned
 }
 
 // Run runs the simulation opts describes and returns its stats, or an error wrapping ErrViolation.
@@ -96,6 +98,12 @@ func (s *Sim) startRetrying(n *node) error {
 			return s.violation("%v", err)
 		}
 		return nil
+	}
+}
+
+func (s *Sim) trace(format string, args ...any) {
+	if s.opts.Trace != nil {
+		s.opts.Trace(fmt.Sprintf("tick=%d step=%d ", s.now, s.step) + fmt.Sprintf(format, args...))
 	}
 }
 
@@ -161,11 +169,14 @@ func (s *Sim) tick() error {
 func (s *Sim) injectFaults() error {
 	if s.chance(s.opts.PartitionPPM) {
 		s.net.repartition()
+		s.trace("links now %v", s.net.blocked)
 	}
 	for _, n := range s.nodes {
 		switch {
 		case n.up && s.chance(s.opts.CrashPPM):
 			s.stats.Crashes++
+			s.trace("crash r%d (view=%d op=%d commit=%d, %d persists in flight)", n.index, n.replica.View(),
+				n.replica.Op(), n.replica.Commit(), len(n.disk.jobs))
 			s.crash(n)
 		case !n.up && s.chance(s.opts.RestartPPM):
 			err := s.start(n)
@@ -177,6 +188,8 @@ func (s *Sim) injectFaults() error {
 				return s.violation("%v", err)
 			}
 			s.stats.Restarts++
+			s.trace("restart r%d: view=%d log_view=%d normal=%v op=%d commit=%d", n.index, n.replica.View(),
+				n.replica.LogView(), n.replica.Normal(), n.replica.Op(), n.replica.Commit())
 		}
 	}
 	return nil

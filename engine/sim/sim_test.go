@@ -35,6 +35,9 @@ func TestSim(t *testing.T) {
 func runSeed(t *testing.T, seed uint64, verbose bool) Stats {
 	t.Helper()
 	opts := Draw(seed)
+	if verbose {
+		opts.Trace = func(line string) { t.Log(line) }
+	}
 	st, err := Run(opts)
 	if err != nil {
 		t.Errorf("%v\nreplay: go test ./engine/sim -run TestSim -seed=%d", err, seed)
@@ -46,4 +49,21 @@ func runSeed(t *testing.T, seed uint64, verbose bool) Stats {
 		t.Logf("seed=%d replicas=%d machine=%d: %+v", seed, opts.Replicas, opts.Machine, st)
 	}
 	return st
+}
+
+// regressionSeeds are seeds that once found a bug (in the replica or in these checks); each stays here.
+var regressionSeeds = []struct {
+	seed uint64
+	why  string
+}{
+	{1345, "a replica that restarted with nothing durable came back as primary of view 0 after the group " +
+		"moved on: the 'primary holds every committed op' check must only judge primaries of current views"},
+}
+
+func TestSim_RegressionSeeds(t *testing.T) {
+	for _, r := range regressionSeeds {
+		if _, err := Run(Draw(r.seed)); err != nil {
+			t.Errorf("seed %d (%s): %v", r.seed, r.why, err)
+		}
+	}
 }

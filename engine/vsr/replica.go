@@ -3,6 +3,7 @@ package vsr
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/ringstream/ringstream/internal/assert"
 	"github.com/ringstream/ringstream/wire"
@@ -254,6 +255,10 @@ func (r *Replica) headAt(op uint64) uint64 {
 func (r *Replica) Step(m *wire.VSRMessage) {
 	if int(m.Replica) >= r.cfg.ReplicaCount || m.Replica == r.cfg.Self {
 		r.drop("sender not a peer")
+		return
+	}
+	if m.View == math.MaxUint32 {
+		r.drop("view at its limit") // a view change from it would wrap
 		return
 	}
 	switch m.Command {
