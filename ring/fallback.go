@@ -34,8 +34,9 @@ type fallbackRing struct {
 	events []unix.EpollEvent
 
 	// parked holds socket operations waiting for readiness and timers waiting for their deadline,
-	// in the order they parked.
-	parked []int32
+	// in the order they parked; scratch is resumeParked's copy of it.
+	parked  []int32
+	scratch []int32
 
 	registeredFiles []int
 	registeredBufs  [][]byte
@@ -66,14 +67,15 @@ type fallbackInbox struct {
 func newFallback(cfg Config, reason string) (*fallbackRing, error) {
 	nslots := int(cfg.Entries) * 2
 	r := &fallbackRing{
-		log:    cfg.Logger,
-		slots:  newSlotTable(nslots),
-		sq:     make([]int32, 0, cfg.Entries),
-		cq:     make([]cqEntry, nslots),
-		batch:  make([]cqEntry, CQEBatchMax),
-		events: make([]unix.EpollEvent, 64),
-		parked: make([]int32, 0, nslots),
-		epfd:   -1,
+		log:     cfg.Logger,
+		slots:   newSlotTable(nslots),
+		sq:      make([]int32, 0, cfg.Entries),
+		cq:      make([]cqEntry, nslots),
+		batch:   make([]cqEntry, CQEBatchMax),
+		events:  make([]unix.EpollEvent, 64),
+		parked:  make([]int32, 0, nslots),
+		scratch: make([]int32, 0, nslots),
+		epfd:    -1,
 	}
 	r.info = Info{
 		Backend:        BackendFallback,
@@ -82,8 +84,11 @@ func newFallback(cfg Config, reason string) (*fallbackRing, error) {
 		SQEntries:      cfg.Entries,
 		CQEntries:      uint32(nslots),
 	}
-	r.info.Ops = []Opcode{OpNop, OpRead, OpWrite, OpReadv, OpWritev, OpFsync, OpFtruncate, OpOpenat,
-		OpClose, OpMsgRing, OpReadFixed, OpWriteFixed}
+	for op := OpNop; op <= OpWriteFixed; op++ {
+		if op != OpSendZC {
+			r.info.Ops = append(r.info.Ops, op)
+		}
+	}
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("ring: fallback: epoll_create1: %w", err)
@@ -309,8 +314,8 @@ func (r *fallbackRing) runChain(idx int32, failed bool) {
 		s := &r.slots.slots[idx]
 		next := s.next
 		if failed {
-			r.cancelLinkTimeout(s)
 			r.complete(idx, -int32(unix.ECANCELED), 0)
+			r.cancelLinkTimeout(s)
 			idx = next
 			continue
 		}
@@ -320,8 +325,8 @@ func (r *fallbackRing) runChain(idx int32, failed bool) {
 			return
 		}
 		failed = chainBreaks(s, res)
-		r.cancelLinkTimeout(s)
 		r.complete(idx, res, 0)
+		r.cancelLinkTimeout(s)
 		idx = next
 	}
 }
@@ -414,6 +419,11 @@ func (r *fallbackRing) executeFixed(fd int, s *slot) int32 {
 func (r *fallbackRing) Wait(minComplete int) error {
 	if _, err := r.Submit(); err != nil {
 		return err
+	}
+	if len(r.parked) > 0 {
+		if err := r.poll(0); err != nil {
+			return err
+		}
 	}
 	for {
 		if r.ready() >= minComplete {

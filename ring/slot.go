@@ -43,8 +43,10 @@ type slot struct {
 
 	// Fallback bookkeeping: the next operation of a link chain (-1 at the end), and for parked
 	// operations the deadline (monotonic nanoseconds) or the readiness they wait for.
-	next       int32
-	deadlineNs int64
+	next           int32
+	deadlineNs     int64
+	waitKind       uint8 // waitNone, waitSocket or waitTimer
+	connectStarted bool
 	// linkTimeout is the slot of the LinkTimeout that bounds this operation (-1 when none).
 	linkTimeout int32
 	// zcNotifyPending: a SendZC whose result CQE was seen and whose notification CQE is still due.
