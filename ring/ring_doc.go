@@ -1,0 +1,36 @@
+// Package ring, continued: what it owns, what it never does, and the decisions the design left open.
+//
+// What it owns: the io_uring file descriptor and its three mappings (SQ ring, CQ ring, SQE array),
+// the fixed in-flight slot table, and for the fallback backend its epoll instance, its eventfd and
+// its MsgRing inbox. Nothing else: buffers belong to the caller, and the ring only references them
+// from a slot while the kernel may touch them.
+//
+// What it never does: start goroutines, read the clock outside the fallback's timer bookkeeping,
+// allocate per operation in steady state (pinned by TestSteadyStateAllocatesNothing), panic on a
+// kernel error (those are completions or returned errors), or retry an operation that failed.
+//
+// Decisions where the design is silent:
+//
+//   - user_data is the slot index in the low 32 bits and the slot's generation in the high 32. A CQE
+//     naming a free slot or a stale generation is a broken invariant and crashes.
+//   - Setup asks for CQSIZE (CQ twice the SQ) and SUBMIT_ALL with each flag set; the last attempt
+//     drops SUBMIT_ALL for kernels older than 5.18. Refusals by ENOSYS, EPERM or EACCES stop the
+//     attempts at once, since no flag set can help; New(BackendAuto) then falls back.
+//   - MsgRing posts carry bit 31 in the target's CQE flags (IORING_MSG_RING_FLAGS_PASS, Linux 6.3+)
+//     so the target tells messages from its own completions; the bit is cleared before the
+//     MsgHandler sees the flags. A ring without a MsgHandler drops messages.
+//   - Openat adds O_CLOEXEC and Accept asks for SOCK_CLOEXEC, as Go's os and net packages do.
+//   - A short read or write (fewer bytes than asked) fails a link chain on the fallback, as it does in
+//     the kernel; a Timeout that fires (-ETIME) also fails its chain, as IORING_OP_TIMEOUT does.
+//   - Where the kernel lacks IORING_OP_FTRUNCATE, the io_uring backend runs ftruncate(2) when the
+//     operation is queued and posts the result with the next Dispatch. On such kernels it does not
+//     wait for operations queued before it, and a Link on it is ignored.
+//   - The fallback puts a socket it accepts on or connects with into non-blocking mode; send, recv and
+//     sendmsg use MSG_DONTWAIT and never change the descriptor. Sends add MSG_NOSIGNAL.
+//   - The fallback's inbox holds as many messages as the target has slots (2 x Entries); a post to a
+//     full inbox completes the sender's MsgRing with EOVERFLOW. Senders keep their own bound (as the
+//     shard-pair queues do), so it is a guard, not flow control. The io_uring backend has no such
+//     limit: the kernel keeps overflowed CQEs (IORING_FEAT_NODROP) and Dispatch flushes them.
+//   - The fallback's timers have millisecond resolution in epoll_wait (deadlines are rounded up), so a
+//     timeout never fires early.
+package ring
