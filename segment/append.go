@@ -130,7 +130,7 @@ func (l *Log) AppendEncoded(token uint64, batch []byte) (uint64, error) {
 
 func (l *Log) appendable(payloadLen int, epoch uint64) error {
 	switch {
-	case l.closedF:
+	case l.shut:
 		return ErrClosed
 	case l.failed != nil:
 		return l.failed
@@ -181,7 +181,7 @@ func (l *Log) queued(token uint64, seg *segment, h *BatchHeader, start, size int
 // it completes). The cursor log commits only when asked (Sync) or when CursorSyncBytes are queued.
 // The shard calls Flush once per loop turn, before it submits.
 func (l *Log) Flush() {
-	if l.failed != nil || l.closedF {
+	if l.failed != nil || l.shut {
 		return
 	}
 	if l.commit.stage == stageWritesDeferred {

@@ -282,12 +282,15 @@ func (c *Copy) Seal(tag uint64, epoch uint64) error {
 	c.records.minEpoch, c.cursors.minEpoch = epoch, epoch
 	c.seal = sealState{active: true, tag: tag, epoch: epoch}
 	if err := c.r.Write(c, tagFenceWrite, c.fence.fd, c.fence.slot[:], pos, ring.Link); err != nil {
+		c.seal = sealState{}
 		return fmt.Errorf("segment: queue fence write: %w", err)
 	}
-	if err := c.r.Fsync(c, tagFenceSync, c.fence.fd, true, 0); err != nil {
-		return fmt.Errorf("segment: queue fence fsync: %w", err)
-	}
 	c.seal.fenceOps = 2
+	if err := c.r.Fsync(c, tagFenceSync, c.fence.fd, true, 0); err != nil {
+		// The write is queued and will complete; the seal goes on and reports this error.
+		c.seal.fenceOps = 1
+		c.seal.err = fmt.Errorf("segment: queue fence fsync: %w", err)
+	}
 	c.records.Sync()
 	c.cursors.Sync()
 	c.Flush()
@@ -512,7 +515,7 @@ func (c *Copy) closeFiles() {
 	for _, l := range []*Log{c.records, c.cursors} {
 		if l != nil {
 			l.closeFiles()
-			l.closedF = true
+			l.shut = true
 		}
 	}
 	if c.epochs != nil {

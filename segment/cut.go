@@ -15,7 +15,7 @@ import (
 // the retained head (ErrBelowHead).
 func (l *Log) cut(off uint64) error {
 	switch {
-	case l.closedF:
+	case l.shut:
 		return ErrClosed
 	case l.failed != nil:
 		return l.failed
@@ -127,7 +127,7 @@ func (l *Log) removeSegmentDurably(s *segment) error {
 // segments that end at or below keepFrom. It returns the segments removed. Rare path, synchronous.
 func (l *Log) retain(nowMs, maxBytes, maxAgeMs int64, keepFrom uint64) (int, error) {
 	switch {
-	case l.closedF:
+	case l.shut:
 		return 0, ErrClosed
 	case l.reads.used > 0 || l.dig.running || len(l.dig.jobs) > 0:
 		return 0, ErrBusy

@@ -60,7 +60,7 @@ func (d *digestState) init() {
 
 // queueDigestIfClosed queues the digest of s once s is closed and every byte of it is durable.
 func (l *Log) queueDigestIfClosed(s *segment) {
-	if !l.closed(s) || s.digestQueued || s.size != s.wSize {
+	if l.active(s) || s.digestQueued || s.size != s.wSize {
 		return
 	}
 	s.digestQueued = true
@@ -317,7 +317,7 @@ func (l *Log) Verify() (VerifyReport, error) {
 	buf := make([]byte, l.cfg.DigestChunkBytes)
 	h := xxhash.New()
 	for _, s := range l.segs {
-		if !l.closed(s) {
+		if l.active(s) {
 			if _, err := l.verifyActive(s); err != nil {
 				return rep, err
 			}

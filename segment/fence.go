@@ -82,15 +82,3 @@ func (f *fenceFile) prepare(epoch uint64) int64 {
 	encodeFenceSlot(f.slot[:], f.gen, epoch)
 	return int64(f.gen%2) * fenceSlotSize
 }
-
-// writeSync persists epoch synchronously (open paths and tests; the seal writes asynchronously).
-func (f *fenceFile) writeSync(sr *syncRing, epoch uint64) error {
-	pos := f.prepare(epoch)
-	if err := sr.writeAt(f.fd, f.slot[:], pos); err != nil {
-		return fmt.Errorf("segment: write %s: %w", fenceName, err)
-	}
-	if err := sr.fsync(f.fd, true); err != nil {
-		return fmt.Errorf("segment: fsync %s: %w", fenceName, err)
-	}
-	return nil
-}

@@ -49,8 +49,9 @@ type segment struct {
 	sidecarSaved bool
 }
 
-// closed says whether s is complete: nothing more will be written to it.
-func (l *Log) closed(s *segment) bool { return s != l.segs[len(l.segs)-1] }
+// active says whether s is the log's last segment, the one appends go to; every other segment is
+// closed: nothing more is written to it.
+func (l *Log) active(s *segment) bool { return s == l.segs[len(l.segs)-1] }
 
 // Log is one segmented log of a copy. Its methods run on the shard goroutine that owns its ring.
 type Log struct {
@@ -68,7 +69,7 @@ type Log struct {
 	next     uint64 // offset the next append receives
 	durable  uint64 // durable tail
 	failed   error
-	closedF  bool
+	shut     bool
 	minEpoch uint64 // the copy's fence: appends from lower epochs are refused
 
 	quiet quietListener // told when a group commit ends (the copy's seal waits for it)

@@ -38,7 +38,7 @@ func (t *readTable) init(n int) {
 // IndexIntervalBytes plus the largest batch, or a read may hold no whole batch.
 func (l *Log) Read(tag uint64, from uint64, buf []byte) error {
 	switch {
-	case l.closedF:
+	case l.shut:
 		return ErrClosed
 	case from < l.Head():
 		return fmt.Errorf("%w: offset %d, head %d", ErrBelowHead, from, l.Head())
