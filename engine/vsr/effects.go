@@ -28,7 +28,15 @@ type Effects struct {
 	Messages []Envelope
 	Replies  []Reply
 
-	replyBytes []byte // results of Replies
+	replyBytes []byte          // results of Replies
+	entryBuf   []wire.VSREntry // entries of the prepares in Messages
+}
+
+// oneEntry returns a one-entry slice holding e, from memory the effects reuse.
+func (fx *Effects) oneEntry(e wire.VSREntry) []wire.VSREntry {
+	fx.entryBuf = append(fx.entryBuf, e)
+	n := len(fx.entryBuf)
+	return fx.entryBuf[n-1 : n : n]
 }
 
 // Envelope is one message for member index To.
@@ -96,6 +104,7 @@ func (r *Replica) Ready() *Effects {
 	r.fx.Messages = r.fx.Messages[:0]
 	r.fx.Replies = r.fx.Replies[:0]
 	r.fx.replyBytes = r.fx.replyBytes[:0]
+	r.fx.entryBuf = r.fx.entryBuf[:0]
 	r.fx.Entries = r.fx.Entries[:0]
 	fx := &r.ready
 	fx.PersistID, fx.Snapshot = 0, nil

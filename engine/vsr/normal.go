@@ -37,11 +37,11 @@ func (r *Replica) propose(client, request uint64, body []byte) error {
 		return ErrPipelineFull
 	}
 	e := wire.VSREntry{Op: r.op + 1, View: r.view, Client: client, Request: request, Parent: r.headAt(r.op),
-		Body: append([]byte(nil), body...)}
+		Body: r.bodies.copy(body)}
 	e.Checksum = entryChecksum(&e)
 	r.appendEntry(e)
 	r.broadcast(wire.VSRMessage{Command: wire.CommandVSRPrepare, View: r.view, Op: e.Op, Commit: r.commit,
-		Entries: []wire.VSREntry{e}}, false)
+		Entries: r.fx.oneEntry(e)}, false)
 	return nil
 }
 
@@ -98,7 +98,7 @@ func (r *Replica) onPrepare(m *wire.VSRMessage) {
 	case e.Parent != r.headAt(r.op):
 		r.drop("prepare: parent differs")
 	default:
-		r.appendEntry(copyEntry(e))
+		r.appendEntry(r.ownEntry(e))
 		r.sendPrepareOK(m.Op)
 	}
 	r.commitMax = max(r.commitMax, m.Commit)
@@ -203,7 +203,7 @@ func (r *Replica) sendPrepares(to uint8, from uint64) {
 	for op := from; op <= r.op && op < from+uint64(r.cfg.RepairOpsMax); op++ {
 		e := r.log[op-r.logBase-1]
 		r.send(to, wire.VSRMessage{Command: wire.CommandVSRPrepare, View: r.view, Op: op, Commit: r.commit,
-			Entries: []wire.VSREntry{e}}, false)
+			Entries: r.fx.oneEntry(e)}, false)
 	}
 }
 

@@ -28,7 +28,7 @@ func (r *Replica) takeCheckpoint() {
 func (r *Replica) trimLog(op uint64) {
 	assert.True(op <= r.commit, "vsr: trimming uncommitted entries")
 	head := r.headAt(op)
-	r.log = append([]wire.VSREntry(nil), r.log[op-r.logBase:]...)
+	r.log = r.log[:copy(r.log, r.log[op-r.logBase:])]
 	r.logBase, r.logBaseHead = op, head
 }
 
@@ -70,7 +70,7 @@ func (r *Replica) onSnapshot(m *wire.VSRMessage) {
 	r.snapOp, r.snapChecksum = m.Op, xxhash.Sum64(r.snapPayload)
 	r.pendingSnapshot = r.snapPayload
 	if m.Op <= r.op && r.headAt(m.Op) == m.Checksum {
-		r.log = append([]wire.VSREntry(nil), r.log[m.Op-r.logBase:]...)
+		r.log = r.log[:copy(r.log, r.log[m.Op-r.logBase:])]
 	} else {
 		// This replica's entries past its commit are not on the committed chain: none of them can
 		// commit, so they go.

@@ -69,6 +69,7 @@ type Replica struct {
 
 	clients clientTable
 	result  []byte
+	bodies  bodyArena
 
 	// Primary, normal status: the highest op each member acknowledged in this view, and this
 	// replica's own durable op in it.
@@ -131,6 +132,7 @@ func New(cfg Config, sm StateMachine, d Durable) (*Replica, error) {
 		viewChangeTimeout: newTimeout("view_change", cfg.ViewChangeTimeoutTicks+uint64(cfg.Self)*cfg.RepairTimeoutTicks),
 		stats:             Stats{Dropped: make(map[string]uint64)},
 	}
+	r.log = make([]wire.VSREntry, 0, 2*cfg.CheckpointOps+uint64(cfg.PipelineOpsMax)+1)
 	r.repairTimeout.Start()
 	if d.Fresh {
 		if r.isPrimary() {
@@ -166,9 +168,8 @@ func (r *Replica) restore(d Durable) error {
 	if !validChain(r.logBase, r.logBaseHead, true, d.Entries) || uint64(len(d.Entries)) != sb.Op-sb.SnapshotOp {
 		return fmt.Errorf("%w: log chain", ErrStorageCorrupt)
 	}
-	r.log = make([]wire.VSREntry, 0, len(d.Entries))
 	for i := range d.Entries {
-		r.log = append(r.log, copyEntry(&d.Entries[i]))
+		r.log = append(r.log, r.ownEntry(&d.Entries[i]))
 	}
 	r.op = sb.Op
 	r.commit, r.commitMax = r.snapOp, sb.Commit
@@ -187,6 +188,34 @@ func copyEntry(e *wire.VSREntry) wire.VSREntry {
 	c := *e
 	c.Body = append([]byte(nil), e.Body...)
 	return c
+}
+
+// ownEntry copies e with its body in the replica's body arena.
+func (r *Replica) ownEntry(e *wire.VSREntry) wire.VSREntry {
+	c := *e
+	c.Body = r.bodies.copy(e.Body)
+	return c
+}
+
+// bodyChunkSize is the size of one chunk of the body arena.
+const bodyChunkSize = 64 << 10
+
+// bodyArena copies op bodies into large chunks, so the log costs no allocation per entry. Bodies are
+// never changed once copied; a chunk is freed by the garbage collector once no entry refers to it.
+type bodyArena struct {
+	chunk []byte
+}
+
+func (a *bodyArena) copy(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	if cap(a.chunk)-len(a.chunk) < len(b) {
+		a.chunk = make([]byte, 0, max(bodyChunkSize, len(b)))
+	}
+	start := len(a.chunk)
+	a.chunk = append(a.chunk, b...)
+	return a.chunk[start:len(a.chunk):len(a.chunk)]
 }
 
 // Accessors, for the driver and the simulator's checks.

@@ -207,7 +207,7 @@ func (r *Replica) adoptLog(logBase, op uint64, entries []wire.VSREntry) bool {
 	r.log = r.log[:keep-r.logBase]
 	r.op = keep
 	for o := keep + 1; o <= op; o++ {
-		r.appendEntry(copyEntry(&entries[o-logBase-1]))
+		r.appendEntry(r.ownEntry(&entries[o-logBase-1]))
 	}
 	r.dirty = true
 	return true
