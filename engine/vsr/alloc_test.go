@@ -56,7 +56,7 @@ func (p *pipe) op() {
 }
 
 func TestAllocs_SteadyStateOpAllocatesNothing(t *testing.T) {
-	p := newPipe(t, 4096) // the steady state between checkpoints: the test stays below op 4096
+	p := newPipe(t, 4096)       // the steady state between checkpoints: the test stays below op 4096
 	for i := 0; i < 2000; i++ { // grow every reused buffer to its steady size
 		p.op()
 	}
