@@ -94,6 +94,9 @@ func (l *Log) Append(token uint64, h *BatchHeader, payload []byte) (uint64, erro
 		return 0, fmt.Errorf("%w: batch without records", ErrInvalidBatch)
 	}
 	size := BatchHeaderSize + len(payload)
+	if !l.partRoom(size) {
+		return 0, ErrBackpressure
+	}
 	h.BaseOffset = l.next
 	h.PayloadLen = uint32(len(payload))
 	seg := l.segmentFor(size)
@@ -120,6 +123,9 @@ func (l *Log) AppendEncoded(token uint64, batch []byte) (uint64, error) {
 	if h.BaseOffset != l.next {
 		return 0, fmt.Errorf("%w: batch base %d, log next %d", ErrOffsetOrder, h.BaseOffset, l.next)
 	}
+	if !l.partRoom(n) {
+		return 0, ErrBackpressure
+	}
 	seg := l.segmentFor(n)
 	p := l.commit.pend
 	start := len(p.buf)
@@ -144,12 +150,27 @@ func (l *Log) appendable(payloadLen int, epoch uint64) error {
 	return nil
 }
 
+// rolls says whether a batch of size bytes would roll the active segment.
+func (l *Log) rolls(size int) bool {
+	act := l.segs[len(l.segs)-1]
+	return act.wSize > 0 && act.wSize+int64(size) > l.cfg.SegmentBytes
+}
+
+// partRoom says whether the pending group can take a batch of size bytes without needing more
+// ring operations (a writev and an fdatasync per file, one directory fsync) than the ring holds.
+func (l *Log) partRoom(size int) bool {
+	parts := len(l.commit.pend.parts)
+	if parts == 0 || l.rolls(size) {
+		parts++
+	}
+	return 2*parts+1 <= l.opsMax
+}
+
 // segmentFor returns the segment the next batch of size bytes goes to, rolling when the active
 // segment is full. A rolled segment exists only in memory until its group commit creates it.
 func (l *Log) segmentFor(size int) *segment {
-	act := l.segs[len(l.segs)-1]
-	if act.wSize == 0 || act.wSize+int64(size) <= l.cfg.SegmentBytes {
-		return act
+	if !l.rolls(size) {
+		return l.segs[len(l.segs)-1]
 	}
 	s := &segment{base: l.next, end: l.next, wEnd: l.next, fd: -1}
 	s.index = make([]indexEntry, 0, l.cfg.SegmentBytes/l.cfg.IndexIntervalBytes+1)
@@ -184,6 +205,7 @@ func (l *Log) Flush() {
 	if l.failed != nil || l.shut {
 		return
 	}
+	l.digestKick() // resumes a digest step parked on a full ring
 	if l.commit.stage == stageWritesDeferred {
 		l.queueWrites()
 		return

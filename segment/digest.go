@@ -32,7 +32,7 @@ type SealDigest struct {
 type digestState struct {
 	jobs    []digestJob
 	running bool
-	stalled bool // a read found the ring full; digestKick retries it
+	stalled uint8 // a step that found the ring full; digestKick retries it
 	h       *xxhash.Digest
 	buf     []byte
 	seg     *segment
@@ -77,9 +77,10 @@ func (l *Log) requestSealDigest() {
 // digestKick starts the next digest job when the worker is free.
 func (l *Log) digestKick() {
 	d := &l.dig
-	if d.stalled {
-		d.stalled = false
-		l.digestRead()
+	if d.stalled != stepNone {
+		step := d.stalled
+		d.stalled = stepNone
+		l.digestStep(step)
 		return
 	}
 	if d.running || len(d.jobs) == 0 {
@@ -132,17 +133,52 @@ func (l *Log) digestStart(s *segment, upTo int64) {
 	l.digestRead()
 }
 
-func (l *Log) digestRead() {
+// Steps of the digest worker that queue one ring operation each.
+const (
+	stepNone uint8 = iota
+	stepRead
+	stepSidecarOpen
+	stepSidecarWrite
+	stepSidecarClose
+)
+
+// digestStep queues the operation of step, or parks it until digestKick when the ring is full
+// (the ring's queue-full answer is back-pressure, never an I/O error).
+func (l *Log) digestStep(step uint8) {
 	d := &l.dig
-	n := min(int64(len(d.buf)), d.upTo-d.pos)
 	if !l.room(1) {
-		d.stalled = true
+		d.stalled = step
 		return
 	}
-	if err := l.r.Read(l, makeTag(tagDigestRead, 0), d.seg.fd, d.buf[:n], d.pos, 0); err != nil {
-		l.digestFailed(fmt.Errorf("segment: queue digest read: %w", err))
+	var err error
+	switch step {
+	case stepRead:
+		n := min(int64(len(d.buf)), d.upTo-d.pos)
+		if err = l.r.Read(l, makeTag(tagDigestRead, 0), d.seg.fd, d.buf[:n], d.pos, 0); err != nil {
+			l.digestFailed(fmt.Errorf("segment: queue digest read: %w", err))
+		}
+	case stepSidecarOpen:
+		err = l.r.Openat(l, makeTag(tagSidecarOpen, 0), l.dirfd, sidecarName(d.seg.base),
+			unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644, 0)
+		if err != nil {
+			l.sidecarDone(fmt.Errorf("queue openat: %w", err))
+		}
+	case stepSidecarWrite:
+		if err = l.r.Write(l, makeTag(tagSidecarWrite, 0), d.sidecarFd, d.sidecarBuf, 0, 0); err != nil {
+			d.sidecarErr = fmt.Errorf("queue write: %w", err)
+			l.digestStep(stepSidecarClose)
+		}
+	case stepSidecarClose:
+		if err = l.r.CloseFile(l, makeTag(tagSidecarClose, 0), d.sidecarFd, 0); err != nil {
+			// Closing is not optional: do it with a plain syscall rather than leak the fd.
+			_ = unix.Close(d.sidecarFd)
+			d.sidecarFd = -1
+			l.sidecarDone(errors.Join(d.sidecarErr, err))
+		}
 	}
 }
+
+func (l *Log) digestRead() { l.digestStep(stepRead) }
 
 func (l *Log) onDigestRead(c ring.Completion) {
 	d := &l.dig
@@ -245,11 +281,7 @@ func (l *Log) digestFailed(err error) {
 func (l *Log) sidecarStart() {
 	d := &l.dig
 	d.sidecarBuf = encodeSidecar(d.seg)
-	err := l.r.Openat(l, makeTag(tagSidecarOpen, 0), l.dirfd, sidecarName(d.seg.base),
-		unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644, 0)
-	if err != nil {
-		l.sidecarDone(fmt.Errorf("queue openat: %w", err))
-	}
+	l.digestStep(stepSidecarOpen)
 }
 
 func (l *Log) onSidecar(c ring.Completion) {
@@ -262,18 +294,13 @@ func (l *Log) onSidecar(c ring.Completion) {
 			return
 		}
 		d.sidecarFd = int(c.Res)
-		if err := l.r.Write(l, makeTag(tagSidecarWrite, 0), d.sidecarFd, d.sidecarBuf, 0, 0); err != nil {
-			l.sidecarDone(fmt.Errorf("queue write: %w", err))
-		}
+		l.digestStep(stepSidecarWrite)
 	case tagSidecarWrite:
 		if err == nil && int(c.Res) != len(d.sidecarBuf) {
 			err = io.ErrShortWrite
 		}
-		if qerr := l.r.CloseFile(l, makeTag(tagSidecarClose, 0), d.sidecarFd, 0); qerr != nil {
-			l.sidecarDone(errors.Join(err, qerr))
-			return
-		}
 		d.sidecarErr = err
+		l.digestStep(stepSidecarClose)
 	case tagSidecarClose:
 		d.sidecarFd = -1
 		werr := d.sidecarErr

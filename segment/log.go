@@ -15,6 +15,10 @@ import (
 	"github.com/ringstream/ringstream/ring"
 )
 
+// ringEntriesMin is the smallest ring a log works with: one group commit of one file takes three
+// operations (writev, fdatasync, directory fsync).
+const ringEntriesMin = 4
+
 // LogKind names one of a copy's two logs.
 type LogKind uint8
 
@@ -123,8 +127,9 @@ func openLog(kind LogKind, r ring.Ring, sr *syncRing, dir string, cfg Config, ev
 	}
 	l := &Log{kind: kind, cfg: cfg, log: cfg.Logger, r: r, sr: sr, events: ev, dir: dir, dirfd: dirfd}
 	l.opsMax = int(r.Info().SQEntries)
-	if l.opsMax == 0 {
-		l.opsMax = 64
+	if l.opsMax < ringEntriesMin {
+		_ = sr.close(dirfd)
+		return nil, rep, fmt.Errorf("%w: the ring has %d submission entries, fewer than %d", ErrConfig, l.opsMax, ringEntriesMin)
 	}
 	l.commit.init(cfg)
 	l.reads.init(cfg.ReadsMax)

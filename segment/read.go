@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/ringstream/ringstream/internal/assert"
@@ -54,6 +55,9 @@ func (l *Log) Read(tag uint64, from uint64, buf []byte) error {
 	t := &l.reads
 	slot := t.free[len(t.free)-1]
 	if err := l.r.Read(l, makeTag(tagRead, uint64(slot)), s.fd, buf[:n], pos, 0); err != nil {
+		if errors.Is(err, ring.ErrQueueFull) {
+			return ErrBackpressure
+		}
 		return fmt.Errorf("segment: queue read: %w", err)
 	}
 	t.free = t.free[:len(t.free)-1]
