@@ -1,0 +1,58 @@
+// Command ringstream is the ringstream binary: one root command, with each part of the system adding
+// its subcommands from a constructor (root.AddCommand(newXCommand())).
+//
+// main owns the process-wide setup only: slog's default logger (text on stderr, level from
+// --log-level) and the exit status. It never holds state between subcommands.
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := newRootCommand().Execute(); err != nil {
+		os.Exit(1) // cobra has printed the error
+	}
+}
+
+// newRootCommand builds `ringstream` with every subcommand attached.
+func newRootCommand() *cobra.Command {
+	var logLevel string
+	root := &cobra.Command{
+		Use:           "ringstream",
+		Short:         "ringstream: a replicated, durable stream engine on io_uring",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			level, err := parseLogLevel(logLevel)
+			if err != nil {
+				return err
+			}
+			slog.SetDefault(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
+			return nil
+		},
+	}
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
+	root.AddCommand(newRingCommand())
+	return root
+}
+
+// parseLogLevel turns --log-level into a slog level.
+func parseLogLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("invalid --log-level %q: want debug, info, warn or error", s)
+}
