@@ -1,0 +1,76 @@
+package shard_test
+
+import (
+	"testing"
+
+	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/shard/shardtest"
+)
+
+// A tick that builds Commit and reply batches for 500 groups allocates nothing per entry (the outbox
+// buffers are preallocated and entries are encoded in place).
+func TestTickBatchingAllocatesNothing(t *testing.T) {
+	var groups []*shardtest.Group
+	for id := uint64(1); id <= 500; id++ {
+		g := newGroup(id, []uint16{1, 2, 3}, 1, 1)
+		g.CommitEvery = 1 // eager Commits every tick: the busiest path
+		groups = append(groups, g)
+	}
+	n := offlineNode(t, 1, 1, []uint16{2, 3}, groups...)
+	s := n.Shards()[0]
+	runTicks(n, 10)
+	s.TakeOutbox(2)
+	s.TakeOutbox(3)
+	allocs := testing.AllocsPerRun(100, func() {
+		s.RunTick((s.Tick() + 1) * 1000)
+		s.DiscardOutboxes()
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per tick", allocs)
+	}
+	if s.Stats().CommitEntriesSent.Load() < 100*1000 {
+		t.Fatalf("only %d entries sent", s.Stats().CommitEntriesSent.Load())
+	}
+}
+
+// Receiving a Commit batch for 400 groups across two shards allocates nothing per entry.
+func TestReceiveRoutingAllocatesNothing(t *testing.T) {
+	ids := idRange(1, 401)
+	groups := backups(ids)
+	gs := make([]shard.Group, len(groups))
+	for i, g := range groups {
+		g.DiscardReceived = true
+		gs[i] = g
+	}
+	n, err := shard.NewOfflineNode(shard.Config{Node: 2, Cluster: testCluster, Shards: 2,
+		Schedule: testTicks}, peersOf(1), gs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0, s1 := n.Shards()[0], n.Shards()[1]
+	frames := make([][]byte, 200)
+	for i := range frames {
+		frames[i] = commitBatch(ids, uint64(100+i))
+	}
+	var r shard.TestReceiver
+	i := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := s0.Feed(&r, 1, frames[i]); err != nil {
+			t.Fatal(err)
+		}
+		s1.DrainInbox()
+		s0.DiscardOutboxes()
+		s1.DiscardOutboxes()
+		i++
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per frame", allocs)
+	}
+	var accepted uint64
+	for _, s := range n.Shards() {
+		accepted += s.Stats().CommitEntriesAccepted.Load()
+	}
+	if accepted != uint64(len(ids)*i) {
+		t.Fatalf("accepted %d, want %d", accepted, len(ids)*i)
+	}
+}

@@ -1,0 +1,87 @@
+package shard
+
+import (
+	"github.com/ringstream/ringstream/shard/heartbeat"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// flush builds this tick's batches: one Commit batch per peer node holding every entry this shard owes
+// it (R11), then one CommitReply batch per peer from the reply outbox (R27), and starts the sends.
+// Entries are encoded in place at the end of each link's outbox; nothing is allocated per entry.
+func (s *Shard) flush() {
+	s.flushPending = false
+	for _, gs := range s.groups {
+		if gs.role != RolePrimary {
+			continue
+		}
+		owed, state := gs.primary.Owed()
+		if owed == 0 {
+			continue
+		}
+		if gs.save == saveFailed || gs.save == saveInFlight {
+			// R12: left out of this batch; its entries stay owed and go in a later one.
+			s.stats.EntriesDeferredSave.Add(uint64(owed.Count()))
+			if gs.save == saveFailed {
+				gs.save = saveNone
+			}
+			continue
+		}
+		gs.save = saveNone
+		s.appendGroup(gs, owed, state)
+	}
+	for _, l := range s.links {
+		l.endBatches()
+		l.kick()
+	}
+}
+
+// appendGroup appends one group's owed entries to the batches of their members' links and records what
+// went out, and whether each send reached a connected link (R25).
+func (s *Shard) appendGroup(gs *groupSlot, owed heartbeat.Members, state heartbeat.State) {
+	ts := gs.primary.Timestamp(s.nowNs)
+	e := wire.CommitEntry{
+		Group:              gs.id,
+		Incarnation:        gs.g.Incarnation(),
+		View:               gs.primary.View(),
+		Commit:             gs.primary.Commit(),
+		TimestampMonotonic: ts,
+		HeartbeatState:     wire.HeartbeatState(state),
+		Replica:            gs.self,
+	}
+	var sent heartbeat.Members
+	for i := uint8(0); i < heartbeat.MembersMax; i++ {
+		if !owed.Has(i) {
+			continue
+		}
+		l := s.byNode[gs.nodes[i]]
+		if l == nil {
+			// A member on a node that is not a peer (misconfiguration): counted as a dropped send.
+			s.stats.EntriesDroppedLinkDown.Add(1)
+			sent |= heartbeat.MemberOf(i)
+			gs.primary.RecordLink(i, false)
+			continue
+		}
+		if !l.isUp() {
+			s.stats.EntriesDroppedLinkDown.Add(1)
+			sent |= heartbeat.MemberOf(i)
+			gs.primary.RecordLink(i, false)
+			continue
+		}
+		if !l.appendCommit(e) {
+			s.stats.EntriesDeferredFull.Add(1) // R13: never split; it goes in a later batch
+			continue
+		}
+		sent |= heartbeat.MemberOf(i)
+		gs.primary.RecordLink(i, true)
+	}
+	if sent != 0 {
+		gs.primary.Sent(sent, ts)
+	}
+}
+
+// kickLinks starts the sends that group frames queued during this loop turn.
+func (s *Shard) kickLinks() {
+	for _, l := range s.links {
+		l.kick()
+	}
+}

@@ -1,0 +1,158 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/shard/heartbeat"
+)
+
+// Sentinel errors. Each has one meaning.
+var (
+	// ErrConfig: the configuration breaks a rule; the message names the option.
+	ErrConfig = errors.New("shard: invalid configuration")
+	// ErrLinkDown: the link to the peer node is not connected; the frame was not sent (counted).
+	ErrLinkDown = errors.New("shard: link down")
+	// ErrOutboxFull: the peer's outbox has no room for the frame this tick.
+	ErrOutboxFull = errors.New("shard: outbox full")
+	// ErrUnknownPeer: the node is not a configured peer.
+	ErrUnknownPeer = errors.New("shard: unknown peer node")
+	// ErrStarted: the operation is only allowed before Start.
+	ErrStarted = errors.New("shard: node already started")
+	// ErrDuplicateGroup: a group with this id is already on the node.
+	ErrDuplicateGroup = errors.New("shard: duplicate group")
+)
+
+// Peer is another node of the cluster and the address it listens on for peer links.
+type Peer struct {
+	Node uint16
+	Addr netip.AddrPort
+}
+
+// Config sets up the shards of one node. Zero values take the defaults listed on each field.
+type Config struct {
+	Node    uint16 // this node's id, 1..65535
+	Cluster uint64 // cluster id, checked in every handshake (R18)
+	Shards  int    // shard count S (default 1)
+	// PinCores pins shard i to the i-th CPU of the process's affinity set (mod its size).
+	PinCores bool
+	// Tick is tick_ms as a duration (default 10 ms): the period of the ring timeout that drives the
+	// schedule. Tests run the same tick counts with a short Tick.
+	Tick time.Duration
+	// Schedule is the heartbeat schedule in ticks (heartbeat.Config.Ticks converts the [cluster]
+	// options once, at load). Default: the R23 defaults at a 10 ms tick.
+	Schedule heartbeat.Ticks
+	// Listen is the address peer links connect to (default 127.0.0.1:0, an ephemeral port).
+	Listen netip.AddrPort
+
+	Ring ring.Config
+	// QueueCapacity is the slot count of each cross-shard queue, a power of two (default 16384).
+	QueueCapacity int
+	// OutboxBytes is the capacity of each per-peer outbox buffer (default 4 MiB). A batch that does not
+	// fit waits for a later tick (R13: never split).
+	OutboxBytes int
+	// ReplyOutboxEntries bounds each per-peer reply outbox (default 65536 entries).
+	ReplyOutboxEntries int
+	// RecvBufferBytes is the initial receive buffer of a connection (default 256 KiB); it grows for a
+	// larger frame, up to wire.FrameSizeMax.
+	RecvBufferBytes int
+	// ReconnectBaseTicks and ReconnectMaxTicks bound the reconnect backoff (defaults 10 and 200).
+	ReconnectBaseTicks uint64
+	ReconnectMaxTicks  uint64
+	// Seed seeds each shard's jitter source (math/rand/v2 PCG, mixed with node and shard).
+	Seed uint64
+
+	Logger   *slog.Logger          // nil: slog.Default()
+	Registry prometheus.Registerer // nil: no metrics registered (never the global registry)
+}
+
+// withDefaults fills zero fields.
+func (c Config) withDefaults() Config {
+	if c.Shards == 0 {
+		c.Shards = 1
+	}
+	if c.Tick == 0 {
+		c.Tick = 10 * time.Millisecond
+	}
+	if c.Schedule == (heartbeat.Ticks{}) {
+		t, err := heartbeat.DefaultConfig().Ticks(10)
+		if err == nil {
+			c.Schedule = t
+		}
+	}
+	if !c.Listen.IsValid() {
+		c.Listen = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0)
+	}
+	if c.QueueCapacity == 0 {
+		c.QueueCapacity = 16384
+	}
+	if c.OutboxBytes == 0 {
+		c.OutboxBytes = 4 << 20
+	}
+	if c.ReplyOutboxEntries == 0 {
+		c.ReplyOutboxEntries = 65536
+	}
+	if c.RecvBufferBytes == 0 {
+		c.RecvBufferBytes = 256 << 10
+	}
+	if c.ReconnectBaseTicks == 0 {
+		c.ReconnectBaseTicks = 10
+	}
+	if c.ReconnectMaxTicks == 0 {
+		c.ReconnectMaxTicks = 200
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate checks a config that withDefaults filled.
+func (c Config) validate() error {
+	switch {
+	case c.Node == 0:
+		return fmt.Errorf("%w: node id must be 1..65535", ErrConfig)
+	case c.Shards < 1 || c.Shards > 1024:
+		return fmt.Errorf("%w: shards is %d, want 1..1024", ErrConfig, c.Shards)
+	case c.Tick < time.Microsecond*100:
+		return fmt.Errorf("%w: tick_ms %v is below 0.1 ms", ErrConfig, c.Tick)
+	case c.QueueCapacity&(c.QueueCapacity-1) != 0 || c.QueueCapacity < 0:
+		return fmt.Errorf("%w: queue capacity %d is not a power of two", ErrConfig, c.QueueCapacity)
+	case c.OutboxBytes < 4096:
+		return fmt.Errorf("%w: outbox bytes %d is below 4096", ErrConfig, c.OutboxBytes)
+	case c.RecvBufferBytes < 4096:
+		return fmt.Errorf("%w: receive buffer bytes %d is below 4096", ErrConfig, c.RecvBufferBytes)
+	case c.ReconnectMaxTicks < c.ReconnectBaseTicks:
+		return fmt.Errorf("%w: reconnect max ticks %d below base %d", ErrConfig, c.ReconnectMaxTicks,
+			c.ReconnectBaseTicks)
+	}
+	if err := c.Schedule.Validate(); err != nil {
+		return fmt.Errorf("%w: schedule: %w", ErrConfig, err)
+	}
+	return nil
+}
+
+// MetadataGroupID is the metadata group's group id. It lives on shard 0 of every node; stream ids
+// never take this value.
+const MetadataGroupID uint64 = 1<<64 - 1
+
+// ShardOf is the shard that owns group on a node of shards shards: 0 for the metadata group, else a
+// mix of the id modulo shards. Every node computes it from the id alone, so a receiving shard routes
+// an entry without looking anything up (R16), whatever the sender's shard count.
+func ShardOf(group uint64, shards int) int {
+	if group == MetadataGroupID || shards == 1 {
+		return 0
+	}
+	// splitmix64's finalizer: consecutive ids spread evenly.
+	z := group + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return int(z % uint64(shards))
+}

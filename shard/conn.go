@@ -1,0 +1,251 @@
+package shard
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringstream/ringstream/internal/assert"
+	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// connState is where an accepted connection is in its life.
+type connState uint8
+
+const (
+	connHandshaking connState = iota + 1 // reading the dialer's handshake (on the accepting shard)
+	connReplying                         // sending ours back, then handing the socket on
+	connOpen                             // receiving frames on the shard that owns it
+	connClosing                          // shut down, waiting for the ring
+)
+
+const (
+	connTagRecv uint64 = iota + 1
+	connTagSend
+)
+
+// conn is a connection a peer's shard dialed to this node. The accepting shard (shard 0) reads the
+// dialer's handshake, answers with its own, and hands the socket to shard (dialer's shard mod S) of
+// this node through the cross-shard queue; that shard reads Commit batches, reply batches and group
+// frames from it. Nothing is sent on it after the handshake: this node answers on its own links.
+type conn struct {
+	s            *Shard
+	fd           int
+	state        connState
+	peer         wire.Handshake
+	recv         receiver
+	reply        []byte
+	replyOff     int
+	recvInFlight bool
+	sendInFlight bool
+}
+
+// armAccept posts an Accept on the node's listener.
+func (s *Shard) armAccept() {
+	if s.draining || s.accepts {
+		return
+	}
+	if err := s.ring.Accept(s, tagAccept, s.node.listenFD, 0); err != nil {
+		s.log.Error("shard: accept could not be queued", "err", err)
+		return
+	}
+	s.accepts = true
+}
+
+func (s *Shard) onAccept(c ring.Completion) {
+	if c.Res < 0 {
+		if !s.draining {
+			s.log.Warn("shard: accept failed", "err", c.Err())
+			s.armAccept()
+		}
+		return
+	}
+	fd := int(c.Res)
+	if s.draining {
+		unix.Close(fd)
+		return
+	}
+	s.armAccept()
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	cn := &conn{s: s, fd: fd, state: connHandshaking, recv: newReceiver(wire.HeaderSize)}
+	s.conns = append(s.conns, cn)
+	cn.postRecv()
+}
+
+// adoptConn takes over a connection handed on by the accepting shard.
+func (s *Shard) adoptConn(fd int, peer wire.Handshake) {
+	if s.draining {
+		unix.Close(fd)
+		return
+	}
+	cn := &conn{s: s, fd: fd, state: connOpen, peer: peer, recv: newReceiver(s.cfg.RecvBufferBytes)}
+	s.conns = append(s.conns, cn)
+	cn.postRecv()
+}
+
+func (cn *conn) Complete(c ring.Completion) {
+	switch c.Tag {
+	case connTagRecv:
+		cn.recvInFlight = false
+		cn.onRecv(c)
+	case connTagSend:
+		cn.sendInFlight = false
+		cn.onSend(c)
+	default:
+		assert.True(false, "shard: conn completion with an unknown tag")
+	}
+	cn.finishClose()
+}
+
+func (cn *conn) onRecv(c ring.Completion) {
+	if cn.state != connHandshaking && cn.state != connOpen {
+		return
+	}
+	if c.Res <= 0 {
+		cn.close()
+		return
+	}
+	cn.s.stats.BytesReceived.Add(uint64(c.Res))
+	cn.recv.end += int(c.Res)
+	if cn.state == connHandshaking {
+		if cn.recv.end < wire.HeaderSize {
+			cn.postRecv()
+			return
+		}
+		cn.onHandshake()
+		return
+	}
+	cn.resume()
+}
+
+// onHandshake checks the dialer's handshake (R18) and answers with this node's.
+func (cn *conn) onHandshake() {
+	s := cn.s
+	h, body, err := wire.ParseFrame(cn.recv.buf[:wire.HeaderSize])
+	var hs wire.Handshake
+	if err == nil {
+		hs, err = wire.DecodeHandshake(&h, body)
+	}
+	if err == nil {
+		err = hs.Check(s.cfg.Cluster)
+	}
+	if err != nil {
+		s.stats.HandshakeErrors.Add(1)
+		s.log.Warn("shard: handshake refused", "err", err)
+		cn.close()
+		return
+	}
+	cn.peer = hs
+	cn.state = connReplying
+	cn.reply = wire.AppendHandshake(nil, wire.Handshake{Node: s.cfg.Node, Cluster: s.cfg.Cluster,
+		Revision: wire.Revision, Shard: uint16(s.index), ShardCount: uint16(len(s.node.shards))})
+	cn.postSend()
+}
+
+func (cn *conn) onSend(c ring.Completion) {
+	if cn.state != connReplying {
+		return
+	}
+	if c.Res <= 0 {
+		cn.close()
+		return
+	}
+	cn.replyOff += int(c.Res)
+	if cn.replyOff < len(cn.reply) {
+		cn.postSend()
+		return
+	}
+	cn.handOn()
+}
+
+// handOn gives the handshaken socket to shard (dialer's shard mod S). The accepting shard forgets it;
+// if the target's queue is full the connection is closed and the dialer reconnects.
+func (cn *conn) handOn() {
+	s := cn.s
+	target := 0
+	if cn.peer.ShardCount != 0 {
+		target = int(cn.peer.Shard) % len(s.node.shards)
+	}
+	s.removeConn(cn)
+	if target == s.index {
+		s.adoptConn(cn.fd, cn.peer)
+		return
+	}
+	m := &s.scratch
+	*m = message{kind: messageConn, fd: cn.fd, peer: cn.peer}
+	if !s.push(target, m) {
+		s.log.Warn("shard: connection dropped, target shard's queue is full", "target", target)
+		unix.Close(cn.fd)
+	}
+}
+
+func (cn *conn) resume() {
+	if err := cn.recv.process(cn.s, cn.peer.Node); err != nil {
+		cn.s.stats.FramesDropped.Add(1)
+		cn.close()
+		return
+	}
+	if !cn.recv.stalled {
+		cn.postRecv()
+	}
+}
+
+func (cn *conn) postRecv() {
+	if cn.recvInFlight {
+		return
+	}
+	buf := cn.recv.space()
+	err := cn.s.ring.Recv(cn, connTagRecv, cn.fd, buf, 0, 0)
+	if errors.Is(err, ring.ErrQueueFull) {
+		cn.s.ring.Submit()
+		err = cn.s.ring.Recv(cn, connTagRecv, cn.fd, buf, 0, 0)
+	}
+	if err != nil {
+		cn.close()
+		return
+	}
+	cn.recvInFlight = true
+}
+
+func (cn *conn) postSend() {
+	err := cn.s.ring.Send(cn, connTagSend, cn.fd, cn.reply[cn.replyOff:], unix.MSG_NOSIGNAL, 0)
+	if errors.Is(err, ring.ErrQueueFull) {
+		cn.s.ring.Submit()
+		err = cn.s.ring.Send(cn, connTagSend, cn.fd, cn.reply[cn.replyOff:], unix.MSG_NOSIGNAL, 0)
+	}
+	if err != nil {
+		cn.close()
+		return
+	}
+	cn.sendInFlight = true
+}
+
+// close shuts the socket down; finishClose closes it once the ring holds nothing of it.
+func (cn *conn) close() {
+	if cn.state == connClosing {
+		return
+	}
+	cn.state = connClosing
+	cn.recv.stalled = false
+	_ = unix.Shutdown(cn.fd, unix.SHUT_RDWR)
+	cn.finishClose()
+}
+
+func (cn *conn) finishClose() {
+	if cn.state != connClosing || cn.recvInFlight || cn.sendInFlight {
+		return
+	}
+	unix.Close(cn.fd)
+	cn.fd = -1
+	cn.s.removeConn(cn)
+}
+
+func (s *Shard) removeConn(cn *conn) {
+	for i, c := range s.conns {
+		if c == cn {
+			s.conns = append(s.conns[:i], s.conns[i+1:]...)
+			return
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package shard
+
+import (
+	"github.com/ringstream/ringstream/shard/heartbeat"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// Role is a group's role on this node.
+type Role uint8
+
+const (
+	RoleOffline Role = iota // not serving: off every schedule (recovering, view change in progress)
+	RolePrimary             // leads the group: on the shard's heartbeat schedule (R1-R6)
+	RoleBackup              // follows the primary of its current view: watched by a heartbeat timeout
+)
+
+func (r Role) String() string {
+	switch r {
+	case RolePrimary:
+		return "primary"
+	case RoleBackup:
+		return "backup"
+	}
+	return "offline"
+}
+
+// Member is one member of a group: its member index inside the group and the node that holds it. The
+// same node has a different member index in each group.
+type Member struct {
+	Index uint8  // 0 .. heartbeat.MembersMax-1
+	Node  uint16 // node id
+}
+
+// SuperblockSave is a group's pending superblock write. The shard issues the saves of one tick together
+// on its ring (a write linked to an fdatasync per group) before that tick's batches (R12). Buf must stay
+// untouched until the group hears SuperblockSaved.
+type SuperblockSave struct {
+	FD  int
+	Buf []byte
+	Off int64
+}
+
+// Group is what a shard schedules and routes to: the metadata group (engine/vsr through
+// engine/metagroup) and, later, stream copies. Every method runs on the owning shard's goroutine; a
+// group must not block and must not keep the slices it is handed past the call.
+//
+// The shard reads the state methods at every tick: a change of Role or View restarts the heartbeat
+// schedule (a primary's first heartbeat goes on the next send tick, R2), and a higher Commit while
+// primary owes an eager Commit to the members in CommitHolders (R6).
+type Group interface {
+	// ID is the group id (a stream's id; the metadata group's fixed id). Never 0.
+	ID() uint64
+	// Incarnation is partition_incarnation: it grows each time a group of this id is created again.
+	Incarnation() uint32
+	// View is the current view (epoch).
+	View() uint32
+	// Commit is commit_min: the highest op committed here.
+	Commit() uint64
+	// CommitHolders is the set of backups known to hold op Commit() (primary only), for eager Commits.
+	CommitHolders() heartbeat.Members
+	// Role is this node's role in the group now.
+	Role() Role
+	// Self is this node's member index in the group; Primary the member index of the current view's
+	// primary. Members lists every member, self included; the shard does not keep the slice.
+	Self() uint8
+	Primary() uint8
+	Members() []Member
+	// Quorum is how many members, the primary included, must be heard in the quorum window (R24).
+	Quorum() int
+
+	// PendingSuperblock returns the superblock save the group needs before its next Commit entries
+	// may join a batch, if any (R12). While a save is pending or failed, the group is left out.
+	PendingSuperblock() (SuperblockSave, bool)
+	// SuperblockSaved reports the outcome of the save PendingSuperblock returned (nil: durable).
+	SuperblockSaved(err error)
+
+	// OnCommit receives a Commit entry from the primary of the current view that is newer than any seen
+	// (R8, R22); the shard has restarted the heartbeat timeout and queued the CommitReply (R27).
+	OnCommit(from uint16, e wire.CommitEntry)
+	// OnCommitReply receives a CommitReply entry that counted in the quorum window (R24, R29).
+	OnCommitReply(from uint16, e wire.CommitReplyEntry)
+	// OnPrimarySilent says the backup's heartbeat timeout expired: the primary is silent (R8, R22).
+	OnPrimarySilent()
+	// OnQuorumLost says the primary did not hear a quorum of CommitReplies within
+	// commit_heartbeat_timeout: it must step down (R24).
+	OnQuorumLost()
+	// OnFrame receives any other frame addressed to the group (its header's Group is ID()). The body
+	// aliases a receive buffer: copy what must outlive the call.
+	OnFrame(from uint16, h *wire.Header, body []byte)
+	// OnTick runs once per shard tick, before the shard reads the group's state: the group advances
+	// its own tick-counted timers here (R5).
+	OnTick(tick uint64)
+	// Attach hands the group its Sender once, when the group is added to a shard.
+	Attach(s Sender)
+}
+
+// Sender lets a group send any frame to a peer node through its shard's link (an outbox for arbitrary
+// frames, sent with the next batch of the tick). It runs on the shard's goroutine.
+type Sender interface {
+	// SendFrame appends one whole frame (header and body, as wire.BeginFrame and wire.EndFrame built it)
+	// to the outbox of node. It returns ErrLinkDown when the link is not connected (counted, not
+	// retried) and ErrOutboxFull when the outbox has no room; the frame is then not sent.
+	SendFrame(node uint16, frame []byte) error
+}

@@ -1,0 +1,424 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringstream/ringstream/internal/assert"
+	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// linkState is where an outbound peer link is in its life.
+type linkState uint8
+
+const (
+	linkDown        linkState = iota // no socket; reconnect at retryTick
+	linkConnecting                   // Connect in flight
+	linkHandshaking                  // our handshake sent, the peer's awaited (R18)
+	linkUp                           // batches flow
+	linkClosing                      // shut down, waiting for the ring to finish its operations
+)
+
+// Tags of a link's operations.
+const (
+	linkTagConnect uint64 = iota + 1
+	linkTagSend
+	linkTagRecv
+)
+
+// link is this shard's TCP link to one peer node: it dials, handshakes, and sends this shard's batches
+// and group frames to the peer from a per-peer outbox. It also reads what the peer sends back on it.
+// When it fails it closes, drops what was not sent (counted) and reconnects after a capped exponential
+// backoff with jitter.
+type link struct {
+	s     *Shard
+	peer  Peer
+	sa    unix.Sockaddr
+	state linkState
+	up    atomic.Bool // mirrors state == linkUp for Status readers on other goroutines
+	fd    int
+
+	// out is filled this tick; sending is in flight (two buffers of OutboxBytes capacity, swapped).
+	out          []byte
+	sending      []byte
+	sendOff      int
+	sendInFlight bool
+	connInFlight bool
+	recvInFlight bool
+
+	batch     wire.BatchWriter
+	batchOpen bool
+	replies   []wire.CommitReplyEntry // the reply outbox (R27), capacity ReplyOutboxEntries
+
+	recv      receiver
+	handshake []byte
+
+	attempts  uint
+	retryTick uint64
+	lastErr   error
+}
+
+func newLink(s *Shard, p Peer) (*link, error) {
+	sa, err := sockaddrOf(p.Addr)
+	if err != nil {
+		return nil, err
+	}
+	l := &link{
+		s: s, peer: p, sa: sa, fd: -1,
+		out:     make([]byte, 0, s.cfg.OutboxBytes),
+		sending: make([]byte, 0, s.cfg.OutboxBytes),
+		replies: make([]wire.CommitReplyEntry, 0, s.cfg.ReplyOutboxEntries),
+		recv:    newReceiver(s.cfg.RecvBufferBytes),
+	}
+	l.handshake = wire.AppendHandshake(nil, wire.Handshake{Node: s.cfg.Node, Cluster: s.cfg.Cluster,
+		Revision: wire.Revision, Shard: uint16(s.index), ShardCount: uint16(len(s.node.shards))})
+	return l, nil
+}
+
+func sockaddrOf(ap netip.AddrPort) (unix.Sockaddr, error) {
+	if !ap.IsValid() || ap.Port() == 0 {
+		return nil, fmt.Errorf("%w: peer address %v", ErrConfig, ap)
+	}
+	if ap.Addr().Is4() {
+		return &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}, nil
+	}
+	return &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}, nil
+}
+
+func (l *link) isUp() bool { return l.state == linkUp }
+
+// onTick reconnects a link whose backoff has passed.
+func (l *link) onTick() {
+	if l.state == linkDown && l.s.tick.Number >= l.retryTick {
+		l.connect()
+	}
+}
+
+func (l *link) connect() {
+	domain := unix.AF_INET
+	if _, ok := l.sa.(*unix.SockaddrInet6); ok {
+		domain = unix.AF_INET6
+	}
+	fd, err := unix.Socket(domain, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		l.backoff(fmt.Errorf("shard: socket: %w", err))
+		return
+	}
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	l.fd = fd
+	if err := l.s.ring.Connect(l, linkTagConnect, fd, l.sa, 0); err != nil {
+		unix.Close(fd)
+		l.fd = -1
+		l.backoff(fmt.Errorf("shard: connect: %w", err))
+		return
+	}
+	l.connInFlight = true
+	l.state = linkConnecting
+	l.s.stats.LinkConnects.Add(1)
+}
+
+// Complete handles the link's ring operations.
+func (l *link) Complete(c ring.Completion) {
+	switch c.Tag {
+	case linkTagConnect:
+		l.connInFlight = false
+		l.onConnect(c)
+	case linkTagSend:
+		l.sendInFlight = false
+		l.onSend(c)
+	case linkTagRecv:
+		l.recvInFlight = false
+		l.onRecv(c)
+	default:
+		assert.True(false, "shard: link completion with an unknown tag")
+	}
+	l.finishClose()
+}
+
+func (l *link) onConnect(c ring.Completion) {
+	if l.state != linkConnecting {
+		return
+	}
+	if err := c.Err(); err != nil {
+		l.fail(err)
+		return
+	}
+	l.state = linkHandshaking
+	l.recv.start, l.recv.end = 0, 0
+	l.sending = append(l.sending[:0], l.handshake...)
+	l.sendOff = 0
+	l.postSend()
+	l.postRecv()
+}
+
+func (l *link) onSend(c ring.Completion) {
+	if l.state != linkUp && l.state != linkHandshaking {
+		return
+	}
+	if c.Res <= 0 {
+		l.fail(c.Err())
+		return
+	}
+	l.s.stats.BytesSent.Add(uint64(c.Res))
+	l.sendOff += int(c.Res)
+	if l.sendOff < len(l.sending) {
+		l.postSend() // a short send: the rest of the same buffer
+		return
+	}
+	l.sending = l.sending[:0]
+	l.sendOff = 0
+	l.kick()
+}
+
+func (l *link) onRecv(c ring.Completion) {
+	if l.state != linkUp && l.state != linkHandshaking {
+		return
+	}
+	if c.Res <= 0 {
+		l.fail(c.Err())
+		return
+	}
+	l.s.stats.BytesReceived.Add(uint64(c.Res))
+	l.recv.end += int(c.Res)
+	if l.state == linkHandshaking {
+		if l.recv.end < wire.HeaderSize {
+			l.postRecv()
+			return
+		}
+		if err := l.checkHandshake(); err != nil {
+			l.s.stats.HandshakeErrors.Add(1)
+			l.fail(err)
+			return
+		}
+		l.recv.start, l.recv.end = 0, 0
+		l.state = linkUp
+		l.up.Store(true)
+		l.attempts = 0
+		l.s.stats.LinksUp.Add(1)
+		l.s.log.Info("shard: link up", "shard", l.s.index, "peer", l.peer.Node)
+		l.postRecv()
+		l.kick()
+		return
+	}
+	l.resume()
+}
+
+// checkHandshake checks the peer's handshake: its cluster, revision (R18) and node id.
+func (l *link) checkHandshake() error {
+	h, body, err := wire.ParseFrame(l.recv.buf[:wire.HeaderSize])
+	if err != nil {
+		return err
+	}
+	hs, err := wire.DecodeHandshake(&h, body)
+	if err != nil {
+		return err
+	}
+	if err := hs.Check(l.s.cfg.Cluster); err != nil {
+		return err
+	}
+	if hs.Node != l.peer.Node {
+		return fmt.Errorf("%w: peer at %v says it is node %d, want %d", ErrUnknownPeer, l.peer.Addr, hs.Node, l.peer.Node)
+	}
+	return nil
+}
+
+// resume hands the received frames to the shard and reads on, unless a full queue stalls it.
+func (l *link) resume() {
+	if err := l.recv.process(l.s, l.peer.Node); err != nil {
+		l.fail(err)
+		return
+	}
+	if !l.recv.stalled {
+		l.postRecv()
+	}
+}
+
+func (l *link) postRecv() {
+	if l.recvInFlight {
+		return
+	}
+	buf := l.recv.space()
+	if l.state == linkHandshaking {
+		buf = l.recv.buf[l.recv.end:wire.HeaderSize] // read the handshake and not a byte more
+	}
+	err := l.s.ring.Recv(l, linkTagRecv, l.fd, buf, 0, 0)
+	if errors.Is(err, ring.ErrQueueFull) {
+		l.s.ring.Submit()
+		err = l.s.ring.Recv(l, linkTagRecv, l.fd, buf, 0, 0)
+	}
+	if err != nil {
+		l.fail(err)
+		return
+	}
+	l.recvInFlight = true
+}
+
+func (l *link) postSend() {
+	err := l.s.ring.Send(l, linkTagSend, l.fd, l.sending[l.sendOff:], unix.MSG_NOSIGNAL, 0)
+	if errors.Is(err, ring.ErrQueueFull) {
+		l.s.ring.Submit()
+		err = l.s.ring.Send(l, linkTagSend, l.fd, l.sending[l.sendOff:], unix.MSG_NOSIGNAL, 0)
+	}
+	if err != nil {
+		l.fail(err)
+		return
+	}
+	l.sendInFlight = true
+}
+
+// kick starts sending the outbox when the link is up and no send is in flight.
+func (l *link) kick() {
+	if l.state != linkUp || l.sendInFlight || len(l.out) == 0 || l.batchOpen {
+		return
+	}
+	l.out, l.sending = l.sending[:0], l.out
+	l.sendOff = 0
+	l.postSend()
+}
+
+// appendCommit appends one Commit entry to this tick's batch, opening it on the first entry. It
+// returns false when the outbox has no room left for it.
+func (l *link) appendCommit(e wire.CommitEntry) bool {
+	need := wire.CommitEntrySize
+	if !l.batchOpen {
+		need += wire.HeaderSize
+	}
+	if len(l.out)+need > cap(l.out) {
+		return false
+	}
+	if !l.batchOpen {
+		l.out = l.batch.Begin(l.out, wire.CommandCommit, l.s.cfg.Cluster, l.s.cfg.Node)
+		l.batchOpen = true
+	}
+	l.out = l.batch.AppendCommit(l.out, e)
+	return true
+}
+
+// queueReply adds a reply to the reply outbox. It returns false when the outbox is full.
+func (l *link) queueReply(e wire.CommitReplyEntry) bool {
+	if len(l.replies) == cap(l.replies) {
+		return false
+	}
+	l.replies = append(l.replies, e)
+	return true
+}
+
+// endBatches closes this tick's Commit batch and adds the reply batch (R11, R27). Replies to a peer
+// whose link is down, or that do not fit, are dropped with their batch (R30).
+func (l *link) endBatches() {
+	st := &l.s.stats
+	if l.batchOpen {
+		n := l.batch.Count()
+		l.out = l.batch.End(l.out)
+		l.batchOpen = false
+		st.CommitBatchesSent.Add(1)
+		st.CommitEntriesSent.Add(uint64(n))
+	}
+	if len(l.replies) == 0 {
+		return
+	}
+	n := len(l.replies)
+	if l.state != linkUp || len(l.out)+wire.HeaderSize+n*wire.CommitReplyEntrySize > cap(l.out) {
+		st.RepliesDroppedLinkDown.Add(uint64(n))
+		l.replies = l.replies[:0]
+		return
+	}
+	var w wire.BatchWriter
+	l.out = w.Begin(l.out, wire.CommandCommitReply, l.s.cfg.Cluster, l.s.cfg.Node)
+	for i := range l.replies {
+		l.out = w.AppendCommitReply(l.out, l.replies[i])
+	}
+	l.out = w.End(l.out)
+	st.ReplyBatchesSent.Add(1)
+	st.ReplyEntriesSent.Add(uint64(n))
+	l.replies = l.replies[:0]
+}
+
+// sendFrame appends a whole frame to the outbox (Sender.SendFrame).
+func (l *link) sendFrame(frame []byte) error {
+	assert.True(!l.batchOpen, "shard: frame appended inside an open batch")
+	if l.state != linkUp {
+		l.s.stats.FramesDroppedLinkDown.Add(1)
+		return ErrLinkDown
+	}
+	if len(l.out)+len(frame) > cap(l.out) {
+		return ErrOutboxFull
+	}
+	l.out = append(l.out, frame...)
+	return nil
+}
+
+// fail closes the link after an error: the socket is shut down so operations in flight complete, what
+// was not sent is dropped and counted (R30), and a reconnect is scheduled.
+func (l *link) fail(err error) {
+	if l.state == linkDown || l.state == linkClosing {
+		return
+	}
+	if l.state == linkUp {
+		l.s.stats.LinksUp.Add(-1)
+		l.s.log.Warn("shard: link down", "shard", l.s.index, "peer", l.peer.Node, "err", err)
+	}
+	l.up.Store(false)
+	l.s.stats.LinkFailures.Add(1)
+	l.lastErr = err
+	st := &l.s.stats
+	st.BytesDroppedSendFail.Add(uint64(len(l.out) + len(l.sending) - l.sendOff))
+	st.RepliesDroppedLinkDown.Add(uint64(len(l.replies)))
+	l.out = l.out[:0]
+	l.replies = l.replies[:0]
+	l.batchOpen = false
+	l.recv.stalled = false
+	l.recv.start, l.recv.end, l.recv.resume = 0, 0, 0
+	l.state = linkClosing
+	if l.fd >= 0 {
+		_ = unix.Shutdown(l.fd, unix.SHUT_RDWR)
+	}
+	l.finishClose()
+}
+
+// finishClose closes the socket once the ring holds no operation on it.
+func (l *link) finishClose() {
+	if l.state != linkClosing || l.sendInFlight || l.recvInFlight || l.connInFlight {
+		return
+	}
+	if l.fd >= 0 {
+		unix.Close(l.fd)
+		l.fd = -1
+	}
+	l.sending = l.sending[:0]
+	l.sendOff = 0
+	l.backoff(l.lastErr)
+}
+
+// backoff schedules the next connect: base << attempts ticks, capped, then a jitter of up to half of
+// it from the shard's seeded source.
+func (l *link) backoff(err error) {
+	l.state = linkDown
+	l.lastErr = err
+	cfg := l.s.cfg
+	delay := cfg.ReconnectMaxTicks
+	if l.attempts < 32 {
+		delay = min(cfg.ReconnectMaxTicks, cfg.ReconnectBaseTicks<<l.attempts)
+	}
+	l.attempts++
+	half := delay / 2
+	l.retryTick = l.s.tick.Number + delay - half + l.s.rng.Uint64N(half+1)
+}
+
+// shutdown starts closing the link for Stop.
+func (l *link) shutdown() {
+	switch l.state {
+	case linkDown:
+		return
+	case linkClosing:
+		return
+	}
+	l.fail(errStopping)
+}
+
+var errStopping = errors.New("shard: stopping")

@@ -1,0 +1,362 @@
+package shard
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	"github.com/ringstream/ringstream/internal/assert"
+	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/shard/heartbeat"
+)
+
+// Node runs the S shards of one node and its peer listener. Build it with NewNode (which binds the
+// listener, so Addr is known before the peers are), add groups, Start it with the peer list, Stop it.
+type Node struct {
+	cfg      Config
+	listenFD int
+	addr     netip.AddrPort
+	shards   []*Shard
+	cpus     []int
+	pending  []Group
+
+	mu      sync.Mutex // guards started and stopped against concurrent Start/Stop calls
+	started bool
+	stopped bool
+
+	wg      sync.WaitGroup // one per shard goroutine
+	drained sync.WaitGroup // every shard has no operation left on its ring
+
+	tickHook  func(s *Shard, tick uint64) // tests only (export_test.go); runs on the shard goroutine
+	sendLimit uint64                      // tests only: past this tick, groups are no longer polled
+}
+
+// NewNode checks cfg and binds the peer listener.
+func NewNode(cfg Config) (*Node, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, listenFD: -1}
+	if cfg.PinCores {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &set); err != nil {
+			return nil, fmt.Errorf("shard: sched_getaffinity: %w", err)
+		}
+		for cpu := 0; cpu < 1024; cpu++ {
+			if set.IsSet(cpu) {
+				n.cpus = append(n.cpus, cpu)
+			}
+		}
+	}
+	if err := n.listen(); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) listen() error {
+	sa, err := sockaddrOf(netip.AddrPortFrom(n.cfg.Listen.Addr(), max(n.cfg.Listen.Port(), 1)))
+	if err != nil {
+		return err
+	}
+	domain := unix.AF_INET
+	if s6, ok := sa.(*unix.SockaddrInet6); ok {
+		domain = unix.AF_INET6
+		s6.Port = int(n.cfg.Listen.Port())
+	} else {
+		sa.(*unix.SockaddrInet4).Port = int(n.cfg.Listen.Port())
+	}
+	fd, err := unix.Socket(domain, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("shard: listen socket: %w", err)
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("shard: bind %v: %w", n.cfg.Listen, err)
+	}
+	if err := unix.Listen(fd, 512); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("shard: listen %v: %w", n.cfg.Listen, err)
+	}
+	bound, err := unix.Getsockname(fd)
+	if err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("shard: getsockname: %w", err)
+	}
+	switch b := bound.(type) {
+	case *unix.SockaddrInet4:
+		n.addr = netip.AddrPortFrom(netip.AddrFrom4(b.Addr), uint16(b.Port))
+	case *unix.SockaddrInet6:
+		n.addr = netip.AddrPortFrom(netip.AddrFrom16(b.Addr), uint16(b.Port))
+	}
+	n.listenFD = fd
+	return nil
+}
+
+// Addr is the address peers connect to.
+func (n *Node) Addr() netip.AddrPort { return n.addr }
+
+// Shards returns the node's shards (after Start).
+func (n *Node) Shards() []*Shard { return n.shards }
+
+// AddGroup puts g on the shard that owns it (ShardOf). Only before Start.
+func (n *Node) AddGroup(g Group) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.started {
+		return ErrStarted
+	}
+	assert.True(g.ID() != 0, "shard: group id 0")
+	for _, p := range n.pending {
+		if p.ID() == g.ID() {
+			return fmt.Errorf("%w: %d", ErrDuplicateGroup, g.ID())
+		}
+	}
+	n.pending = append(n.pending, g)
+	return nil
+}
+
+// Start builds the shards, one goroutine each locked to its thread (and pinned when PinCores), each
+// creating its own ring there, and starts their loops once every ring exists. peers are the other
+// nodes; every shard keeps one link to each.
+func (n *Node) Start(peers []Peer) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.started || n.stopped {
+		return ErrStarted
+	}
+	n.started = true
+	peers = slices.Clone(peers)
+	slices.SortFunc(peers, func(a, b Peer) int { return cmp.Compare(a.Node, b.Node) })
+	if err := n.buildShards(peers); err != nil {
+		n.closeListener()
+		return err
+	}
+	if err := n.registerMetrics(n.cfg.Registry); err != nil {
+		n.closeListener()
+		return err
+	}
+	ready := make(chan error, len(n.shards))
+	begin := make(chan bool)
+	n.wg.Add(len(n.shards))
+	n.drained.Add(len(n.shards))
+	for _, s := range n.shards {
+		go s.main(ready, begin)
+	}
+	var firstErr error
+	for range n.shards {
+		if err := <-ready; err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		close(begin) // every shard sees false, closes its ring and ends
+		n.wg.Wait()
+		n.closeListener()
+		n.stopped = true
+		return firstErr
+	}
+	for range n.shards {
+		begin <- true
+	}
+	return nil
+}
+
+func (n *Node) buildShards(peers []Peer) error {
+	S := n.cfg.Shards
+	n.shards = make([]*Shard, S)
+	for i := range S {
+		s := &Shard{
+			node: n, index: i, cfg: &n.cfg, log: n.cfg.Logger,
+			rng:      rand.New(rand.NewPCG(n.cfg.Seed, uint64(n.cfg.Node)<<32|uint64(i))),
+			sched:    heartbeat.NewSchedule(n.cfg.Schedule),
+			byID:     make(map[uint64]*groupSlot),
+			byNode:   make(map[uint16]*link),
+			inbound:  make([]*spscQueue, S),
+			outbound: make([]*spscQueue, S),
+			wakeOwed: make([]bool, S),
+			accept:   i == 0,
+		}
+		n.shards[i] = s
+	}
+	for i, s := range n.shards {
+		for j, t := range n.shards {
+			if i != j {
+				q := newSPSCQueue(n.cfg.QueueCapacity)
+				s.outbound[j] = q
+				t.inbound[i] = q
+			}
+		}
+		for _, p := range peers {
+			if p.Node == n.cfg.Node {
+				continue
+			}
+			l, err := newLink(s, p)
+			if err != nil {
+				return err
+			}
+			s.links = append(s.links, l)
+			s.byNode[p.Node] = l
+		}
+	}
+	for _, g := range n.pending {
+		s := n.shards[ShardOf(g.ID(), S)]
+		gs := &groupSlot{g: g, id: g.ID()}
+		s.groups = append(s.groups, gs)
+		s.byID[gs.id] = gs
+		g.Attach(s)
+	}
+	for _, s := range n.shards {
+		slices.SortFunc(s.groups, func(a, b *groupSlot) int { return cmp.Compare(a.id, b.id) })
+		for _, gs := range s.groups {
+			s.restartGroup(gs, gs.g.Role(), gs.g.View(), gs.g.Primary())
+		}
+	}
+	return nil
+}
+
+// main is a shard goroutine: lock, pin, create the ring, wait for every shard's ring, run, drain, close.
+func (s *Shard) main(ready chan<- error, begin <-chan bool) {
+	defer s.node.wg.Done()
+	lockThread()
+	if len(s.node.cpus) > 0 {
+		cpu := s.node.cpus[s.index%len(s.node.cpus)]
+		if err := pinToCPU(cpu); err != nil {
+			s.node.drained.Done()
+			ready <- fmt.Errorf("shard %d: pin to cpu %d: %w", s.index, cpu, err)
+			return
+		}
+	}
+	r, err := ring.New(s.cfg.Ring)
+	if err != nil {
+		s.node.drained.Done()
+		ready <- fmt.Errorf("shard %d: %w", s.index, err)
+		return
+	}
+	r.SetMsgHandler(s)
+	s.ring = r
+	ready <- nil
+	if !<-begin {
+		s.node.drained.Done()
+		r.Close()
+		return
+	}
+	s.run()
+	// Every operation of this ring has completed. Wait until every shard is there too, so no shard
+	// posts a wakeup to a ring that is already closed, then release everything.
+	s.node.drained.Done()
+	s.node.drained.Wait()
+	s.release()
+}
+
+// beginDrain stops the shard: no new tick, every socket shut down so its operations complete.
+func (s *Shard) beginDrain() {
+	s.draining = true
+	for _, l := range s.links {
+		l.shutdown()
+	}
+	for _, c := range slices.Clone(s.conns) {
+		c.close()
+	}
+	if s.accept && s.node.listenFD >= 0 {
+		_ = unix.Shutdown(s.node.listenFD, unix.SHUT_RDWR)
+	}
+}
+
+// release closes the ring and whatever the queues still hold (sockets handed on during the drain).
+func (s *Shard) release() {
+	var m message
+	for _, q := range s.inbound {
+		if q == nil {
+			continue
+		}
+		for q.Pop(&m) {
+			if m.kind == messageConn {
+				unix.Close(m.fd)
+			}
+		}
+	}
+	for _, l := range s.links {
+		assert.True(l.fd < 0, "shard: link socket open after the drain")
+	}
+	assert.True(len(s.conns) == 0, "shard: connection open after the drain")
+	if err := s.ring.Close(); err != nil {
+		s.log.Warn("shard: ring close", "shard", s.index, "err", err)
+	}
+}
+
+// Stop drains and ends every shard and closes the listener. It returns once every shard goroutine has
+// ended and every socket and ring is closed. It is safe to call more than once.
+func (n *Node) Stop() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.stopped {
+		return nil
+	}
+	n.stopped = true
+	if n.started {
+		for _, s := range n.shards {
+			s.stopping.Store(true)
+		}
+		n.wg.Wait()
+	}
+	return n.closeListener()
+}
+
+func (n *Node) closeListener() error {
+	if n.listenFD < 0 {
+		return nil
+	}
+	err := unix.Close(n.listenFD)
+	n.listenFD = -1
+	if err != nil {
+		return fmt.Errorf("shard: close listener: %w", err)
+	}
+	return nil
+}
+
+// LinkStatus is one shard's link to one peer, as Status reports it.
+type LinkStatus struct {
+	Shard int
+	Peer  uint16
+	Up    bool
+}
+
+// Status reports every shard's link state. Safe from any goroutine.
+func (n *Node) Status() []LinkStatus {
+	var out []LinkStatus
+	for _, s := range n.shards {
+		for _, l := range s.links {
+			out = append(out, LinkStatus{Shard: s.index, Peer: l.peer.Node, Up: l.up.Load()})
+		}
+	}
+	return out
+}
+
+// SendFrame implements Sender for the shard's groups.
+func (s *Shard) SendFrame(node uint16, frame []byte) error {
+	l := s.byNode[node]
+	if l == nil {
+		return fmt.Errorf("%w: %d", ErrUnknownPeer, node)
+	}
+	return l.sendFrame(frame)
+}
+
+// registerMetrics adds the node's shard metrics to reg, when there is one (never the global registry).
+func (n *Node) registerMetrics(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	if err := reg.Register(newCollector(n.cfg.Node, n.shards)); err != nil {
+		return fmt.Errorf("shard: register metrics: %w", err)
+	}
+	return nil
+}

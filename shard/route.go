@@ -1,0 +1,245 @@
+package shard
+
+import (
+	"github.com/ringstream/ringstream/internal/assert"
+	"github.com/ringstream/ringstream/shard/heartbeat"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// handleFrame handles one whole frame received from node from. It returns false when a cross-shard
+// queue is full: *resume then holds the first entry not yet handed on, and the caller pauses this
+// connection until resumeStalled calls again.
+func (s *Shard) handleFrame(from uint16, frame []byte, resume *int) bool {
+	// The header lives in the shard, not on the stack: group handlers receive a pointer to it through an
+	// interface, which would move a stack copy to the heap on every frame.
+	h := &s.header
+	var body []byte
+	var err error
+	*h, body, err = wire.ParseFrame(frame)
+	if err != nil || h.Cluster != s.cfg.Cluster || h.Sender != from {
+		s.stats.FramesDropped.Add(1) // R15: dropped whole
+		return true
+	}
+	switch h.Command {
+	case wire.CommandCommit:
+		return s.handleCommitBatch(from, h, body, resume)
+	case wire.CommandCommitReply:
+		return s.handleReplyBatch(from, h, body, resume)
+	}
+	if h.Group == 0 {
+		// Node-level frames other than batches (node heartbeats) have no handler on the shard yet.
+		s.stats.FramesUnroutable.Add(1)
+		return true
+	}
+	target := ShardOf(h.Group, len(s.node.shards))
+	if target == s.index {
+		s.deliverFrame(from, h, body)
+		return true
+	}
+	m := &s.scratch
+	*m = message{kind: messageFrame, from: from, frame: append([]byte(nil), frame...)}
+	if !s.push(target, m) {
+		return false
+	}
+	return true
+}
+
+// handleCommitBatch hands each good entry to the shard that owns its group and rejects bad ones alone
+// (R16, R17).
+func (s *Shard) handleCommitBatch(from uint16, h *wire.Header, body []byte, resume *int) bool {
+	batch, err := wire.DecodeCommitBatch(h, body)
+	if err != nil {
+		s.stats.FramesDropped.Add(1)
+		return true
+	}
+	shards := len(s.node.shards)
+	for i := *resume; i < batch.Len(); i++ {
+		e, err := batch.Entry(i)
+		if err != nil {
+			s.stats.BadCommitEntries.Add(1)
+			continue
+		}
+		target := ShardOf(e.Group, shards)
+		if target == s.index {
+			s.handleCommit(from, e)
+			continue
+		}
+		m := &s.scratch
+		*m = message{kind: messageCommit, from: from, commit: e}
+		if !s.push(target, m) {
+			*resume = i
+			return false
+		}
+	}
+	s.stats.CommitBatchesReceived.Add(1)
+	return true
+}
+
+// handleReplyBatch is handleCommitBatch for CommitReply batches (R29).
+func (s *Shard) handleReplyBatch(from uint16, h *wire.Header, body []byte, resume *int) bool {
+	batch, err := wire.DecodeCommitReplyBatch(h, body)
+	if err != nil {
+		s.stats.FramesDropped.Add(1)
+		return true
+	}
+	shards := len(s.node.shards)
+	for i := *resume; i < batch.Len(); i++ {
+		e, err := batch.Entry(i)
+		if err != nil {
+			s.stats.BadReplyEntries.Add(1)
+			continue
+		}
+		target := ShardOf(e.Group, shards)
+		if target == s.index {
+			s.handleReply(from, e)
+			continue
+		}
+		m := &s.scratch
+		*m = message{kind: messageReply, from: from, reply: e}
+		if !s.push(target, m) {
+			*resume = i
+			return false
+		}
+	}
+	s.stats.ReplyBatchesReceived.Add(1)
+	return true
+}
+
+// handleCommit handles one Commit entry on the shard that owns its group: a newer Commit from the
+// current primary restarts the backup's timeout (R8, R22), queues a CommitReply (R27) and reaches the
+// group.
+func (s *Shard) handleCommit(from uint16, e wire.CommitEntry) {
+	s.stats.CommitEntriesReceived.Add(1)
+	gs := s.byID[e.Group]
+	if gs == nil || gs.role != RoleBackup || e.Incarnation != gs.g.Incarnation() || gs.nodes[gs.primIdx] != from {
+		s.stats.CommitEntriesIgnored.Add(1)
+		return
+	}
+	v := gs.backup.OnCommit(s.tick.Number, e.View, e.TimestampMonotonic, heartbeat.State(e.HeartbeatState), e.Replica)
+	if !v.Accepted() {
+		s.stats.CommitEntriesIgnored.Add(1)
+		return
+	}
+	s.stats.CommitEntriesAccepted.Add(1)
+	s.queueReply(from, wire.CommitReplyEntry{Group: e.Group, Incarnation: e.Incarnation, View: e.View,
+		TimestampMonotonic: e.TimestampMonotonic, Replica: gs.self})
+	gs.g.OnCommit(from, e)
+}
+
+// handleReply handles one CommitReply entry on the shard that owns its group (R24, R29).
+func (s *Shard) handleReply(from uint16, e wire.CommitReplyEntry) {
+	s.stats.ReplyEntriesReceived.Add(1)
+	gs := s.byID[e.Group]
+	if gs == nil || gs.role != RolePrimary || e.Incarnation != gs.g.Incarnation() ||
+		e.Replica >= heartbeat.MembersMax || gs.nodes[e.Replica] != from {
+		s.stats.ReplyEntriesIgnored.Add(1)
+		return
+	}
+	if gs.primary.OnReply(s.tick.Number, e.View, e.TimestampMonotonic, e.Replica) != heartbeat.ReplyFresh {
+		s.stats.ReplyEntriesIgnored.Add(1)
+		return
+	}
+	s.stats.ReplyEntriesCounted.Add(1)
+	gs.g.OnCommitReply(from, e)
+}
+
+// queueReply puts a reply in the reply outbox of node; it leaves with the next tick's batches (R27, R28).
+func (s *Shard) queueReply(node uint16, e wire.CommitReplyEntry) {
+	l := s.byNode[node]
+	if l == nil || !l.queueReply(e) {
+		s.stats.RepliesDroppedFull.Add(1)
+	}
+}
+
+// deliverFrame hands a group-addressed frame to its group on this shard.
+func (s *Shard) deliverFrame(from uint16, h *wire.Header, body []byte) {
+	gs := s.byID[h.Group]
+	if gs == nil {
+		s.stats.FramesUnroutable.Add(1)
+		return
+	}
+	s.stats.FramesRouted.Add(1)
+	gs.g.OnFrame(from, h, body)
+}
+
+// push sends m to shard target through their queue. It returns false when the queue is full: the
+// caller keeps the work and tries again later (back-pressure, never a drop).
+func (s *Shard) push(target int, m *message) bool {
+	q := s.outbound[target]
+	assert.True(q != nil, "shard: push to itself")
+	if !q.Push(m) {
+		s.stats.RouteBackpressure.Add(1)
+		s.wakeOwed[target] = true
+		return false
+	}
+	s.wakeOwed[target] = true
+	return true
+}
+
+// drainInbox handles the messages other shards queued for this one, a bounded number per queue.
+func (s *Shard) drainInbox() {
+	var m message
+	for j, q := range s.inbound {
+		if q == nil {
+			continue
+		}
+		for n := 0; n < inboxBudget && q.Pop(&m); n++ {
+			s.handleMessage(j, &m)
+		}
+	}
+}
+
+func (s *Shard) handleMessage(fromShard int, m *message) {
+	switch m.kind {
+	case messageCommit:
+		if !s.draining {
+			s.handleCommit(m.from, m.commit)
+		}
+	case messageReply:
+		if !s.draining {
+			s.handleReply(m.from, m.reply)
+		}
+	case messageFrame:
+		if !s.draining {
+			h, body, err := wire.ParseFrame(m.frame)
+			assert.True(err == nil, "shard: routed frame no longer parses")
+			s.header = h
+			s.deliverFrame(m.from, &s.header, body)
+		}
+	case messageConn:
+		s.adoptConn(m.fd, m.peer)
+	default:
+		assert.True(false, "shard: message of unknown kind")
+	}
+	*m = message{}
+}
+
+// resumeStalled retries the connections paused on a full queue.
+func (s *Shard) resumeStalled() {
+	for _, l := range s.links {
+		if l.recv.stalled {
+			l.resume()
+		}
+	}
+	for _, c := range s.conns {
+		if c.recv.stalled {
+			c.resume()
+		}
+	}
+}
+
+// sendWakeups wakes, once per loop turn, every shard this one queued messages for.
+func (s *Shard) sendWakeups() {
+	for j, owed := range s.wakeOwed {
+		if !owed {
+			continue
+		}
+		err := s.ring.MsgRing(s, tagWake, s.node.shards[j].ring, 0, msgTagWake, 0)
+		if err != nil {
+			// No room on the ring this turn: keep the wakeup owed for the next turn.
+			continue
+		}
+		s.wakeOwed[j] = false
+		s.stats.QueueWakeups.Add(1)
+	}
+}

@@ -1,0 +1,356 @@
+package shard
+
+import (
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringstream/ringstream/internal/assert"
+	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/shard/heartbeat"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// Tags of the operations the Shard itself handles: the kind in the top byte, an index below.
+const (
+	tagKindShift         = 56
+	tagTick       uint64 = 1 << tagKindShift
+	tagWake       uint64 = 2 << tagKindShift
+	tagSaveWrite  uint64 = 3 << tagKindShift
+	tagSaveSync   uint64 = 4 << tagKindShift
+	tagAccept     uint64 = 5 << tagKindShift
+	tagIndexMask  uint64 = 1<<tagKindShift - 1
+	msgTagWake    uint64 = 1
+	inboxBudget          = 4096 // messages taken from one queue per loop turn, so a turn stays short
+	tickSaveLimit        = 256  // superblock saves issued per tick at most (two ring ops each)
+)
+
+// saveState tracks one group's superblock save of the current round (R12).
+type saveState uint8
+
+const (
+	saveNone saveState = iota
+	saveInFlight
+	saveDone
+	saveFailed
+)
+
+// groupSlot is the shard's view of one group: the group, its heartbeat state and what the shard cached
+// at the last tick.
+type groupSlot struct {
+	g       Group
+	id      uint64
+	role    Role
+	view    uint32
+	primIdx uint8
+	self    uint8
+	nodes   [heartbeat.MembersMax]uint16 // member index -> node id (0: not a member)
+	primary heartbeat.Primary
+	backup  heartbeat.Backup
+	save    saveState
+	saveErr error
+}
+
+// Shard is one shard: a goroutine locked to its OS thread, owning one ring, its groups, its outbound
+// peer links and the connections accepted for it. Every field is touched by that goroutine only, except
+// stats (atomics), the queues (single-producer single-consumer atomics) and stopping.
+type Shard struct {
+	node  *Node
+	index int
+	cfg   *Config
+	log   *slog.Logger
+	ring  ring.Ring
+	rng   *rand.Rand
+
+	sched   heartbeat.Schedule
+	tick    heartbeat.Tick
+	nowNs   uint64
+	groups  []*groupSlot // sorted by id: the order batches are built in
+	byID    map[uint64]*groupSlot
+	links   []*link // one per peer node, sorted by node id
+	byNode  map[uint16]*link
+	conns   []*conn
+	accept  bool // this shard accepts connections on the node's listener
+	accepts bool // an Accept is in flight
+
+	inbound  []*spscQueue // inbound[j]: from shard j (nil for self)
+	outbound []*spscQueue // outbound[j]: to shard j (nil for self)
+	wakeOwed []bool
+
+	savesOutstanding int
+	flushPending     bool
+	tickArmed        bool
+
+	stopping atomic.Bool
+	draining bool
+	stats    Stats
+	scratch  message
+	header   wire.Header // the frame being handled (see handleFrame)
+}
+
+// Stats returns the shard's counters.
+func (s *Shard) Stats() *Stats { return &s.stats }
+
+// Index is the shard's index on its node.
+func (s *Shard) Index() int { return s.index }
+
+// run is the shard loop. It is the one loop of the shard and it cannot end on its own: it returns only
+// after Stop asked it to drain and every operation of the ring has completed.
+func (s *Shard) run() {
+	s.armTick()
+	if s.accept {
+		s.armAccept()
+	}
+	for {
+		if s.draining && s.ring.InFlight() == 0 {
+			return
+		}
+		if err := s.ring.Wait(1); err != nil {
+			// Wait fails only on a broken ring; nothing the shard can do but stop cleanly.
+			s.log.Error("shard: ring wait failed", "shard", s.index, "err", err)
+			s.beginDrain()
+			if errors.Is(err, ring.ErrClosed) {
+				return
+			}
+		}
+		s.ring.Dispatch()
+		s.drainInbox()
+		s.resumeStalled()
+		s.kickLinks()
+		s.sendWakeups()
+		if s.stopping.Load() && !s.draining {
+			s.beginDrain()
+		}
+	}
+}
+
+// Complete handles the shard's own operations: the tick, wakeups, superblock saves and accepts.
+func (s *Shard) Complete(c ring.Completion) {
+	switch c.Tag &^ tagIndexMask {
+	case tagTick:
+		s.tickArmed = false
+		s.onTick()
+	case tagWake:
+		if c.Res < 0 {
+			s.log.Warn("shard: wakeup failed", "shard", s.index, "err", c.Err())
+		}
+	case tagSaveWrite:
+		if c.Res < 0 {
+			s.onSaveDone(int(c.Tag&tagIndexMask), c.Err(), false)
+		}
+	case tagSaveSync:
+		s.onSaveDone(int(c.Tag&tagIndexMask), c.Err(), true)
+	case tagAccept:
+		s.accepts = false
+		s.onAccept(c)
+	case 0:
+		// A MsgRing wakeup posted by another shard: the loop drains the inbox after Dispatch.
+		assert.True(c.Op == ring.OpMsgRing, "shard: untagged completion that is not a wakeup")
+	default:
+		assert.True(false, "shard: completion with an unknown tag")
+	}
+}
+
+func (s *Shard) armTick() {
+	if s.draining || s.tickArmed {
+		return
+	}
+	err := s.ring.Timeout(s, tagTick, s.cfg.Tick, 0)
+	if errors.Is(err, ring.ErrQueueFull) {
+		s.ring.Submit()
+		err = s.ring.Timeout(s, tagTick, s.cfg.Tick, 0)
+	}
+	assert.True(err == nil || errors.Is(err, ring.ErrClosed), "shard: tick could not be armed")
+	s.tickArmed = err == nil
+}
+
+// onTick runs one tick: the schedule advances, every group is polled and planned, the superblock saves
+// the batch needs are issued together, and the batches leave once those saves completed (R11, R12).
+func (s *Shard) onTick() {
+	if s.stopping.Load() {
+		return
+	}
+	s.armTick()
+	s.runTick(monotonicNs())
+	if s.node.tickHook != nil {
+		s.node.tickHook(s, s.tick.Number)
+	}
+}
+
+// runTick is one tick of the schedule at clock value nowNs, without the ring's timer.
+func (s *Shard) runTick(nowNs uint64) {
+	s.tick = s.sched.Advance()
+	s.nowNs = nowNs
+	s.stats.Ticks.Add(1)
+	if s.tick.Send {
+		s.stats.SendTicks.Add(1)
+	}
+	if s.node.sendLimit == 0 || s.tick.Number <= s.node.sendLimit {
+		s.pollGroups()
+	}
+	s.issueSaves()
+	s.flushPending = true
+	if s.savesOutstanding == 0 {
+		s.flush()
+	}
+	for _, l := range s.links {
+		l.onTick()
+	}
+}
+
+// pollGroups reads each group's role, view and commit, restarts schedules on a change, plans the
+// tick's entries and delivers the timeout events (R2, R6, R8, R20, R24).
+func (s *Shard) pollGroups() {
+	now := s.tick.Number
+	var busy, idle int64
+	for _, gs := range s.groups {
+		g := gs.g
+		g.OnTick(now)
+		role, view, prim := g.Role(), g.View(), g.Primary()
+		if role != gs.role || view != gs.view || prim != gs.primIdx {
+			s.restartGroup(gs, role, view, prim)
+		}
+		switch gs.role {
+		case RolePrimary:
+			if c := g.Commit(); c > gs.primary.Commit() {
+				gs.primary.Committed(now, c, g.CommitHolders())
+			}
+			gs.primary.Plan(s.tick)
+			if gs.primary.Busy() {
+				busy++
+			} else {
+				idle++
+			}
+			if gs.primary.QuorumLost(now) {
+				g.OnQuorumLost()
+			}
+		case RoleBackup:
+			if gs.backup.Silent(now) {
+				g.OnPrimarySilent()
+			}
+		}
+	}
+	s.stats.GroupsBusy.Store(busy)
+	s.stats.GroupsIdle.Store(idle)
+}
+
+// restartGroup puts a group on the schedule for its new role or view.
+func (s *Shard) restartGroup(gs *groupSlot, role Role, view uint32, prim uint8) {
+	g := gs.g
+	gs.role, gs.view, gs.primIdx, gs.self = role, view, prim, g.Self()
+	gs.nodes = [heartbeat.MembersMax]uint16{}
+	var backups heartbeat.Members
+	for _, m := range g.Members() {
+		assert.True(m.Index < heartbeat.MembersMax, "shard: member index out of range")
+		gs.nodes[m.Index] = m.Node
+		if m.Index != gs.self {
+			backups |= heartbeat.MemberOf(m.Index)
+		}
+	}
+	now := s.tick.Number
+	switch role {
+	case RolePrimary:
+		gs.backup.Stop()
+		gs.primary.Start(s.sched.Ticks(), now, view, g.Commit(), gs.self, backups, g.Quorum())
+	case RoleBackup:
+		gs.primary.Stop()
+		gs.backup.Follow(s.sched.Ticks(), now, view, prim)
+	default:
+		gs.primary.Stop()
+		gs.backup.Stop()
+	}
+}
+
+// issueSaves starts the superblock saves of every primary that owes entries and has one pending, all
+// on the ring in one go: a write linked to an fdatasync per group (R12).
+func (s *Shard) issueSaves() {
+	issued := 0
+	for i, gs := range s.groups {
+		if gs.role != RolePrimary || gs.save == saveInFlight {
+			continue
+		}
+		if owed, _ := gs.primary.Owed(); owed == 0 {
+			continue
+		}
+		sb, pending := gs.g.PendingSuperblock()
+		if !pending {
+			gs.save = saveNone
+			continue
+		}
+		if issued == tickSaveLimit || !s.queueSave(i, sb) {
+			gs.save = saveFailed // not saved this tick: left out, tried again on the next one
+			gs.saveErr = ring.ErrQueueFull
+			continue
+		}
+		issued++
+	}
+	if issued > 0 {
+		s.ring.Submit()
+	}
+}
+
+// queueSave queues one group's write and fdatasync. It reports false when the ring has no room.
+func (s *Shard) queueSave(i int, sb SuperblockSave) bool {
+	if s.ring.InFlight()+2 > int(s.ring.Info().SQEntries) {
+		return false
+	}
+	if err := s.ring.Write(s, tagSaveWrite|uint64(i), sb.FD, sb.Buf, sb.Off, ring.Link); err != nil {
+		return false
+	}
+	if err := s.ring.Fsync(s, tagSaveSync|uint64(i), sb.FD, true, 0); err != nil {
+		// The write is queued with Link and nothing after it: it still runs, and its completion is
+		// ignored because the group is not in flight.
+		return false
+	}
+	s.groups[i].save = saveInFlight
+	s.savesOutstanding++
+	s.stats.SuperblockSaves.Add(1)
+	return true
+}
+
+// onSaveDone records a save's outcome; the last one of the tick releases the batches.
+func (s *Shard) onSaveDone(i int, err error, sync bool) {
+	gs := s.groups[i]
+	if gs.save != saveInFlight {
+		return // the write failed first and was already counted; this is its cancelled fdatasync
+	}
+	if err != nil {
+		gs.save = saveFailed
+		gs.saveErr = err
+		s.stats.SuperblockSaveFailures.Add(1)
+	} else {
+		assert.True(sync, "shard: save done before its fdatasync")
+		gs.save = saveDone
+	}
+	gs.g.SuperblockSaved(err)
+	s.savesOutstanding--
+	assert.True(s.savesOutstanding >= 0, "shard: more saves completed than issued")
+	if s.savesOutstanding == 0 && s.flushPending {
+		s.flush()
+	}
+}
+
+// monotonicNs reads CLOCK_MONOTONIC: the clock value timestamps are stamped from (R14).
+func monotonicNs() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0 // timestamps still grow: heartbeat.Primary takes max(now, previous+1)
+	}
+	return uint64(ts.Nano())
+}
+
+// pinToCPU pins the calling (locked) thread to cpu.
+func pinToCPU(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	return unix.SchedSetaffinity(0, &set)
+}
+
+// lockThread locks the goroutine to its thread for the shard's whole life. The thread is never
+// unlocked: when the goroutine ends, the runtime ends the thread too, so a pinned affinity never leaks
+// into the runtime's thread pool.
+func lockThread() { runtime.LockOSThread() }

@@ -1,0 +1,150 @@
+package shard
+
+import (
+	"strconv"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Stats are one shard's counters (R19, R32). The shard's goroutine updates them with atomic adds, so
+// the metrics collector and tests read them from any goroutine without a lock and without the shard
+// allocating per entry.
+type Stats struct {
+	Ticks     atomic.Uint64
+	SendTicks atomic.Uint64
+
+	CommitBatchesSent     atomic.Uint64
+	CommitEntriesSent     atomic.Uint64
+	CommitBatchesReceived atomic.Uint64
+	CommitEntriesReceived atomic.Uint64 // good entries handed to the owning shard's groups (R16)
+	ReplyBatchesSent      atomic.Uint64
+	ReplyEntriesSent      atomic.Uint64
+	ReplyBatchesReceived  atomic.Uint64
+	ReplyEntriesReceived  atomic.Uint64
+
+	CommitEntriesAccepted atomic.Uint64 // newer Commits from the current primary: a reply was queued
+	CommitEntriesIgnored  atomic.Uint64 // good but stale, other view, unknown group or not a backup
+	ReplyEntriesCounted   atomic.Uint64 // replies that counted in a quorum window
+	ReplyEntriesIgnored   atomic.Uint64
+	BadCommitEntries      atomic.Uint64 // rejected alone (R17)
+	BadReplyEntries       atomic.Uint64 // rejected alone (R29)
+	FramesDropped         atomic.Uint64 // wrong checksum or undecodable frame, dropped whole (R15)
+	FramesRouted          atomic.Uint64 // group-addressed frames handed to a group
+	FramesUnroutable      atomic.Uint64 // group-addressed frames for a group this node does not have
+
+	EntriesDroppedLinkDown atomic.Uint64 // Commit entries owed to a peer whose link was down (R25)
+	RepliesDroppedLinkDown atomic.Uint64 // reply entries dropped with their batch (R30)
+	RepliesDroppedFull     atomic.Uint64 // replies not queued: the reply outbox was full
+	EntriesDeferredFull    atomic.Uint64 // Commit entries left owed: the outbox had no room (R13)
+	EntriesDeferredSave    atomic.Uint64 // Commit entries left owed: superblock save failed (R12)
+	BytesDroppedSendFail   atomic.Uint64 // outbox bytes dropped when a send failed (R30)
+	FramesDroppedLinkDown  atomic.Uint64 // group frames refused because the link was down
+
+	SuperblockSaves        atomic.Uint64
+	SuperblockSaveFailures atomic.Uint64
+
+	RouteBackpressure atomic.Uint64 // a cross-shard queue was full: the receive paused (never a drop)
+	QueueWakeups      atomic.Uint64 // MsgRing wakeups sent to other shards
+
+	BytesSent     atomic.Uint64
+	BytesReceived atomic.Uint64
+
+	GroupsBusy atomic.Int64 // primaries in the busy state at the last tick (R20)
+	GroupsIdle atomic.Int64
+
+	LinkConnects    atomic.Uint64
+	LinkFailures    atomic.Uint64
+	HandshakeErrors atomic.Uint64
+	LinksUp         atomic.Int64
+}
+
+// counterDesc pairs a metric name with the Stats field it reads.
+type counterDesc struct {
+	desc *prometheus.Desc
+	get  func(*Stats) float64
+}
+
+// collector exposes every shard's Stats of one node to a prometheus registry, labelled by shard.
+type collector struct {
+	node     string
+	shards   []*Shard
+	counters []counterDesc
+	gauges   []counterDesc
+	linkUp   *prometheus.Desc
+}
+
+func newCollector(node uint16, shards []*Shard) *collector {
+	c := &collector{node: strconv.Itoa(int(node)), shards: shards}
+	labels := []string{"node", "shard"}
+	c.linkUp = prometheus.NewDesc("ringstream_shard_link_up", "1 when the shard's link to the peer node is "+
+		"connected and handshaken, 0 when it is down.", []string{"node", "shard", "peer"}, nil)
+	counter := func(name, help string, get func(*Stats) float64) {
+		c.counters = append(c.counters, counterDesc{
+			prometheus.NewDesc("ringstream_shard_"+name, help, labels, nil), get})
+	}
+	gauge := func(name, help string, get func(*Stats) float64) {
+		c.gauges = append(c.gauges, counterDesc{
+			prometheus.NewDesc("ringstream_shard_"+name, help, labels, nil), get})
+	}
+	u := func(a *atomic.Uint64) float64 { return float64(a.Load()) }
+	counter("ticks_total", "Ticks run.", func(s *Stats) float64 { return u(&s.Ticks) })
+	counter("send_ticks_total", "Send ticks run (R1).", func(s *Stats) float64 { return u(&s.SendTicks) })
+	counter("commit_batches_sent_total", "Commit batch frames sent (R19).", func(s *Stats) float64 { return u(&s.CommitBatchesSent) })
+	counter("commit_entries_sent_total", "Commit entries sent (R19).", func(s *Stats) float64 { return u(&s.CommitEntriesSent) })
+	counter("commit_batches_received_total", "Commit batch frames received (R19).", func(s *Stats) float64 { return u(&s.CommitBatchesReceived) })
+	counter("commit_entries_received_total", "Commit entries handled by the owning shard (R19).", func(s *Stats) float64 { return u(&s.CommitEntriesReceived) })
+	counter("reply_batches_sent_total", "CommitReply batch frames sent (R32).", func(s *Stats) float64 { return u(&s.ReplyBatchesSent) })
+	counter("reply_entries_sent_total", "CommitReply entries sent (R32).", func(s *Stats) float64 { return u(&s.ReplyEntriesSent) })
+	counter("reply_batches_received_total", "CommitReply batch frames received (R32).", func(s *Stats) float64 { return u(&s.ReplyBatchesReceived) })
+	counter("reply_entries_received_total", "CommitReply entries handled by the owning shard (R32).", func(s *Stats) float64 { return u(&s.ReplyEntriesReceived) })
+	counter("bad_commit_entries_total", "Commit entries rejected alone (R17).", func(s *Stats) float64 { return u(&s.BadCommitEntries) })
+	counter("bad_reply_entries_total", "CommitReply entries rejected alone (R29).", func(s *Stats) float64 { return u(&s.BadReplyEntries) })
+	counter("frames_dropped_total", "Frames dropped whole: checksum or decoding (R15).", func(s *Stats) float64 { return u(&s.FramesDropped) })
+	counter("entries_dropped_link_down_total", "Commit entries owed to a peer whose link was down (R25).", func(s *Stats) float64 { return u(&s.EntriesDroppedLinkDown) })
+	counter("replies_dropped_total", "CommitReply entries dropped with a failed or impossible batch send (R30).", func(s *Stats) float64 {
+		return u(&s.RepliesDroppedLinkDown) + u(&s.RepliesDroppedFull)
+	})
+	counter("entries_deferred_total", "Commit entries left owed for a later batch (R12, R13).", func(s *Stats) float64 {
+		return u(&s.EntriesDeferredFull) + u(&s.EntriesDeferredSave)
+	})
+	counter("superblock_save_failures_total", "Superblock saves that failed (R12).", func(s *Stats) float64 { return u(&s.SuperblockSaveFailures) })
+	counter("route_backpressure_total", "Receives paused on a full cross-shard queue.", func(s *Stats) float64 { return u(&s.RouteBackpressure) })
+	counter("bytes_sent_total", "Bytes sent on peer links.", func(s *Stats) float64 { return u(&s.BytesSent) })
+	counter("bytes_received_total", "Bytes received on peer links.", func(s *Stats) float64 { return u(&s.BytesReceived) })
+	counter("link_failures_total", "Peer link failures.", func(s *Stats) float64 { return u(&s.LinkFailures) })
+	gauge("groups_busy", "Led groups in the busy state (R20).", func(s *Stats) float64 { return float64(s.GroupsBusy.Load()) })
+	gauge("groups_idle", "Led groups in the idle state (R20).", func(s *Stats) float64 { return float64(s.GroupsIdle.Load()) })
+	gauge("links_up", "Outbound peer links connected.", func(s *Stats) float64 { return float64(s.LinksUp.Load()) })
+	return c
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.counters {
+		ch <- d.desc
+	}
+	for _, d := range c.gauges {
+		ch <- d.desc
+	}
+	ch <- c.linkUp
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.shards {
+		idx := strconv.Itoa(s.index)
+		for _, d := range c.counters {
+			ch <- prometheus.MustNewConstMetric(d.desc, prometheus.CounterValue, d.get(&s.stats), c.node, idx)
+		}
+		for _, d := range c.gauges {
+			ch <- prometheus.MustNewConstMetric(d.desc, prometheus.GaugeValue, d.get(&s.stats), c.node, idx)
+		}
+		for _, l := range s.links {
+			up := 0.0
+			if l.up.Load() {
+				up = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.linkUp, prometheus.GaugeValue, up, c.node, idx,
+				strconv.Itoa(int(l.peer.Node)))
+		}
+	}
+}
