@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"golang.org/x/sys/unix"
@@ -177,31 +178,53 @@ func sealOnce(b *testing.B, e *env, c *Copy) Seal {
 	return e.ev.seals[0].seal
 }
 
-// BenchmarkDigest: the seal digest (without the fence write) of a log whose active segment holds
-// 64 MiB, read through the ring in 1 MiB chunks and hashed; and verify mode over a log of four
-// closed 16 MiB segments (large synchronous reads through the ring). Page cache warm.
+// preparedCopy fills a copy in a fresh directory with size bytes through a ring of its own, on
+// the calling goroutine's locked thread, closes it and returns the directory. A ring serves only
+// the thread that created it, so each leaf benchmark reopens the copy with its own ring.
+func preparedCopy(b *testing.B, backend ring.Backend, segmentBytes, size int64) string {
+	b.Helper()
+	e := benchEnv(b, backend)
+	e.cfg.SegmentBytes = segmentBytes
+	c, _, err := Open(e.r, e.dir, e.cfg, e.ev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fillLog(b, e, c, size)
+	if err := c.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return e.dir
+}
+
+// openPrepared opens a prepared copy with a new ring on the leaf benchmark's locked thread.
+func openPrepared(b *testing.B, backend ring.Backend, dir string, segmentBytes int64) (*env, *Copy) {
+	b.Helper()
+	runtime.LockOSThread()
+	b.Cleanup(runtime.UnlockOSThread)
+	e := benchEnv(b, backend)
+	e.dir = dir
+	e.cfg.SegmentBytes = segmentBytes
+	c, _, err := Open(e.r, e.dir, e.cfg, e.ev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	return e, c
+}
+
+// BenchmarkDigest: the seal digest (without the seal's fence write) of a log whose active segment
+// holds 64 MiB, read through the ring in 1 MiB chunks and hashed; and verify mode over a log of
+// four closed 16 MiB segments (large synchronous reads through the ring). Page cache warm.
+// BenchmarkBaselineSequentialRead is its physical baseline.
 func BenchmarkDigest(b *testing.B) {
 	benchBackends(b, func(b *testing.B, backend ring.Backend) {
-		e := benchEnv(b, backend)
-		e.cfg.SegmentBytes = 1 << 30
-		c, _, err := Open(e.r, e.dir, e.cfg, e.ev)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		fillLog(b, e, c, 64<<20)
-		size := c.Records().SizeBytes()
-		e2 := benchEnv(b, backend)
-		e2.r = e.r
-		e2.cfg.SegmentBytes = 16 << 20
-		c2, _, err := Open(e.r, e2.dir, e2.cfg, e2.ev)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c2.Close()
-		fillLog(b, e, c2, 64<<20+1)
+		active := preparedCopy(b, backend, 1<<30, 64<<20)
+		closed := preparedCopy(b, backend, 16<<20, 64<<20+1)
 		b.Run("digest", func(b *testing.B) {
+			e, c := openPrepared(b, backend, active, 1<<30)
+			size := c.Records().SizeBytes()
 			b.SetBytes(size)
+			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if d := digestOnce(b, e, c); d.BytesRead != size {
 					b.Fatalf("digest read %d of %d bytes", d.BytesRead, size)
@@ -209,9 +232,11 @@ func BenchmarkDigest(b *testing.B) {
 			}
 		})
 		b.Run("verify", func(b *testing.B) {
-			b.SetBytes(c2.Records().SizeBytes())
+			_, c := openPrepared(b, backend, closed, 16<<20)
+			b.SetBytes(c.Records().SizeBytes())
+			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := c2.Records().Verify(); err != nil {
+				if _, err := c.Records().Verify(); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -258,22 +283,18 @@ func BenchmarkBaselineSequentialRead(b *testing.B) {
 }
 
 // BenchmarkSealVsLogSize: seal cost for retained logs of 1 MiB to 1 GiB with 1 MiB segments (the
-// active segment holds up to 1 MiB in each). Next to it, the cost of reading the whole retained
-// log, which is what a seal without per-segment digests would pay.
+// active segment holds up to 1 MiB in each): the full seal (fence write + fdatasync + digest) and
+// the digest alone, with the bytes each read. Next to them, the cost of reading the whole
+// retained log, which a seal without per-segment digests would pay.
 func BenchmarkSealVsLogSize(b *testing.B) {
 	for _, size := range []int64{1 << 20, 16 << 20, 256 << 20, 1 << 30} {
 		b.Run(fmt.Sprintf("size=%dMiB", size>>20), func(b *testing.B) {
 			benchBackends(b, func(b *testing.B, backend ring.Backend) {
-				e := benchEnv(b, backend)
-				e.cfg.SegmentBytes = 1 << 20
-				c, _, err := Open(e.r, e.dir, e.cfg, e.ev)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer c.Close()
-				fillLog(b, e, c, size)
-				var read int64
+				dir := preparedCopy(b, backend, 1<<20, size)
 				b.Run("seal", func(b *testing.B) {
+					e, c := openPrepared(b, backend, dir, 1<<20)
+					var read int64
+					b.ResetTimer()
 					for i := 0; i < b.N; i++ {
 						read = sealOnce(b, e, c).BytesRead
 					}
@@ -281,14 +302,19 @@ func BenchmarkSealVsLogSize(b *testing.B) {
 					b.ReportMetric(float64(c.Records().Segments()), "segments")
 				})
 				b.Run("digest-only", func(b *testing.B) {
+					e, c := openPrepared(b, backend, dir, 1<<20)
+					var read int64
+					b.ResetTimer()
 					for i := 0; i < b.N; i++ {
 						read = digestOnce(b, e, c).BytesRead
 					}
 					b.ReportMetric(float64(read), "bytes-read/op")
 				})
 				b.Run("baseline-read-all", func(b *testing.B) {
+					_, c := openPrepared(b, backend, dir, 1<<20)
 					buf := make([]byte, 1<<20)
 					b.SetBytes(c.Records().SizeBytes())
+					b.ResetTimer()
 					for i := 0; i < b.N; i++ {
 						for _, s := range c.Records().segs {
 							for off := int64(0); off < s.size; off += int64(len(buf)) {
@@ -358,6 +384,80 @@ func BenchmarkPrealloc(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkAppendInterleaved runs the log's group commit and its physical baseline (pwrite +
+// fdatasync of the same bytes in the same group size, plain syscalls) alternately, one group
+// each per iteration, so both see the same disk and the same neighbours; it reports each side's
+// time per group, records/s and MB/s of payload, and the ratio. Allocations per appended record
+// come from the runtime's malloc count over the log's groups only.
+func BenchmarkAppendInterleaved(b *testing.B) {
+	for _, g := range benchGroups() {
+		b.Run(fmt.Sprintf("group=%d", g), func(b *testing.B) {
+			benchBackends(b, func(b *testing.B, backend ring.Backend) {
+				e := benchEnv(b, backend)
+				c, _, err := Open(e.r, e.dir, e.cfg, &discardEvents{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				f, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer f.Close()
+				fd := int(f.Fd())
+				base := make([]byte, g*(BatchHeaderSize+1024))
+				var baseOff int64
+				payload := make([]byte, 1024)
+				h := BatchHeader{RecordCount: 1, Epoch: 1}
+				var segNs, baseNs int64
+				var mallocs uint64
+				var ms runtime.MemStats
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					runtime.ReadMemStats(&ms)
+					before := ms.Mallocs
+					t0 := time.Now()
+					for j := 0; j < g; j++ {
+						if _, err := c.Append(1, &h, payload); err != nil {
+							b.Fatal(err)
+						}
+					}
+					c.Flush()
+					for c.Records().DurableTail() != c.Records().NextOffset() {
+						if err := e.r.Wait(1); err != nil {
+							b.Fatal(err)
+						}
+						e.r.Dispatch()
+					}
+					t1 := time.Now()
+					runtime.ReadMemStats(&ms)
+					mallocs += ms.Mallocs - before
+					if _, err := unix.Pwrite(fd, base, baseOff); err != nil {
+						b.Fatal(err)
+					}
+					if err := unix.Fdatasync(fd); err != nil {
+						b.Fatal(err)
+					}
+					baseOff += int64(len(base))
+					t2 := time.Now()
+					segNs += t1.Sub(t0).Nanoseconds()
+					baseNs += t2.Sub(t1).Nanoseconds()
+				}
+				b.StopTimer()
+				n := float64(b.N)
+				b.ReportMetric(float64(segNs)/n, "log-ns/group")
+				b.ReportMetric(float64(baseNs)/n, "base-ns/group")
+				b.ReportMetric(n*float64(g)/(float64(segNs)/1e9), "log-records/s")
+				b.ReportMetric(n*float64(g)/(float64(baseNs)/1e9), "base-records/s")
+				b.ReportMetric(n*float64(g*1024)/(float64(segNs)/1e3), "log-MB/s")
+				b.ReportMetric(n*float64(g*1024)/(float64(baseNs)/1e3), "base-MB/s")
+				b.ReportMetric(float64(segNs)/float64(baseNs), "log/base")
+				b.ReportMetric(float64(mallocs)/(n*float64(g)), "allocs/record")
+			})
 		})
 	}
 }
