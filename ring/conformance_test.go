@@ -105,6 +105,7 @@ func runConformance(t *testing.T, newRing newRingFunc) {
 		{"TimeoutFires", testTimeoutFires},
 		{"LinkTimeoutCancelsRecv", testLinkTimeoutCancelsRecv},
 		{"LinkTimeoutNotReached", testLinkTimeoutNotReached},
+		{"BadArgumentsComplete", testBadArgumentsComplete},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newRing) })
@@ -625,6 +626,15 @@ func testClosedRing(t *testing.T, newRing newRingFunc) {
 	if _, err := r.Submit(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("submit on a closed ring: %v, want ErrClosed", err)
 	}
+	if err := r.Wait(1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("wait on a closed ring: %v, want ErrClosed", err)
+	}
+	if n := r.Dispatch(); n != 0 {
+		t.Fatalf("dispatch on a closed ring: %d", n)
+	}
+	if err := r.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second close: %v, want ErrClosed", err)
+	}
 }
 
 // closedFd returns a descriptor number that is not open: one far above any this test process opens.
@@ -907,5 +917,29 @@ func testLinkTimeoutNotReached(t *testing.T, newRing newRingFunc) {
 	mustOK(t, rec.byTag(t, 1))
 	if err := rec.byTag(t, 2).Err(); !errors.Is(err, unix.ECANCELED) {
 		t.Fatalf("link timeout of an op that finished first: %v, want ECANCELED", err)
+	}
+}
+
+// testBadArgumentsComplete: arguments no kernel accepts (a path with a NUL byte, an address family the
+// ring cannot encode) complete with an error through Dispatch, like any failed operation.
+func testBadArgumentsComplete(t *testing.T, newRing newRingFunc) {
+	r := testRing(t, newRing, 8)
+	rec := &recorder{}
+	if err := r.Openat(rec, 1, unix.AT_FDCWD, "bad\x00path", unix.O_RDONLY, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	fd := newTCPSocket(t)
+	if err := r.Connect(rec, 2, fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}, 0); err != nil {
+		t.Fatal(err)
+	}
+	drive(t, r, rec, 2)
+	if err := rec.byTag(t, 1).Err(); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("openat with a NUL in the path: %v, want EINVAL", err)
+	}
+	if err := rec.byTag(t, 2).Err(); !errors.Is(err, unix.EAFNOSUPPORT) {
+		t.Fatalf("connect to a netlink address: %v, want EAFNOSUPPORT", err)
+	}
+	if r.InFlight() != 0 {
+		t.Fatalf("in flight %d", r.InFlight())
 	}
 }

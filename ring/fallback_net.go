@@ -162,7 +162,7 @@ func (r *fallbackRing) executeParkable(idx int32, s *slot, fd int) (int32, bool)
 // is still under way, EISCONN once it succeeded, or the error that ended it.
 func (r *fallbackRing) executeConnect(fd int, s *slot) int32 {
 	if s.addrLen == 0 {
-		return -int32(unix.EINVAL)
+		return -int32(unix.EAFNOSUPPORT)
 	}
 	if !s.connectStarted {
 		if err := unix.SetNonblock(fd, true); err != nil {

@@ -53,6 +53,8 @@ type uringRing struct {
 	// ftruncate(2) itself and dispatches the result with the next batch.
 	emulated []cqe
 
+	addrScratch unix.RawSockaddrAny // Connect encodes here first, to refuse an unknown family early
+
 	cqOverflows uint64 // times the kernel flagged a CQ overflow and Dispatch flushed it
 	closed      bool
 }
@@ -309,6 +311,7 @@ func (r *uringRing) Wait(minComplete int) error {
 	if len(r.emulated) > 0 {
 		minComplete = 0 // completions are already waiting
 	}
+	minComplete = min(minComplete, len(r.cqes)) // the kernel could never post more at once
 	_, err := r.enter(uint32(minComplete), enterGetEvents)
 	return err
 }
@@ -317,6 +320,9 @@ func (r *uringRing) Wait(minComplete int) error {
 // the reap loop. A SendZC's first CQE is held until its notification CQE arrives.
 func (r *uringRing) Dispatch() int {
 	assert.True(!r.reaping, "ring: Dispatch called from a handler")
+	if r.closed {
+		return 0 // the rings are unmapped
+	}
 	n := r.reapEmulated(0)
 	for n < CQEBatchMax {
 		m := r.reap(n)

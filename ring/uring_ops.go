@@ -1,7 +1,10 @@
 package ring
 
 import (
+	"strings"
 	"time"
+
+	"github.com/ringstream/ringstream/internal/assert"
 
 	"golang.org/x/sys/unix"
 )
@@ -97,34 +100,42 @@ func (r *uringRing) Ftruncate(h Handler, tag uint64, fd int, size int64, fl Flag
 }
 
 func (r *uringRing) emulateFtruncate(h Handler, tag uint64, fd int, size int64, fl Flags) error {
+	if fl&FixedFile != 0 {
+		// The registered table lives in the kernel; without the opcode there is no way to reach it.
+		return r.postEmulated(h, tag, OpFtruncate, fl, -int32(unix.EBADF))
+	}
 	if r.closed {
 		return ErrClosed
 	}
-	idx, s, ok := r.slots.acquire(h, tag, OpFtruncate, fl)
+	res := retryIntr(func() (int, error) { return 0, unix.Ftruncate(fd, size) })
+	return r.postEmulated(h, tag, OpFtruncate, fl, res)
+}
+
+// postEmulated takes a slot for an operation the ring finished without the kernel (an emulated
+// ftruncate, or arguments no kernel would accept) and queues its completion for the next Dispatch.
+func (r *uringRing) postEmulated(h Handler, tag uint64, op Opcode, fl Flags, res int32) error {
+	if r.closed {
+		return ErrClosed
+	}
+	assert.True(h != nil, "ring: nil handler")
+	idx, s, ok := r.slots.acquire(h, tag, op, fl)
 	if !ok {
 		return ErrQueueFull
 	}
-	if fl&FixedFile != 0 {
-		// The registered table lives in the kernel; without the opcode there is no way to reach it.
-		r.emulated = append(r.emulated, cqe{userData: userData(idx, s.gen), res: -int32(unix.EBADF)})
-		return nil
-	}
-	res := retryIntr(func() (int, error) { return 0, unix.Ftruncate(fd, size) })
 	r.emulated = append(r.emulated, cqe{userData: userData(idx, s.gen), res: res})
 	return nil
 }
 
 // Openat opens with O_CLOEXEC added, as Go's os package does.
 func (r *uringRing) Openat(h Handler, tag uint64, dirfd int, path string, flags int, mode uint32, fl Flags) error {
+	if strings.IndexByte(path, 0) >= 0 {
+		return r.postEmulated(h, tag, OpOpenat, fl, -int32(unix.EINVAL)) // no kernel path holds a NUL
+	}
 	s, e, err := r.queue(h, tag, OpOpenat, fl)
 	if err != nil {
 		return err
 	}
-	if !s.setPath(path) {
-		// A path with a NUL byte: turn the SQE into one the kernel rejects with EINVAL.
-		s.path = append(s.path[:0], 0)
-		flags = -1
-	}
+	s.setPath(path)
 	e.fd, e.addr, e.len = int32(dirfd), addrOf(&s.path[0]), mode
 	e.opFlags = uint32(flags | unix.O_CLOEXEC)
 	return nil
@@ -189,15 +200,15 @@ func (r *uringRing) Accept(h Handler, tag uint64, fd int, fl Flags) error {
 }
 
 func (r *uringRing) Connect(h Handler, tag uint64, fd int, sa unix.Sockaddr, fl Flags) error {
+	n, ok := sockaddrToRaw(sa, &r.addrScratch)
+	if !ok {
+		return r.postEmulated(h, tag, OpConnect, fl, -int32(unix.EAFNOSUPPORT))
+	}
 	s, e, err := r.queue(h, tag, OpConnect, fl)
 	if err != nil {
 		return err
 	}
-	n, ok := sockaddrToRaw(sa, &s.sockaddr)
-	if !ok {
-		n = 0 // the kernel rejects an empty address with EINVAL, completing the op with that error
-	}
-	s.addrLen = n
+	s.sockaddr, s.addrLen = r.addrScratch, n
 	e.fd, e.addr, e.off = int32(fd), addrOf(&s.sockaddr), uint64(n)
 	return nil
 }
