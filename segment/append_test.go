@@ -214,6 +214,33 @@ func TestRead_AndCursorCommit_AllocateNothing(t *testing.T) {
 		if allocs := testing.AllocsPerRun(100, commit); allocs != 0 {
 			t.Fatalf("%.2f allocations per 8 cursor commits, want 0", allocs)
 		}
+		// A follower storing the owner's cursor events as they came.
+		var batch, event []byte
+		follow := func() {
+			for i := 0; i < 8; i++ {
+				event = appendCursorEvent(event[:0], "consumer-a", uint64(i))
+				h := BatchHeader{BaseOffset: c.Cursors().NextOffset(), RecordCount: 1, Epoch: 1}
+				batch = appendBatch(batch[:0], &h, event)
+				if _, err := c.AppendCursorEncoded(1, batch); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.SyncCursors()
+			c.Flush()
+			for c.Cursors().DurableTail() != c.Cursors().NextOffset() {
+				if err := e.r.Wait(1); err != nil {
+					t.Fatal(err)
+				}
+				e.r.Dispatch()
+			}
+		}
+		follow()
+		if allocs := testing.AllocsPerRun(100, follow); allocs != 0 {
+			t.Fatalf("%.2f allocations per 8 follower cursor events, want 0", allocs)
+		}
+		if off, _ := c.Cursor("consumer-a"); off != 7 {
+			t.Fatalf("cursor %d after follower events, want 7", off)
+		}
 	})
 }
 

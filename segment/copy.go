@@ -63,7 +63,7 @@ type Copy struct {
 	epochs  *epochLog
 	fence   *fenceFile
 
-	cursorMap    map[string]uint64
+	cursorMap    cursorMap
 	snapBoundary uint64
 	eventBuf     []byte
 	seal         sealState
@@ -158,9 +158,9 @@ func (c *Copy) open(rep *OpenReport) error {
 // clampCursors lowers every cursor above the record log's durable tail to it.
 func (c *Copy) clampCursors() int {
 	n := 0
-	for name, off := range c.cursorMap {
-		if off > c.records.durable {
-			c.cursorMap[name] = c.records.durable
+	for _, off := range c.cursorMap {
+		if *off > c.records.durable {
+			*off = c.records.durable
 			n++
 		}
 	}
@@ -207,7 +207,7 @@ func (c *Copy) CommitCursor(token uint64, epoch uint64, name string, off uint64)
 	if err != nil {
 		return 0, err
 	}
-	c.cursorMap[name] = off
+	c.cursorMap.set(name, off)
 	return at, nil
 }
 
@@ -225,7 +225,7 @@ func (c *Copy) AppendCursorEncoded(token uint64, batch []byte) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	c.cursorMap[string(name)] = off
+	c.cursorMap.setBytes(name, off)
 	return at, nil
 }
 
@@ -235,7 +235,10 @@ func (c *Copy) SyncCursors() { c.cursors.Sync() }
 // Cursor returns consumer name's offset.
 func (c *Copy) Cursor(name string) (uint64, bool) {
 	off, ok := c.cursorMap[name]
-	return off, ok
+	if !ok {
+		return 0, false
+	}
+	return *off, true
 }
 
 // CursorCount is the number of consumers with a cursor.

@@ -30,6 +30,30 @@ const (
 	cursorSnapMax     = 64 << 20
 )
 
+// cursorMap holds each consumer's offset. The values are pointers so that an event for a known
+// consumer, whose name arrives as bytes, updates it without converting the name to a string.
+type cursorMap map[string]*uint64
+
+func (m cursorMap) set(name string, off uint64) {
+	if p, ok := m[name]; ok {
+		*p = off
+		return
+	}
+	p := new(uint64) // not &off: that would move off to the heap on every call
+	*p = off
+	m[name] = p
+}
+
+func (m cursorMap) setBytes(name []byte, off uint64) {
+	if p, ok := m[string(name)]; ok { // the compiler converts without allocating for a lookup
+		*p = off
+		return
+	}
+	p := new(uint64)
+	*p = off
+	m[string(name)] = p
+}
+
 // appendCursorEvent encodes one event onto dst.
 func appendCursorEvent(dst []byte, name string, offset uint64) []byte {
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(name)))
@@ -50,7 +74,7 @@ func decodeCursorEvent(b []byte) ([]byte, uint64, error) {
 }
 
 // encodeCursorSnapshot encodes boundary and the map, names sorted.
-func encodeCursorSnapshot(boundary uint64, m map[string]uint64) []byte {
+func encodeCursorSnapshot(boundary uint64, m cursorMap) []byte {
 	names := make([]string, 0, len(m))
 	for name := range m {
 		names = append(names, name)
@@ -62,13 +86,13 @@ func encodeCursorSnapshot(boundary uint64, m map[string]uint64) []byte {
 	b = le.AppendUint64(b, boundary)
 	b = le.AppendUint32(b, uint32(len(names)))
 	for _, name := range names {
-		b = appendCursorEvent(b, name, m[name])
+		b = appendCursorEvent(b, name, *m[name])
 	}
 	return le.AppendUint64(b, xxhash.Sum64(b))
 }
 
 // decodeCursorSnapshot decodes a snapshot. Never panics.
-func decodeCursorSnapshot(b []byte) (uint64, map[string]uint64, error) {
+func decodeCursorSnapshot(b []byte) (uint64, cursorMap, error) {
 	le := binary.LittleEndian
 	if len(b) < 28 {
 		return 0, nil, fmt.Errorf("%w: cursor snapshot of %d bytes", ErrCorrupt, len(b))
@@ -82,7 +106,7 @@ func decodeCursorSnapshot(b []byte) (uint64, map[string]uint64, error) {
 	}
 	boundary := le.Uint64(b[8:])
 	count := le.Uint32(b[16:])
-	m := make(map[string]uint64, min(count, 1<<16))
+	m := make(cursorMap, min(count, 1<<16))
 	p := 20
 	for i := uint32(0); i < count; i++ {
 		if p+2 > sum {
@@ -92,7 +116,7 @@ func decodeCursorSnapshot(b []byte) (uint64, map[string]uint64, error) {
 		if p+2+n+8 > sum {
 			return 0, nil, fmt.Errorf("%w: cursor snapshot entry %d", ErrCorrupt, i)
 		}
-		m[string(b[p+2:p+2+n])] = le.Uint64(b[p+2+n:])
+		m.setBytes(b[p+2:p+2+n], le.Uint64(b[p+2+n:]))
 		p += 2 + n + 8
 	}
 	if p != sum {
@@ -102,10 +126,10 @@ func decodeCursorSnapshot(b []byte) (uint64, map[string]uint64, error) {
 }
 
 // loadCursorSnapshot reads the snapshot; a missing one is an empty map at boundary 0.
-func loadCursorSnapshot(sr *syncRing, dirfd int) (uint64, map[string]uint64, error) {
+func loadCursorSnapshot(sr *syncRing, dirfd int) (uint64, cursorMap, error) {
 	b, err := sr.readFile(dirfd, cursorSnapName, cursorSnapMax)
 	if errors.Is(err, unix.ENOENT) {
-		return 0, map[string]uint64{}, nil
+		return 0, cursorMap{}, nil
 	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("segment: read %s: %w", cursorSnapName, err)
@@ -118,7 +142,7 @@ func loadCursorSnapshot(sr *syncRing, dirfd int) (uint64, map[string]uint64, err
 }
 
 // replayCursors applies the durable cursor events at or past from to m (open path, synchronous).
-func (l *Log) replayCursors(from uint64, m map[string]uint64) (int, error) {
+func (l *Log) replayCursors(from uint64, m cursorMap) (int, error) {
 	if from >= l.durable {
 		return 0, nil
 	}
@@ -142,7 +166,7 @@ func (l *Log) replayCursors(from uint64, m map[string]uint64) (int, error) {
 			if err != nil || h.RecordCount != 1 {
 				return applied, fmt.Errorf("segment: %s event %d: %w", l.path(s.base), h.BaseOffset, errors.Join(ErrCorrupt, err))
 			}
-			m[string(name)] = off
+			m.setBytes(name, off)
 			applied++
 		}
 		if err := it.Err(); err != nil {

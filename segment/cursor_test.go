@@ -102,9 +102,12 @@ func TestCursor_CutLowersSnapshotBoundaryAndReopenClamps(t *testing.T) {
 }
 
 func TestCursor_SnapshotDecodeRejectsDamage(t *testing.T) {
-	b := encodeCursorSnapshot(9, map[string]uint64{"x": 1, "yy": 2})
+	in := cursorMap{}
+	in.set("x", 1)
+	in.set("yy", 2)
+	b := encodeCursorSnapshot(9, in)
 	bound, m, err := decodeCursorSnapshot(b)
-	if err != nil || bound != 9 || m["x"] != 1 || m["yy"] != 2 || len(m) != 2 {
+	if err != nil || bound != 9 || *m["x"] != 1 || *m["yy"] != 2 || len(m) != 2 {
 		t.Fatalf("round trip: %d %v %v", bound, m, err)
 	}
 	for i := range b {

@@ -27,7 +27,11 @@
 //     append in order, only when every fsync of the group has completed. Before queueing a chain
 //     the log checks that the ring has room for all of it even if everything in flight were still
 //     unsubmitted, so ErrQueueFull can never split a linked chain; without room it waits for the
-//     next Flush.
+//     next Flush. Append refuses (ErrBackpressure) a batch that would take the pending group past
+//     PendingBytesMax or past the ring operations one group may use (two per file plus one), and
+//     a ring with fewer than four submission entries is refused at Open.
+//   - Reads go to the caller's buffer (the one copy of a payload) and start at the sparse index
+//     entry at or below the offset asked for; BatchIter skips to it. Reads see durable bytes only.
 //   - The cursor log commits only when asked (Copy.SyncCursors, a seal, a snapshot) or when
 //     Config.CursorSyncBytes of events are queued: cursor events get no fsync of their own.
 //   - A failed write or fsync fails the log for good (ErrFailed): after a failed fdatasync the
