@@ -182,7 +182,7 @@ func FuzzParseFrame(f *testing.F) {
 func FuzzFrameReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream []byte, chunks []byte) {
 		const limit = 1 << 16
-		wantFrames, wantErr := referenceFrames(stream, limit)
+		wantFrames, wantDropped, wantErr := referenceFrames(stream, limit)
 		r := wire.NewFrameReader(wire.HeaderSize+int(len(chunks)%512), limit)
 		var l frameLog
 		var err error
@@ -192,11 +192,14 @@ func FuzzFrameReader(f *testing.F) {
 			if len(chunks) > 0 {
 				n = min(n, 1+int(chunks[i%len(chunks)]))
 			}
-			err = r.Write(rest[:n], &l)
+			_, err = r.Write(rest[:n], &l)
 			rest = rest[n:]
 		}
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("reader error %v, reference error %v", err, wantErr)
+		}
+		if len(l.dropped) != wantDropped {
+			t.Fatalf("reader dropped %d frames, reference %d", len(l.dropped), wantDropped)
 		}
 		if len(l.frames) != len(wantFrames) {
 			t.Fatalf("reader handed on %d frames, reference %d", len(l.frames), len(wantFrames))
@@ -209,29 +212,32 @@ func FuzzFrameReader(f *testing.F) {
 	})
 }
 
-// referenceFrames cuts stream into frames the simple way: the frames before the first bad one, and
-// that one's error; an incomplete last frame is no error.
-func referenceFrames(stream []byte, limit int) ([][]byte, error) {
+// referenceFrames cuts stream into frames the simple way: the frames before the first bad header, the
+// number of frames dropped for a wrong body checksum, and the bad header's error; an incomplete last
+// frame is no error.
+func referenceFrames(stream []byte, limit int) ([][]byte, int, error) {
 	var frames [][]byte
+	dropped := 0
 	for len(stream) >= wire.HeaderSize {
 		h, err := wire.ParseHeader(stream)
 		if err != nil {
-			return frames, err
+			return frames, dropped, err
 		}
 		size := wire.HeaderSize + int(h.BodySize)
 		if size > limit {
-			return frames, wire.ErrFrameTooLarge
+			return frames, dropped, wire.ErrFrameTooLarge
 		}
 		if len(stream) < size {
 			break
 		}
 		if _, _, err := wire.ParseFrame(stream[:size]); err != nil {
-			return frames, err
+			dropped++
+		} else {
+			frames = append(frames, stream[:size])
 		}
-		frames = append(frames, stream[:size])
 		stream = stream[size:]
 	}
-	return frames, nil
+	return frames, dropped, nil
 }
 
 // TestWriteFuzzSeeds writes the seed corpora under testdata/fuzz/ when WIRE_WRITE_FUZZ_SEEDS=1. Seeds

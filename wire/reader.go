@@ -1,16 +1,28 @@
 package wire
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/ringstream/ringstream/internal/assert"
 )
 
+// ErrStall is returned by a FrameHandler that cannot take the whole frame now (a full queue behind it).
+// The reader keeps the frame and hands it on again at the next Commit (Commit(0, h) retries without new
+// bytes); the handler remembers how far into the frame it got. Commit returns ErrStall, and the reader
+// stays usable: the caller stops receiving until it retries, so TCP pushes back on the peer.
+var ErrStall = errors.New("wire: handler stalled on this frame")
+
 // FrameHandler receives the frames a FrameReader cuts out of a byte stream. body and frame alias the
 // reader's buffer and stay valid only until the handler returns; a handler that keeps bytes copies them.
-// A non-nil error stops the reader: it returns that error from then on.
 type FrameHandler interface {
+	// HandleFrame receives one whole, checked frame. ErrStall keeps the frame for a later retry; any
+	// other non-nil error stops the reader, which returns that error from then on.
 	HandleFrame(h Header, body []byte, frame []byte) error
+	// DropFrame reports a frame whose header is sound but whose body fails its checksum. The frame is
+	// dropped whole and the reader goes on with the next one (R15): the header still gave its length,
+	// so the stream stays aligned.
+	DropFrame(h Header, err error)
 }
 
 // FrameReader reassembles frames from a byte stream (one TCP connection): partial reads, several frames
@@ -18,9 +30,9 @@ type FrameHandler interface {
 // then Commit with the byte count), so a frame that arrives whole is handed on without a copy; only the
 // unfinished tail of a read is moved to the front of the buffer to make room.
 //
-// A header that fails ParseHeader, a frame past the reader's size limit or a wrong body checksum is
-// returned as an error; the connection's bytes can no longer be trusted to line up with frames, so the
-// caller closes it. The error is sticky.
+// A header that fails ParseHeader or a frame past the reader's size limit is returned as an error; the
+// connection's bytes can no longer be trusted to line up with frames, so the caller closes it. The error
+// is sticky. A frame with a sound header and a wrong body checksum is only dropped (FrameHandler.DropFrame).
 //
 // The buffer has the size given to NewFrameReader. A frame larger than that is received into a buffer
 // grown to the frame's size (up to the limit), which is dropped again once it is drained. A FrameReader is
@@ -33,6 +45,7 @@ type FrameReader struct {
 	frameSizeMax int
 	header       Header // the pending frame's header, once need != 0
 	need         int    // size of the pending frame, 0 while its header is incomplete
+	verified     bool   // the pending frame's body checksum held (set while a handler stalls on it)
 	err          error
 }
 
@@ -73,7 +86,8 @@ func (r *FrameReader) Free() []byte {
 }
 
 // Commit accounts n bytes received into the slice Free returned and hands every complete frame to h,
-// in order. It returns the first error: a bad frame (the connection must close) or h's own error.
+// in order. It returns ErrStall when h stalls (retry later with Commit(0, h)), or the error that
+// stopped the reader: a bad header (the connection must close) or h's own error.
 func (r *FrameReader) Commit(n int, h FrameHandler) error {
 	if r.err != nil {
 		return r.err
@@ -94,15 +108,25 @@ func (r *FrameReader) Commit(n int, h FrameHandler) error {
 		}
 		frame := r.buf[r.start : r.start+r.need]
 		body := frame[HeaderSize:]
-		if err := checkBody(&r.header, body); err != nil {
+		if !r.verified {
+			if err := checkBody(&r.header, body); err != nil {
+				r.start += r.need
+				r.need = 0
+				h.DropFrame(r.header, err)
+				continue
+			}
+			r.verified = true
+		}
+		if err := h.HandleFrame(r.header, body, frame); err != nil {
+			if errors.Is(err, ErrStall) {
+				return err
+			}
 			r.err = err
 			break
 		}
 		r.start += r.need
 		r.need = 0
-		if err := h.HandleFrame(r.header, body, frame); err != nil {
-			r.err = err
-		}
+		r.verified = false
 	}
 	if r.start == r.end {
 		r.start, r.end = 0, 0
@@ -126,21 +150,23 @@ func (r *FrameReader) pendingHeader() {
 	r.need = size
 }
 
-// Write copies p into the reader through Free and Commit and hands on the frames it completes. It is for
-// callers that already hold the bytes elsewhere (tests, a plain io.Reader); a ring receives into Free.
-func (r *FrameReader) Write(p []byte, h FrameHandler) error {
-	for len(p) > 0 {
+// Write copies p into the reader through Free and Commit and hands on the frames it completes, and
+// returns how many bytes of p it took. It is for callers that already hold the bytes elsewhere (tests,
+// a plain io.Reader); a ring receives into Free. On ErrStall the bytes past n were not taken.
+func (r *FrameReader) Write(p []byte, h FrameHandler) (int, error) {
+	taken := 0
+	for taken < len(p) {
 		free := r.Free()
 		if free == nil {
-			return r.err
+			return taken, r.err
 		}
-		n := copy(free, p)
-		p = p[n:]
+		n := copy(free, p[taken:])
+		taken += n
 		if err := r.Commit(n, h); err != nil {
-			return err
+			return taken, err
 		}
 	}
-	return r.err
+	return taken, r.err
 }
 
 // Buffered is the number of received bytes not handed on yet: the start of the next frame.

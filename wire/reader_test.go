@@ -13,15 +13,23 @@ import (
 
 // frameLog records the frames a reader hands on, copying them (they alias the reader's buffer).
 type frameLog struct {
-	frames [][]byte
-	stopAt int // return errStop on this frame number (1-based); 0: never
+	frames  [][]byte
+	dropped []error
+	stopAt  int // return errStop on this frame number (1-based); 0: never
+	stallAt int // return ErrStall once when this frame number (1-based) arrives; 0: never
 }
+
+func (l *frameLog) DropFrame(h wire.Header, err error) { l.dropped = append(l.dropped, err) }
 
 var errStop = errors.New("handler stops")
 
 func (l *frameLog) HandleFrame(h wire.Header, body []byte, frame []byte) error {
 	if len(frame) != wire.HeaderSize+len(body) || int(h.BodySize) != len(body) || !bytes.Equal(frame[wire.HeaderSize:], body) {
 		panic("frame and body disagree")
+	}
+	if len(l.frames)+1 == l.stallAt {
+		l.stallAt = 0
+		return wire.ErrStall
 	}
 	l.frames = append(l.frames, bytes.Clone(frame))
 	if len(l.frames) == l.stopAt {
@@ -57,7 +65,7 @@ func TestReaderSeveralFramesInOneRead(t *testing.T) {
 	stream, want := testStream()
 	r := wire.NewFrameReader(len(stream)+1, wire.FrameSizeMax)
 	var l frameLog
-	if err := r.Write(stream, &l); err != nil {
+	if _, err := r.Write(stream, &l); err != nil {
 		t.Fatal(err)
 	}
 	sameFrames(t, l.frames, want)
@@ -72,10 +80,10 @@ func TestReaderSplitAtEveryByte(t *testing.T) {
 	r := wire.NewFrameReader(4096, wire.FrameSizeMax)
 	for i := 0; i <= len(stream); i++ {
 		var l frameLog
-		if err := r.Write(stream[:i], &l); err != nil {
+		if _, err := r.Write(stream[:i], &l); err != nil {
 			t.Fatalf("split %d: %v", i, err)
 		}
-		if err := r.Write(stream[i:], &l); err != nil {
+		if _, err := r.Write(stream[i:], &l); err != nil {
 			t.Fatalf("split %d: %v", i, err)
 		}
 		sameFrames(t, l.frames, want)
@@ -122,6 +130,7 @@ func TestReaderZeroCopy(t *testing.T) {
 type handlerFunc func(h wire.Header, body, frame []byte) error
 
 func (f handlerFunc) HandleFrame(h wire.Header, body, frame []byte) error { return f(h, body, frame) }
+func (f handlerFunc) DropFrame(wire.Header, error)                        {}
 
 // TestReaderLargeFrameGrowsBuffer: a frame larger than the buffer still arrives, split over many reads.
 func TestReaderLargeFrameGrowsBuffer(t *testing.T) {
@@ -132,7 +141,7 @@ func TestReaderLargeFrameGrowsBuffer(t *testing.T) {
 	r := wire.NewFrameReader(1024, 1<<20)
 	var l frameLog
 	for off := 0; off < len(stream); off += 700 {
-		if err := r.Write(stream[off:min(off+700, len(stream))], &l); err != nil {
+		if _, err := r.Write(stream[off:min(off+700, len(stream))], &l); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -148,7 +157,6 @@ func TestReaderRefusesBadStreams(t *testing.T) {
 		want  error
 	}{
 		{"corrupt header", func() []byte { b := bytes.Clone(good); b[20] ^= 1; return b }, wire.FrameSizeMax, wire.ErrChecksum},
-		{"corrupt body", func() []byte { b := bytes.Clone(good); b[len(b)-1] ^= 1; return b }, wire.FrameSizeMax, wire.ErrChecksum},
 		{"past the reader's limit", func() []byte { return good }, wire.HeaderSize + 10, wire.ErrFrameTooLarge},
 		{"garbage", func() []byte { return bytes.Repeat([]byte("GET / HTTP/1.1\r\n"), 20) }, wire.FrameSizeMax, wire.ErrChecksum},
 	}
@@ -160,11 +168,11 @@ func TestReaderRefusesBadStreams(t *testing.T) {
 			if c.want == wire.ErrFrameTooLarge {
 				stream = c.bytes()
 			}
-			err := r.Write(stream, &l)
+			_, err := r.Write(stream, &l)
 			if !errors.Is(err, c.want) {
 				t.Fatalf("got %v, want %v", err, c.want)
 			}
-			if err2 := r.Write(good, &l); !errors.Is(err2, c.want) {
+			if _, err2 := r.Write(good, &l); !errors.Is(err2, c.want) {
 				t.Fatalf("error not sticky: %v", err2)
 			}
 			if r.Free() != nil {
@@ -178,7 +186,7 @@ func TestReaderHandlerErrorStops(t *testing.T) {
 	stream, _ := testStream()
 	r := wire.NewFrameReader(len(stream), wire.FrameSizeMax)
 	l := frameLog{stopAt: 2}
-	if err := r.Write(stream, &l); !errors.Is(err, errStop) {
+	if _, err := r.Write(stream, &l); !errors.Is(err, errStop) {
 		t.Fatalf("got %v", err)
 	}
 	if len(l.frames) != 2 {
@@ -212,6 +220,7 @@ func TestReaderAllocatesNothing(t *testing.T) {
 type countingHandler struct{ n int }
 
 func (c *countingHandler) HandleFrame(wire.Header, []byte, []byte) error { c.n++; return nil }
+func (c *countingHandler) DropFrame(wire.Header, error)                  {}
 
 // TestReaderOverTCP sends frames over a real loopback TCP connection in random-sized writes and
 // reassembles them with reads straight into the reader's buffer.
@@ -273,4 +282,46 @@ func TestReaderOverTCP(t *testing.T) {
 	if r.Buffered() != 0 {
 		t.Fatalf("%d bytes left", r.Buffered())
 	}
+}
+
+// TestR15_ReaderDropsBadBodyAndGoesOn: a frame whose body fails its checksum is dropped whole, and the
+// frames after it on the same connection are still handed on.
+func TestR15_ReaderDropsBadBodyAndGoesOn(t *testing.T) {
+	first := wire.AppendCommitBatch(nil, testCluster, 2, commitEntries(3))
+	bad := wire.AppendCommitBatch(nil, testCluster, 2, commitEntries(4))
+	bad[len(bad)-3] ^= 0x40
+	last := wire.AppendCommitReplyBatch(nil, testCluster, 2, commitReplyEntries(2))
+	stream := bytes.Join([][]byte{first, bad, last}, nil)
+	for _, chunk := range []int{1, 100, len(stream)} {
+		r := wire.NewFrameReader(512, wire.FrameSizeMax)
+		var l frameLog
+		for off := 0; off < len(stream); off += chunk {
+			if _, err := r.Write(stream[off:min(off+chunk, len(stream))], &l); err != nil {
+				t.Fatalf("chunk %d: %v", chunk, err)
+			}
+		}
+		sameFrames(t, l.frames, [][]byte{first, last})
+		if len(l.dropped) != 1 || !errors.Is(l.dropped[0], wire.ErrChecksum) {
+			t.Fatalf("chunk %d: dropped %v", chunk, l.dropped)
+		}
+	}
+}
+
+// TestReaderStallAndResume: a handler that stalls keeps its frame in the reader; a later Commit(0)
+// hands it on again, then the frames after it, with nothing lost or handed on twice.
+func TestReaderStallAndResume(t *testing.T) {
+	stream, want := testStream()
+	r := wire.NewFrameReader(len(stream), wire.FrameSizeMax)
+	l := frameLog{stallAt: 3}
+	n, err := r.Write(stream, &l)
+	if !errors.Is(err, wire.ErrStall) || n != len(stream) {
+		t.Fatalf("got n %d err %v", n, err)
+	}
+	if len(l.frames) != 2 {
+		t.Fatalf("%d frames before the stall", len(l.frames))
+	}
+	if err := r.Commit(0, &l); err != nil {
+		t.Fatal(err)
+	}
+	sameFrames(t, l.frames, want)
 }
