@@ -273,11 +273,14 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	stream := bytes.Join(all, nil)
 	corrupt := bytes.Clone(stream)
 	corrupt[len(all[0])+20] ^= 1
+	badBody := bytes.Clone(stream)
+	badBody[len(all[0])+len(all[1])-1] ^= 1
 	writeSeeds(t, "FuzzFrameReader", [][]any{
 		{stream, []byte{}},
 		{stream, []byte{0, 7, 255, 3}},
 		{stream[:len(stream)-5], []byte{100}},
 		{corrupt, []byte{1}},
+		{badBody, []byte{13, 200}},
 	})
 }
 
