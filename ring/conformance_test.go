@@ -106,6 +106,7 @@ func runConformance(t *testing.T, newRing newRingFunc) {
 		{"LinkTimeoutCancelsRecv", testLinkTimeoutCancelsRecv},
 		{"LinkTimeoutNotReached", testLinkTimeoutNotReached},
 		{"BadArgumentsComplete", testBadArgumentsComplete},
+		{"MsgRingToClosedRing", testMsgRingToClosedRing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newRing) })
@@ -941,5 +942,24 @@ func testBadArgumentsComplete(t *testing.T, newRing newRingFunc) {
 	}
 	if r.InFlight() != 0 {
 		t.Fatalf("in flight %d", r.InFlight())
+	}
+}
+
+func testMsgRingToClosedRing(t *testing.T, newRing newRingFunc) {
+	r := testRing(t, newRing, 8)
+	target, err := newRing(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := target.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	if err := r.MsgRing(rec, 1, target, 0, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	drive(t, r, rec, 1)
+	if err := rec.got[0].Err(); !errors.Is(err, unix.EBADFD) {
+		t.Fatalf("post to a closed ring: %v, want EBADFD", err)
 	}
 }

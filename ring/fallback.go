@@ -501,8 +501,8 @@ func (r *fallbackRing) Close() error {
 	r.closed = true
 	r.inbox.mu.Lock()
 	r.inbox.closed = true
-	r.inbox.mu.Unlock()
 	err1 := unix.Close(r.inbox.evfd)
+	r.inbox.mu.Unlock()
 	err2 := unix.Close(r.epfd)
 	if err1 != nil {
 		return fmt.Errorf("ring: fallback: close eventfd: %w", err1)
@@ -513,7 +513,8 @@ func (r *fallbackRing) Close() error {
 	return nil
 }
 
-// post adds a message from another ring's thread. It reports false when the inbox is full or closed.
+// post adds a message from another ring's thread. It returns the sender's completion result: 0, or
+// -EOVERFLOW when the inbox is full, or -EBADFD when the target ring is closed.
 func (in *fallbackInbox) post(tag uint64, res int32) int32 {
 	in.mu.Lock()
 	if in.closed {
@@ -527,9 +528,11 @@ func (in *fallbackInbox) post(tag uint64, res int32) int32 {
 	in.msgs[in.tail%uint32(len(in.msgs))] = cqEntry{slot: -1, res: res, tag: tag}
 	in.tail++
 	in.count.Add(1)
-	in.mu.Unlock()
-	var one = [8]byte{1}
+	// Written under the lock, so Close (which takes it first) never lets the eventfd's number be
+	// reused by another file while a post is about to write to it.
+	one := [8]byte{1}
 	unix.Write(in.evfd, one[:]) // EAGAIN only when the counter is saturated: already signalled
+	in.mu.Unlock()
 	return 0
 }
 

@@ -55,6 +55,9 @@ type uringRing struct {
 
 	addrScratch unix.RawSockaddrAny // Connect encodes here first, to refuse an unknown family early
 
+	// peersClosed is set by Close for other rings' MsgRing, which may run on other threads.
+	peersClosed atomic.Bool
+
 	cqOverflows uint64 // times the kernel flagged a CQ overflow and Dispatch flushed it
 	closed      bool
 }
@@ -472,6 +475,7 @@ func (r *uringRing) Close() error {
 		return ErrClosed
 	}
 	r.closed = true
+	r.peersClosed.Store(true)
 	r.unmap()
 	if err := unix.Close(r.fd); err != nil {
 		return fmt.Errorf("ring: close io_uring fd: %w", err)

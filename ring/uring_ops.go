@@ -241,6 +241,11 @@ func (r *uringRing) MsgRing(h Handler, tag uint64, target Ring, res int32, msgTa
 	if !ok {
 		return ErrUnsupported
 	}
+	if t.peersClosed.Load() {
+		// Its fd number may already name another file. A target must outlive the posts to it; this
+		// catches the plain case of a post after Close.
+		return r.postEmulated(h, tag, OpMsgRing, fl, -int32(unix.EBADFD))
+	}
 	s, e, err := r.queue(h, tag, OpMsgRing, fl)
 	if err != nil {
 		return err
