@@ -53,13 +53,14 @@ func TestAppend_GroupCommitAcksInOrderOnlyWhenDurable(t *testing.T) {
 	})
 }
 
-// Items 1 and 3: 1M small records appended in group commits, reopened and read back whole.
+// Items 1 and 3: 1M small records, each its own append (one record per batch), in group commits,
+// reopened and read back whole.
 func TestAppend_MillionRecordsReopenAndReadBack(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
-		e.cfg.SegmentBytes = 4 << 20
+		e.cfg.SegmentBytes = 16 << 20
 		e.cfg.IndexIntervalBytes = 4 << 10
 		c := e.open()
-		const batches, perBatch, recSize = 5000, 200, 16
+		const batches, perBatch, recSize = 1_000_000, 1, 16
 		e.appendBatches(c, batches, perBatch, recSize, 1)
 		if got := c.Records().DurableTail(); got != batches*perBatch {
 			t.Fatalf("tail %d", got)
