@@ -180,8 +180,9 @@ func (r *Replica) applyEntry(e *wire.VSREntry) {
 	}
 }
 
-// onPrepareTimeout is the primary re-sending what backups have not acknowledged: the start-view to a
-// backup with no acknowledgement in this view, and prepares past its last one otherwise.
+// onPrepareTimeout is the primary re-sending what backups have not acknowledged: prepares past a
+// backup's last acknowledgement; to a backup with none in this view, the start-view once, then only the
+// newest prepare (a gap makes the backup ask for the rest, and a dead backup costs one small message).
 func (r *Replica) onPrepareTimeout() {
 	r.prepareTimeout.Reset()
 	assert.True(r.isPrimary(), "vsr: prepare timeout on a backup")
@@ -190,11 +191,17 @@ func (r *Replica) onPrepareTimeout() {
 		if to == r.cfg.Self || r.acked[i] >= r.op {
 			continue
 		}
-		if r.acked[i] == 0 && r.op > 0 {
+		switch {
+		case r.acked[i] > 0:
+			r.sendPrepares(to, max(r.acked[i]+1, r.logBase+1))
+		case !r.startViewSent.has(to):
+			// No acknowledgement in this view yet: the backup may have missed the start-view.
+			r.startViewSent.add(to)
 			r.send(to, r.startViewMessage(), true)
-			continue
+		case r.op > r.logBase:
+			// Only the newest prepare: a backup that lacks the ops before it asks for them.
+			r.sendPrepares(to, r.op)
 		}
-		r.sendPrepares(to, max(r.acked[i]+1, r.logBase+1))
 	}
 }
 

@@ -189,3 +189,19 @@ func TestRepair_FarBehindReplicaGetsCheckpoint(t *testing.T) {
 		t.Fatal("digests differ at the same commit")
 	}
 }
+
+// Found by the three-node metagroup test: the first prepares were lost (links not up yet) and no other
+// op followed, so no backup ever saw a gap to repair. The prepare timeout must get them there.
+func TestPrepareTimeout_LostPrepareWithNothingAfterItStillCommits(t *testing.T) {
+	c := newCluster(t, 3)
+	c.cut = func(from, to uint8) bool { return true }
+	if err := c.replicas[0].Propose(1, 1, counterOp(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	c.deliverAll()
+	c.cut = nil
+	c.tick(10)
+	if c.replicas[0].Commit() != 1 {
+		t.Fatalf("primary commit %d after the prepare timeout, want 1", c.replicas[0].Commit())
+	}
+}

@@ -73,8 +73,9 @@ type Replica struct {
 
 	// Primary, normal status: the highest op each member acknowledged in this view, and this
 	// replica's own durable op in it.
-	acked     [MembersMax]uint64
-	durableOp uint64
+	acked         [MembersMax]uint64
+	durableOp     uint64
+	startViewSent members // backups re-sent the start-view in this view
 
 	// View change.
 	svcFrom          members

@@ -223,6 +223,7 @@ func (r *Replica) becomePrimary(commitMax uint64) {
 	r.prepareTimeout.Start()
 	r.acked = [MembersMax]uint64{}
 	r.durableOp = 0
+	r.startViewSent = 0
 	r.commitMax = max(r.commitMax, commitMax)
 	r.broadcast(r.startViewMessage(), true)
 	r.applyCommitted(min(r.commitMax, r.op))
@@ -237,12 +238,19 @@ func (r *Replica) onStartView(m *wire.VSRMessage) {
 	case r.isPrimaryOf(m.View):
 		r.drop("start_view: to its own primary")
 		return
-	case m.View == r.view && r.status == statusNormal:
-		r.sendPrepareOK(r.op)
-		return
 	}
 	if reason, ignore := ignoreLog(m); ignore {
 		r.drop("start_view: " + reason)
+		return
+	}
+	if m.View == r.view && r.status == statusNormal {
+		// A re-sent start-view of the view this backup is in: its log is a prefix of the primary's, so
+		// it takes the ops it lacks.
+		if m.Op > r.op && r.commit >= m.LogBase && r.adoptLog(m.LogBase, m.Op, m.Entries) {
+			r.commitMax = max(r.commitMax, m.Commit)
+			r.applyCommitted(min(r.commitMax, r.op))
+		}
+		r.sendPrepareOK(r.op)
 		return
 	}
 	if m.View > r.view {
