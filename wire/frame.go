@@ -104,32 +104,61 @@ const (
 	clientCommandMax Command = 99
 )
 
-var commandNames = [...]string{
-	CommandHandshake:         "handshake",
-	CommandCommit:            "commit",
-	CommandCommitReply:       "commit_reply",
-	CommandStreamPrepare:     "stream_prepare",
-	CommandStreamPrepareOK:   "stream_prepare_ok",
-	CommandStreamSeal:        "stream_seal",
-	CommandStreamSealReply:   "stream_seal_reply",
-	CommandNodeHeartbeat:     "node_heartbeat",
-	CommandCreateStream:      "create_stream",
-	CommandCreateStreamReply: "create_stream_reply",
-	CommandDeleteStream:      "delete_stream",
-	CommandDeleteStreamReply: "delete_stream_reply",
-	CommandListStreams:       "list_streams",
-	CommandListStreamsReply:  "list_streams_reply",
-	CommandProduce:           "produce",
-	CommandProduceReply:      "produce_reply",
-	CommandFetch:             "fetch",
-	CommandFetchReply:        "fetch_reply",
-	CommandCommitCursor:      "commit_cursor",
-	CommandCommitCursorReply: "commit_cursor_reply",
-	CommandGetCursor:         "get_cursor",
-	CommandGetCursorReply:    "get_cursor_reply",
-	CommandLookupStream:      "lookup_stream",
-	CommandLookupStreamReply: "lookup_stream_reply",
-	CommandErrorReply:        "error_reply",
+// name returns the command's name, or "" when this revision does not define it (the VSR range aside).
+func (c Command) name() string {
+	switch c {
+	case CommandHandshake:
+		return "handshake"
+	case CommandCommit:
+		return "commit"
+	case CommandCommitReply:
+		return "commit_reply"
+	case CommandStreamPrepare:
+		return "stream_prepare"
+	case CommandStreamPrepareOK:
+		return "stream_prepare_ok"
+	case CommandStreamSeal:
+		return "stream_seal"
+	case CommandStreamSealReply:
+		return "stream_seal_reply"
+	case CommandNodeHeartbeat:
+		return "node_heartbeat"
+	case CommandCreateStream:
+		return "create_stream"
+	case CommandCreateStreamReply:
+		return "create_stream_reply"
+	case CommandDeleteStream:
+		return "delete_stream"
+	case CommandDeleteStreamReply:
+		return "delete_stream_reply"
+	case CommandListStreams:
+		return "list_streams"
+	case CommandListStreamsReply:
+		return "list_streams_reply"
+	case CommandProduce:
+		return "produce"
+	case CommandProduceReply:
+		return "produce_reply"
+	case CommandFetch:
+		return "fetch"
+	case CommandFetchReply:
+		return "fetch_reply"
+	case CommandCommitCursor:
+		return "commit_cursor"
+	case CommandCommitCursorReply:
+		return "commit_cursor_reply"
+	case CommandGetCursor:
+		return "get_cursor"
+	case CommandGetCursorReply:
+		return "get_cursor_reply"
+	case CommandLookupStream:
+		return "lookup_stream"
+	case CommandLookupStreamReply:
+		return "lookup_stream_reply"
+	case CommandErrorReply:
+		return "error_reply"
+	}
+	return ""
 }
 
 // Known reports whether this revision defines the command. The whole VSR range counts as known.
@@ -137,7 +166,7 @@ func (c Command) Known() bool {
 	if c >= CommandVSRMin && c <= CommandVSRMax {
 		return true
 	}
-	return int(c) < len(commandNames) && commandNames[c] != ""
+	return c.name() != ""
 }
 
 // NodeLevel reports whether frames of this command address a node, not a group: their header's Group
@@ -160,8 +189,8 @@ func (c Command) String() string {
 	if c >= CommandVSRMin && c <= CommandVSRMax {
 		return "vsr(" + strconv.Itoa(int(c)) + ")"
 	}
-	if c.Known() {
-		return commandNames[c]
+	if n := c.name(); n != "" {
+		return n
 	}
 	return "command(" + strconv.Itoa(int(c)) + ")"
 }
