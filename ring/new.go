@@ -23,6 +23,12 @@ const (
 // With BackendAuto, New tries io_uring and falls back to plain syscalls when the kernel refuses it
 // (ENOSYS, EPERM, kernel.io_uring_disabled); the reason is logged and kept in Info.FallbackReason.
 func New(cfg Config) (Ring, error) {
+	return newRing(cfg, setupSyscall)
+}
+
+// newRing is New with the io_uring_setup call as a parameter, so tests can play a kernel that
+// refuses some flag sets or io_uring altogether.
+func newRing(cfg Config, setup setupFunc) (Ring, error) {
 	if cfg.Backend == "" {
 		cfg.Backend = BackendAuto
 	}
@@ -39,9 +45,9 @@ func New(cfg Config) (Ring, error) {
 	case BackendFallback:
 		return asRing(newFallback(cfg, "chosen by config"))
 	case BackendIOUring:
-		return asRing(newURing(cfg))
+		return asRing(newURing(cfg, setup))
 	case BackendAuto:
-		r, err := newURing(cfg)
+		r, err := newURing(cfg, setup)
 		if err == nil {
 			return r, nil
 		}

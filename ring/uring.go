@@ -74,7 +74,10 @@ type setupAttempt struct {
 	name  string
 }
 
-func newURing(cfg Config) (*uringRing, error) {
+// setupFunc is io_uring_setup(2): it returns the new ring's fd or the errno.
+type setupFunc func(entries uint32, p *uringParams) (int, unix.Errno)
+
+func newURing(cfg Config, setup setupFunc) (*uringRing, error) {
 	attempts := []setupAttempt{
 		{setupSingleIssuer | setupDeferTaskrun, "SINGLE_ISSUER|DEFER_TASKRUN"},
 		{setupCoopTaskrun, "COOP_TASKRUN"},
@@ -83,11 +86,11 @@ func newURing(cfg Config) (*uringRing, error) {
 	var refused []string
 	for i, a := range attempts {
 		p := uringParams{flags: a.flags | setupCQSize | setupSubmitAll, cqEntries: cfg.Entries * 2}
-		fd, errno := setupSyscall(cfg.Entries, &p)
+		fd, errno := setup(cfg.Entries, &p)
 		if errno == unix.EINVAL && i == len(attempts)-1 {
 			// Kernels before 5.18 lack SUBMIT_ALL; the last attempt asks for nothing optional.
 			p = uringParams{flags: setupCQSize, cqEntries: cfg.Entries * 2}
-			fd, errno = setupSyscall(cfg.Entries, &p)
+			fd, errno = setup(cfg.Entries, &p)
 		}
 		if errno != 0 {
 			refused = append(refused, a.name+": "+errno.Error())

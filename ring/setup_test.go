@@ -1,0 +1,75 @@
+package ring
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// refusingSetup plays a kernel that refuses every setup flag set containing any bit of refuse with
+// errno, and passes the rest to the real io_uring_setup. It records the flag sets it was asked for.
+type refusingSetup struct {
+	refuse uint32
+	errno  unix.Errno
+	asked  []uint32
+}
+
+func (s *refusingSetup) setup(entries uint32, p *uringParams) (int, unix.Errno) {
+	s.asked = append(s.asked, p.flags)
+	if s.refuse == 0 || p.flags&s.refuse != 0 {
+		return -1, s.errno
+	}
+	return setupSyscall(entries, p)
+}
+
+func TestSetupFallsBackToWeakerFlags(t *testing.T) {
+	lockThread(t)
+	fake := &refusingSetup{refuse: setupDeferTaskrun, errno: unix.EINVAL}
+	r, err := newRing(Config{Backend: BackendIOUring, Entries: 8, Logger: quietLogger()}, fake.setup)
+	if errors.Is(err, ErrUnavailable) {
+		t.Skipf("io_uring refused: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	info := r.Info()
+	if slices.Contains(info.SetupFlags, "DEFER_TASKRUN") || !slices.Contains(info.SetupFlags, "COOP_TASKRUN") {
+		t.Fatalf("accepted %v, want COOP_TASKRUN without DEFER_TASKRUN", info.SetupFlags)
+	}
+	if len(info.SetupRefused) != 1 || !strings.Contains(info.SetupRefused[0], "DEFER_TASKRUN: invalid argument") {
+		t.Fatalf("refused %v, want the DEFER_TASKRUN set with its errno", info.SetupRefused)
+	}
+	// The ring set up with weaker flags still works.
+	rec := &recorder{}
+	if err := r.Nop(rec, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	drive(t, r, rec, 1)
+}
+
+func TestAutoFallsBackWhenIOUringRefused(t *testing.T) {
+	for _, errno := range []unix.Errno{unix.ENOSYS, unix.EPERM} {
+		lockThread(t)
+		fake := &refusingSetup{errno: errno}
+		r, err := newRing(Config{Entries: 8, Logger: quietLogger()}, fake.setup)
+		if err != nil {
+			t.Fatalf("%v: auto: %v", errno, err)
+		}
+		info := r.Info()
+		if info.Backend != BackendFallback || !strings.Contains(info.FallbackReason, errno.Error()) {
+			t.Fatalf("%v: backend %q reason %q", errno, info.Backend, info.FallbackReason)
+		}
+		if len(fake.asked) != 1 {
+			t.Fatalf("%v: tried %d flag sets; no flag set helps against it", errno, len(fake.asked))
+		}
+		r.Close()
+		_, err = newRing(Config{Backend: BackendIOUring, Entries: 8, Logger: quietLogger()}, fake.setup)
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("%v: io_uring demanded: %v, want ErrUnavailable", errno, err)
+		}
+	}
+}
