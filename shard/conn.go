@@ -2,6 +2,7 @@ package shard
 
 import (
 	"errors"
+	"fmt"
 
 	"golang.org/x/sys/unix"
 
@@ -129,6 +130,9 @@ func (cn *conn) onHandshake() {
 	}
 	if err == nil {
 		err = hs.Check(s.cfg.Cluster)
+	}
+	if err == nil && s.byNode[hs.Node] == nil {
+		err = fmt.Errorf("%w: node %d", ErrUnknownPeer, hs.Node)
 	}
 	if err != nil {
 		s.stats.HandshakeErrors.Add(1)

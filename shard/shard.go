@@ -273,6 +273,9 @@ func (s *Shard) issueSaves() {
 		if gs.role != RolePrimary || gs.save == saveInFlight {
 			continue
 		}
+		if gs.save == saveFailed && s.flushPending {
+			continue // failed for the batch still waiting: retried after that batch left (R12)
+		}
 		if owed, _ := gs.primary.Owed(); owed == 0 {
 			continue
 		}

@@ -20,6 +20,8 @@ import (
 
 // Group is a test group. Set its fields before the node starts.
 type Group struct {
+	Cluster    uint64 // for frames the group builds (FrameAt)
+	Node       uint16 // this node's id, for frames the group builds
 	GroupID    uint64
 	Inc        uint32
 	ViewNumber uint32
@@ -32,9 +34,16 @@ type Group struct {
 	// Ready, when set, keeps a primary offline until it reads true (tests set it once every link is
 	// up); the primary comes online on its first tick after that. Backups follow from the start.
 	Ready *atomic.Bool
-	// Superblock, when set, is saved (view and commit, 16 bytes at offset 0) before each batch that
-	// carries a new commit point (R12).
+	// Superblock, when set, is saved (view and commit, 16 bytes at offset 0) before the first batch and
+	// before each batch that carries a new commit point (R12).
 	Superblock *os.File
+	// FailSaves makes that many superblock saves fail (they are issued on fd -1).
+	FailSaves int
+	// FrameAt, FrameTo: on tick FrameAt the group sends one group frame (stream prepare, body
+	// "ringstream") to node FrameTo through its shard; FrameErr holds the result.
+	FrameAt  uint64
+	FrameTo  uint16
+	FrameErr error
 
 	commit     uint64
 	role       shard.Role
@@ -44,6 +53,7 @@ type Group struct {
 	sender     shard.Sender
 	sbBuf      []byte
 	sbSaved    uint64 // commit the superblock holds
+	sbValid    bool   // the superblock was saved at least once
 	sbPending  uint64 // commit of the save in flight
 	sbInFlight bool
 
@@ -95,6 +105,13 @@ func (g *Group) OnTick(tick uint64) {
 	if g.CommitEvery > 0 && g.Role() == shard.RolePrimary && tick%uint64(g.CommitEvery) == 0 {
 		g.commit++
 	}
+	if g.FrameAt != 0 && tick == g.FrameAt {
+		frame := wire.BeginFrame(nil, &wire.Header{Cluster: g.Cluster, Sender: g.Node,
+			Command: wire.CommandStreamPrepare, Group: g.GroupID, Incarnation: g.Inc})
+		frame = append(frame, "ringstream"...)
+		wire.EndFrame(frame, 0)
+		g.FrameErr = g.Send(g.FrameTo, frame)
+	}
 }
 
 func (g *Group) Commit() uint64 { return g.commit }
@@ -111,7 +128,7 @@ func (g *Group) CommitHolders() heartbeat.Members {
 }
 
 func (g *Group) PendingSuperblock() (shard.SuperblockSave, bool) {
-	if g.Superblock == nil || g.commit == g.sbSaved || g.sbInFlight {
+	if g.Superblock == nil || (g.sbValid && g.commit == g.sbSaved) || g.sbInFlight {
 		return shard.SuperblockSave{}, false
 	}
 	if g.sbBuf == nil {
@@ -121,7 +138,12 @@ func (g *Group) PendingSuperblock() (shard.SuperblockSave, bool) {
 	binary.LittleEndian.PutUint64(g.sbBuf[8:], g.commit)
 	g.sbPending = g.commit
 	g.sbInFlight = true
-	return shard.SuperblockSave{FD: int(g.Superblock.Fd()), Buf: g.sbBuf, Off: 0}, true
+	fd := int(g.Superblock.Fd())
+	if g.FailSaves > 0 {
+		g.FailSaves--
+		fd = -1
+	}
+	return shard.SuperblockSave{FD: fd, Buf: g.sbBuf, Off: 0}, true
 }
 
 func (g *Group) SuperblockSaved(err error) {
@@ -132,6 +154,7 @@ func (g *Group) SuperblockSaved(err error) {
 	}
 	g.SavesCompleted++
 	g.sbSaved = g.sbPending
+	g.sbValid = true
 }
 
 func (g *Group) OnCommit(from uint16, e wire.CommitEntry) {
