@@ -1,0 +1,310 @@
+// Package engine is the node: it composes the shards with the protocol packages below it.
+//
+// The metagroup*.go files are the metadata group's adapter (owned by the VSR work): MetaGroup runs one
+// vsr.Replica over engine/meta's State as a shard.Group on shard 0, and persists the replica's log,
+// superblock and checkpoints to files of engine/vsr's format. It never interprets metadata ops (meta
+// does) nor decides anything about the protocol (vsr does): it moves inputs in and effects out.
+//
+// Decisions where the design is silent:
+//   - Persistence runs on a writer goroutine with a ring of its own, not on the shard's ring: the
+//     shard.Group interface gives a group no ring, and its superblock saves (R12) run only for
+//     primaries that owe Commit entries, while a VSR backup must persist every prepare before it
+//     acknowledges it. Each persist is one linked chain of writes and fdatasyncs; its completion reaches
+//     the replica on the shard goroutine at the next tick.
+//   - PendingSuperblock is always empty: the replica's own superblock is written before any message
+//     that depends on it, and the commit point in a Commit entry needs no save (a replica that forgets
+//     it learns it again).
+//   - The metadata group's Commit entries carry incarnation 0.
+//   - Propose and Status may be called from any goroutine: a proposal waits in a locked inbox until the
+//     next tick; Status is a copy the shard goroutine publishes after each event.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/vsr"
+	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/shard/heartbeat"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// ErrMetaConfig: a MetaGroupConfig is invalid.
+var ErrMetaConfig = errors.New("engine: invalid metadata group configuration")
+
+// MetaGroupConfig sets up this node's replica of the metadata group.
+type MetaGroupConfig struct {
+	Dir     string         // storage directory (data/meta)
+	Cluster uint64         // cluster id, stamped on every frame
+	Node    uint16         // this node's id
+	Members []shard.Member // every replica: member index and node id, this node included
+	VSR     vsr.Config     // ReplicaCount and Self are filled in from Members and Node
+	Ring    ring.Config    // the persist writer's ring
+	Logger  *slog.Logger   // nil: slog.Default()
+}
+
+// ProposeResult is the outcome of a proposal: the committed op's number and result, or why not.
+type ProposeResult struct {
+	Op     uint64
+	Result []byte
+	Err    error
+}
+
+// MetaStatus is what the group last published.
+type MetaStatus struct {
+	View    uint32
+	Op      uint64
+	Commit  uint64
+	Primary bool
+	Normal  bool
+	Digest  uint64
+}
+
+type proposal struct {
+	client, request uint64
+	op              []byte
+	done            chan ProposeResult
+}
+
+type waitKey struct{ client, request uint64 }
+
+// MetaGroup is the metadata group's replica on this node; it implements shard.Group.
+type MetaGroup struct {
+	cfg     MetaGroupConfig
+	log     *slog.Logger
+	replica *vsr.Replica
+	state   *meta.State
+	store   *metaStore
+	sender  shard.Sender
+	self    uint8
+	nodeOf  [vsr.MembersMax]uint16
+
+	msg      wire.VSRMessage
+	frame    []byte
+	waiters  map[waitKey]chan ProposeResult
+	advanced uint64
+	stats    MetaGroupStats
+	digestAt uint64 // commit+1 the digest was taken at
+	digest   uint64
+
+	mu     sync.Mutex
+	inbox  []proposal
+	status MetaStatus
+}
+
+// MetaGroupStats counts what the adapter dropped.
+type MetaGroupStats struct {
+	BadFrames, SendFailures uint64
+}
+
+// NewMetaGroup opens the storage under cfg.Dir and resumes the replica from it.
+func NewMetaGroup(cfg MetaGroupConfig) (*MetaGroup, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	g := &MetaGroup{cfg: cfg, log: cfg.Logger.With("group", "meta"), state: meta.NewState(),
+		waiters: make(map[waitKey]chan ProposeResult)}
+	found := false
+	for _, m := range cfg.Members {
+		if int(m.Index) >= vsr.MembersMax || int(m.Index) >= len(cfg.Members) {
+			return nil, fmt.Errorf("%w: member index %d of %d members", ErrMetaConfig, m.Index, len(cfg.Members))
+		}
+		g.nodeOf[m.Index] = m.Node
+		if m.Node == cfg.Node {
+			g.self, found = m.Index, true
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: node %d is not a member", ErrMetaConfig, cfg.Node)
+	}
+	cfg.VSR.ReplicaCount, cfg.VSR.Self = len(cfg.Members), g.self
+	if err := cfg.VSR.Validate(); err != nil {
+		return nil, err
+	}
+	store, d, err := openMetaStore(cfg.Dir, cfg.Ring, g.log)
+	if err != nil {
+		return nil, err
+	}
+	r, err := vsr.New(cfg.VSR, g.state, d)
+	if err != nil {
+		store.close()
+		return nil, fmt.Errorf("%w: %w", ErrMetaStorage, err)
+	}
+	g.store, g.replica, g.cfg = store, r, cfg
+	g.publish()
+	return g, nil
+}
+
+// Close stops the persist writer and closes the files. Call it after the node stopped.
+func (g *MetaGroup) Close() { g.store.close() }
+
+// Propose asks the replica to order op for client's request. The channel receives the result once the
+// op commits, or ErrNotPrimary / ErrPipelineFull at once. Safe from any goroutine.
+func (g *MetaGroup) Propose(client, request uint64, op []byte) <-chan ProposeResult {
+	done := make(chan ProposeResult, 1)
+	g.mu.Lock()
+	g.inbox = append(g.inbox, proposal{client: client, request: request, op: append([]byte(nil), op...), done: done})
+	g.mu.Unlock()
+	return done
+}
+
+// Status returns what the group last published. Safe from any goroutine.
+func (g *MetaGroup) Status() MetaStatus {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.status
+}
+
+// State is the replicated state. Read it only when the node is stopped.
+func (g *MetaGroup) State() *meta.State { return g.state }
+
+// shard.Group: identity and state, read by the shard each tick.
+
+func (g *MetaGroup) ID() uint64          { return shard.MetadataGroupID }
+func (g *MetaGroup) Incarnation() uint32 { return 0 }
+func (g *MetaGroup) View() uint32        { return g.replica.View() }
+func (g *MetaGroup) Commit() uint64      { return g.replica.Commit() }
+func (g *MetaGroup) Self() uint8         { return g.self }
+func (g *MetaGroup) Primary() uint8      { return g.replica.PrimaryIndex() }
+func (g *MetaGroup) Members() []shard.Member {
+	return g.cfg.Members
+}
+func (g *MetaGroup) Quorum() int { return len(g.cfg.Members)/2 + 1 }
+
+func (g *MetaGroup) CommitHolders() heartbeat.Members { return heartbeat.Members(g.replica.Holders()) }
+
+func (g *MetaGroup) Role() shard.Role {
+	switch {
+	case g.replica.IsPrimary():
+		return shard.RolePrimary
+	case g.replica.Normal():
+		return shard.RoleBackup
+	}
+	return shard.RoleOffline
+}
+
+func (g *MetaGroup) PendingSuperblock() (shard.SuperblockSave, bool) {
+	return shard.SuperblockSave{}, false
+}
+func (g *MetaGroup) SuperblockSaved(error) {}
+func (g *MetaGroup) Attach(s shard.Sender) { g.sender = s }
+
+// shard.Group: events.
+
+func (g *MetaGroup) OnCommit(_ uint16, e wire.CommitEntry) {
+	g.replica.OnCommitEntry(e.View, e.Commit)
+	g.pump()
+}
+
+func (g *MetaGroup) OnCommitReply(uint16, wire.CommitReplyEntry) {}
+
+func (g *MetaGroup) OnPrimarySilent() {
+	g.log.Info("primary silent: starting a view change", "view", g.replica.View())
+	g.replica.OnPrimarySilent()
+	g.pump()
+}
+
+func (g *MetaGroup) OnQuorumLost() {
+	g.log.Info("quorum lost: stepping down", "view", g.replica.View())
+	g.replica.OnQuorumLost()
+	g.pump()
+}
+
+func (g *MetaGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
+	if !h.Command.IsVSR() || h.Cluster != g.cfg.Cluster {
+		g.stats.BadFrames++
+		return
+	}
+	if err := wire.DecodeVSR(h, body, &g.msg); err != nil {
+		g.stats.BadFrames++
+		return
+	}
+	if int(g.msg.Replica) >= len(g.cfg.Members) || g.nodeOf[g.msg.Replica] != from {
+		g.stats.BadFrames++ // the member index does not belong to the sending node
+		return
+	}
+	g.replica.Step(&g.msg)
+	g.pump()
+}
+
+func (g *MetaGroup) OnTick(uint64) {
+	g.mu.Lock()
+	inbox := g.inbox
+	g.inbox = nil
+	g.mu.Unlock()
+	for _, p := range inbox {
+		err := g.replica.Propose(p.client, p.request, p.op)
+		switch {
+		case err == nil || errors.Is(err, vsr.ErrStaleRequest):
+			g.waiters[waitKey{p.client, p.request}] = p.done
+		default:
+			p.done <- ProposeResult{Err: err}
+		}
+	}
+	if done, err := g.store.durable(); err == nil && done > g.advanced {
+		g.advanced = done
+		g.replica.Advance(done)
+	}
+	g.replica.Tick()
+	g.pump()
+}
+
+// pump carries out the replica's effects: persists to the writer, messages to the shard's links,
+// replies to the waiting proposers.
+func (g *MetaGroup) pump() {
+	for {
+		fx := g.replica.Ready()
+		if fx.PersistID == 0 && len(fx.Messages) == 0 && len(fx.Replies) == 0 {
+			break
+		}
+		if fx.PersistID != 0 {
+			g.persist(fx)
+		}
+		for i := range fx.Messages {
+			env := &fx.Messages[i]
+			g.frame = wire.AppendVSRFrame(g.frame[:0], wire.From{Cluster: g.cfg.Cluster, Node: g.cfg.Node},
+				shard.MetadataGroupID, &env.Msg)
+			if g.sender == nil || g.sender.SendFrame(g.nodeOf[env.To], g.frame) != nil {
+				g.stats.SendFailures++ // the protocol re-sends on its timeouts
+			}
+		}
+		for _, rep := range fx.Replies {
+			key := waitKey{rep.Client, rep.Request}
+			if ch, ok := g.waiters[key]; ok {
+				ch <- ProposeResult{Op: rep.Op, Result: append([]byte(nil), rep.Result...)}
+				delete(g.waiters, key)
+			}
+		}
+	}
+	g.publish()
+}
+
+// persist turns the effects' storage writes into bytes for the writer.
+func (g *MetaGroup) persist(fx *vsr.Effects) {
+	p := metaPersist{id: fx.PersistID, logOff: g.store.logEnd, sbSlot: int(fx.Superblock.Sequence % 2)}
+	if fx.Snapshot != nil {
+		p.snapshot, p.snapSlot = vsr.AppendSnapshotRecord(nil, fx.Snapshot), fx.SnapshotSlot
+	}
+	for i := range fx.Entries {
+		p.log = vsr.AppendLogRecord(p.log, &fx.Entries[i])
+	}
+	g.store.logEnd += int64(len(p.log))
+	p.sb = vsr.AppendSuperblock(nil, fx.Superblock)
+	g.store.submit(p)
+}
+
+// publish copies the replica's state for Status. The digest is taken only when the commit moved.
+func (g *MetaGroup) publish() {
+	if c := g.replica.Commit() + 1; c != g.digestAt {
+		g.digestAt, g.digest = c, g.replica.Digest()
+	}
+	st := MetaStatus{View: g.replica.View(), Op: g.replica.Op(), Commit: g.replica.Commit(),
+		Primary: g.replica.IsPrimary(), Normal: g.replica.Normal(), Digest: g.digest}
+	g.mu.Lock()
+	g.status = st
+	g.mu.Unlock()
+}

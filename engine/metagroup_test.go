@@ -1,0 +1,208 @@
+package engine
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/vsr"
+	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/shard/heartbeat"
+)
+
+// metaTestTicks: P = 5 ticks, busy timeout 40, idle interval 10, idle timeout 60 (valid under R9/R23
+// relations in ticks). With a 2 ms tick a silent primary is noticed within about 100 ms.
+var metaTestTicks = heartbeat.Ticks{BroadcastIntervalTicks: 5, HeartbeatTimeoutTicks: 40,
+	IdleHeartbeatIntervalTicks: 10, IdleHeartbeatTimeoutTicks: 60}
+
+// waitBound only guards a test from hanging when the cluster never gets there; nothing is timed.
+const waitBound = 60 * time.Second
+
+type metaNode struct {
+	id    uint16
+	node  *shard.Node
+	group *MetaGroup
+}
+
+func startMetaCluster(t *testing.T, dirs []string) []*metaNode {
+	t.Helper()
+	members := []shard.Member{{Index: 0, Node: 1}, {Index: 1, Node: 2}, {Index: 2, Node: 3}}
+	var nodes []*metaNode
+	for i, dir := range dirs {
+		id := uint16(i + 1)
+		vcfg := vsr.DefaultConfig(3, uint8(i))
+		vcfg.PrepareTimeoutTicks, vcfg.RepairTimeoutTicks, vcfg.ViewChangeTimeoutTicks = 10, 10, 80
+		g, err := NewMetaGroup(MetaGroupConfig{Dir: dir, Cluster: 42, Node: id, Members: members, VSR: vcfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := shard.NewNode(shard.Config{Node: id, Cluster: 42, Shards: 1, Tick: 2 * time.Millisecond,
+			Schedule: metaTestTicks, Listen: netip.MustParseAddrPort("127.0.0.1:0"), OutboxBytes: 1 << 20,
+			QueueCapacity: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.AddGroup(g); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, &metaNode{id: id, node: n, group: g})
+	}
+	for _, n := range nodes {
+		var peers []shard.Peer
+		for _, o := range nodes {
+			if o != n {
+				peers = append(peers, shard.Peer{Node: o.id, Addr: o.node.Addr()})
+			}
+		}
+		if err := n.node.Start(peers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			_ = n.node.Stop()
+			n.group.Close()
+		}
+	})
+
+	return nodes
+}
+
+// waitFor polls the published status of the live nodes until cond holds (the bound only guards
+// against a hang).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never reached: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func primaryOf(nodes []*metaNode, alive map[uint16]bool) *metaNode {
+	for _, n := range nodes {
+		if alive[n.id] && n.group.Status().Primary {
+			return n
+		}
+	}
+	return nil
+}
+
+// commitOp proposes op on the current primary until it commits, retrying on another replica when the
+// one asked is not (or no longer) the primary.
+func commitOp(t *testing.T, nodes []*metaNode, alive map[uint16]bool, client, request uint64, op []byte) ProposeResult {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for time.Now().Before(deadline) {
+		p := primaryOf(nodes, alive)
+		if p == nil {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		select {
+		case res := <-p.group.Propose(client, request, op):
+			if res.Err == nil {
+				return res
+			}
+			t.Logf("propose %d on node %d: %v", request, p.id, res.Err)
+		case <-time.After(2 * time.Second):
+			for _, n := range nodes {
+				t.Logf("node %d: %+v stats %+v", n.id, n.group.Status(), n.group.stats)
+			}
+		}
+	}
+	t.Fatalf("op %d of client %d never committed", request, client)
+	return ProposeResult{}
+}
+
+func TestMetaGroup_ThreeNodesCommitSurvivePrimaryKill(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	nodes := startMetaCluster(t, dirs)
+	alive := map[uint16]bool{1: true, 2: true, 3: true}
+	waitFor(t, "a primary", func() bool { return primaryOf(nodes, alive) != nil })
+
+	const client = 77
+	for req := uint64(1); req <= 5; req++ {
+		op := meta.AppendOp(nil, meta.RegisterNode{Node: uint16(100 + req), Address: fmt.Sprintf("10.0.0.%d:7000", req)})
+		res := commitOp(t, nodes, alive, client, req, op)
+		if r, err := meta.DecodeResult(res.Result); err != nil || !r.OK() {
+			t.Fatalf("register node %d: %v %v", 100+req, r, err)
+		}
+	}
+	old := primaryOf(nodes, alive)
+	oldView := old.group.Status().View
+	committed := old.group.Status().Commit
+	t.Logf("node %d is primary of view %d with commit %d; stopping it", old.id, oldView, committed)
+	if err := old.node.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	alive[old.id] = false
+
+	waitFor(t, "a new primary", func() bool {
+		p := primaryOf(nodes, alive)
+		return p != nil && p.group.Status().View > oldView
+	})
+	var last uint64
+	for req := uint64(6); req <= 8; req++ {
+		op := meta.AppendOp(nil, meta.RegisterNode{Node: uint16(100 + req), Address: "10.0.1.1:7000"})
+		res := commitOp(t, nodes, alive, client, req, op)
+		if res.Op <= committed {
+			t.Fatalf("op %d committed at %d, at or below the old commit %d", req, res.Op, committed)
+		}
+		last = res.Op
+	}
+	waitFor(t, "both survivors at the last op's commit", func() bool {
+		for _, n := range nodes {
+			if alive[n.id] && n.group.Status().Commit < last {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range nodes {
+		if alive[n.id] {
+			_ = n.node.Stop()
+		}
+	}
+	var digest uint64
+	for _, n := range nodes {
+		if !alive[n.id] {
+			continue
+		}
+		st := n.group.State()
+		for id := uint16(101); id <= 108; id++ {
+			if _, ok := st.Node(id); !ok {
+				t.Errorf("node %d: registered node %d lost", n.id, id)
+			}
+		}
+		if digest != 0 && n.group.Status().Digest != digest {
+			t.Errorf("node %d digest differs from the other survivor", n.id)
+		}
+		digest = n.group.Status().Digest
+	}
+	// Every replica reopens from its files: the survivors hold every op up to the last one durably
+	// (they acknowledged them), the stopped primary the ops it held, and none is ahead of the group.
+	for i, n := range nodes {
+		n.group.Close()
+		g, err := NewMetaGroup(MetaGroupConfig{Dir: dirs[i], Cluster: 42, Node: n.id, Members: n.group.cfg.Members,
+			VSR: n.group.cfg.VSR})
+		if err != nil {
+			t.Fatalf("reopen node %d: %v", n.id, err)
+		}
+		st := g.Status()
+		g.Close()
+		if alive[n.id] && st.Op < last {
+			t.Errorf("node %d reopened at op %d, below the acknowledged op %d", n.id, st.Op, last)
+		}
+		if !alive[n.id] && st.Op < committed {
+			t.Errorf("stopped primary reopened at op %d, below its commit %d", st.Op, committed)
+		}
+		if st.Op > last {
+			t.Errorf("node %d reopened at op %d, past the last op %d", n.id, st.Op, last)
+		}
+	}
+}
