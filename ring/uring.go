@@ -318,8 +318,22 @@ func (r *uringRing) Wait(minComplete int) error {
 		minComplete = 0 // completions are already waiting
 	}
 	minComplete = min(minComplete, len(r.cqes)) // the kernel could never post more at once
-	_, err := r.enter(uint32(minComplete), enterGetEvents)
-	return err
+	if _, err := r.enter(uint32(minComplete), enterGetEvents); err != nil {
+		return err
+	}
+	// io_uring_enter returns early when it submitted SQEs and a signal then cut the wait short;
+	// wait again (with nothing left to submit) until the CQ really holds minComplete entries.
+	for r.cqReady() < uint32(minComplete) {
+		if _, err := r.enter(uint32(minComplete), enterGetEvents); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cqReady is the number of CQEs posted and not yet reaped.
+func (r *uringRing) cqReady() uint32 {
+	return atomic.LoadUint32(r.cqTail) - atomic.LoadUint32(r.cqHead)
 }
 
 // Dispatch reaps up to CQEBatchMax CQEs, releasing each slot, then runs the handlers in order after
