@@ -12,6 +12,9 @@ import (
 // deliberately broken rule (the longest do-view-change log wins whatever its log view), some seed
 // among the first 1,000 must end in a violation.
 func TestSim_CatchesDoViewChangeIgnoringLogView(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine simulation: runs in the plain pass of scripts/test, not under -race")
+	}
 	for seed := uint64(0); seed < 1000; seed++ {
 		opts := sim.Draw(seed)
 		opts.OnReplica = vsr.BreakIgnoreLogView

@@ -1,0 +1,5 @@
+//go:build !race
+
+package vsr_test
+
+const raceEnabled = false
