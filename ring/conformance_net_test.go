@@ -299,3 +299,74 @@ func testBadArgumentsComplete(t *testing.T, newRing newRingFunc) {
 		t.Fatalf("in flight %d", r.InFlight())
 	}
 }
+
+// testWaitAllRecvWaitsForAll: a Recv with MSG_WAITALL completes once, with the whole buffer, however
+// the data arrives in pieces.
+func testWaitAllRecvWaitsForAll(t *testing.T, newRing newRingFunc) {
+	r := testRing(t, newRing, 8)
+	client, server := tcpPair(t, r)
+	const piece = 4096
+	got := make([]byte, 4*piece)
+	rec := &recorder{}
+	if err := r.Recv(rec, 1, server, got, unix.MSG_WAITALL, 0); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, len(got))
+	for i := range want {
+		want[i] = byte(i / 7)
+	}
+	for off := 0; off < len(want); off += piece {
+		if err := r.Wait(0); err != nil {
+			t.Fatal(err)
+		}
+		r.Dispatch()
+		if len(rec.got) != 0 {
+			t.Fatalf("recv completed with %d bytes after %d of %d arrived", rec.got[0].Res, off, len(want))
+		}
+		if _, err := unix.Write(client, want[off:off+piece]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drive(t, r, rec, 1)
+	mustOK(t, rec.got[0])
+	if int(rec.got[0].Res) != len(want) || !bytes.Equal(got, want) {
+		t.Fatalf("recv res %d, want %d and the same bytes", rec.got[0].Res, len(want))
+	}
+}
+
+// testWaitAllSendSendsAll: a Send with MSG_WAITALL larger than the socket buffers completes once,
+// with every byte sent, while a reader drains the other end.
+func testWaitAllSendSendsAll(t *testing.T, newRing newRingFunc) {
+	r := testRing(t, newRing, 8)
+	client, server := tcpPair(t, r)
+	msg := make([]byte, 8<<20)
+	for i := range msg {
+		msg[i] = byte(i % 251)
+	}
+	drained := make(chan []byte)
+	go func() {
+		// A plain blocking reader on its own goroutine: the peer of the ring's send.
+		got := make([]byte, 0, len(msg))
+		buf := make([]byte, 64<<10)
+		for len(got) < len(msg) {
+			n, err := unix.Read(server, buf)
+			if n <= 0 || err != nil {
+				break
+			}
+			got = append(got, buf[:n]...)
+		}
+		drained <- got
+	}()
+	rec := &recorder{}
+	if err := r.Send(rec, 1, client, msg, unix.MSG_WAITALL, 0); err != nil {
+		t.Fatal(err)
+	}
+	drive(t, r, rec, 1)
+	mustOK(t, rec.got[0])
+	if int(rec.got[0].Res) != len(msg) {
+		t.Fatalf("send res %d, want %d", rec.got[0].Res, len(msg))
+	}
+	if got := <-drained; !bytes.Equal(got, msg) {
+		t.Fatalf("reader got %d bytes, not the %d sent", len(got), len(msg))
+	}
+}

@@ -105,6 +105,8 @@ func runConformance(t *testing.T, newRing newRingFunc) {
 		{"LinkTimeoutNotReached", testLinkTimeoutNotReached},
 		{"BadArgumentsComplete", testBadArgumentsComplete},
 		{"MsgRingToClosedRing", testMsgRingToClosedRing},
+		{"WaitAllRecvWaitsForAll", testWaitAllRecvWaitsForAll},
+		{"WaitAllSendSendsAll", testWaitAllSendSendsAll},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newRing) })

@@ -32,7 +32,7 @@ func (r *fallbackRing) Recv(h Handler, tag uint64, fd int, buf []byte, msgFlags 
 func (r *fallbackRing) queueSock(h Handler, tag uint64, op Opcode, fd int, buf []byte, msgFlags int, fl Flags) error {
 	_, s, err := r.queue(h, tag, op, fl)
 	if err == nil {
-		s.fd, s.buf, s.msgFlags = fd, buf, msgFlags
+		s.fd, s.buf, s.msgFlags, s.off = fd, buf, msgFlags, 0 // off counts bytes done under MSG_WAITALL
 	}
 	return err
 }
@@ -134,11 +134,9 @@ func (r *fallbackRing) executeParkable(idx int32, s *slot, fd int) (int32, bool)
 		r.parked = append(r.parked, idx)
 		return 0, true
 	case OpSend:
-		res = sockSyscall(unix.SYS_SENDTO, fd, uintptr(unsafe.Pointer(bytePtr(s.buf))), uintptr(len(s.buf)),
-			s.msgFlags|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+		res = sendRecvStream(s, fd, unix.SYS_SENDTO, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 	case OpRecv:
-		res = sockSyscall(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(bytePtr(s.buf))), uintptr(len(s.buf)),
-			s.msgFlags|unix.MSG_DONTWAIT)
+		res = sendRecvStream(s, fd, unix.SYS_RECVFROM, unix.MSG_DONTWAIT)
 	case OpSendmsg:
 		res = sockSyscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&s.msghdr)), uintptr(s.msgFlags|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL), 0)
 	case OpAccept:
@@ -179,6 +177,32 @@ func (r *fallbackRing) executeConnect(fd int, s *slot) int32 {
 		return 0
 	}
 	return res
+}
+
+// sendRecvStream runs one send or recv without blocking. Under MSG_WAITALL it goes on, across parks,
+// until the whole buffer is done (as io_uring does for stream sockets), counting progress in s.off;
+// it then stops early only at end of stream or on an error, returning the bytes done if any.
+func sendRecvStream(s *slot, fd int, trap uintptr, extraFlags int) int32 {
+	if s.msgFlags&unix.MSG_WAITALL == 0 {
+		return sockSyscall(trap, fd, uintptr(unsafe.Pointer(bytePtr(s.buf))), uintptr(len(s.buf)), s.msgFlags|extraFlags)
+	}
+	flags := s.msgFlags&^unix.MSG_WAITALL | extraFlags
+	for int(s.off) < len(s.buf) {
+		rest := s.buf[s.off:]
+		n := sockSyscall(trap, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)), flags)
+		switch {
+		case n == -int32(unix.EAGAIN):
+			return n // parks; progress so far stays in s.off
+		case n < 0 && s.off > 0:
+			return int32(s.off)
+		case n < 0:
+			return n
+		case n == 0:
+			return int32(s.off) // end of stream
+		}
+		s.off += int64(n)
+	}
+	return int32(s.off)
 }
 
 // sockSyscall is a four-argument socket call (the address arguments zero), retried on EINTR.
