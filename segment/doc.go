@@ -49,11 +49,12 @@
 //     fdatasynced before it is reported durable. A bad batch, gap or size mismatch in a settled
 //     segment is an error naming the file and byte. Settled segments are trusted on open (their
 //     sidecar is checked against the file size only); Verify recomputes their digests.
-//   - Preallocation: segments are not preallocated or recycled. Measured on this machine
-//     (docs/bench/segment.md, BenchmarkPrealloc*), fallocate'd blocks still need their extent
-//     conversion journalled by fdatasync, so it did not pay; prewriting doubles the write volume,
-//     and recycling would make a stale tail indistinguishable from a torn one without a per-file
-//     generation.
+//   - Preallocation: segments are not fallocated or recycled. Measured on this machine
+//     (docs/bench/segment.md, BenchmarkPrealloc), a 4 KiB write + fdatasync into fallocate'd space
+//     cost as much as or more than on a growing file (the unwritten extents' conversion is
+//     journalled), while prewritten blocks were about 2x cheaper. Prewriting doubles the bytes
+//     written, and recycling would need a rename on the roll path (the ring contract has no
+//     renameat) or file names that do not carry the base offset; both are left for later.
 //   - The seal digest is xxhash64 over (base, size, file digest) of each retained segment, so two
 //     copies with the same bytes in the same segments agree. Appends queued before a seal are
 //     committed and covered; appends from an epoch below the fence are refused from the call on.
