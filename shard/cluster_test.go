@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/heartbeat"
 	"github.com/ringstream/ringstream/shard/shardtest"
@@ -53,6 +54,7 @@ type clusterSpec struct {
 	window      uint64        // tick at which the measured window starts
 	limit       uint64        // last tick on which groups are polled (no Commits owed after it)
 	tick        time.Duration // real tick period
+	backend     ring.Backend  // "" for auto (io_uring here)
 }
 
 // clusterRun is a finished run: every node stopped, every counter final.
@@ -84,7 +86,7 @@ func runCluster(t testing.TB, spec clusterSpec) *clusterRun {
 	for i, S := range spec.shards {
 		node := uint16(i + 1)
 		n, err := shard.NewNode(shard.Config{Node: node, Cluster: testCluster, Shards: S, Tick: spec.tick,
-			Schedule: ticks, Seed: 7, Logger: logger})
+			Schedule: ticks, Seed: 7, Logger: logger, Ring: ring.Config{Backend: spec.backend, Logger: logger}})
 		if err != nil {
 			t.Fatalf("node %d: %v", node, err)
 		}

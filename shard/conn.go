@@ -48,7 +48,8 @@ func (s *Shard) armAccept() {
 		return
 	}
 	if err := s.ring.Accept(s, tagAccept, s.node.listenFD, 0); err != nil {
-		s.log.Error("shard: accept could not be queued", "err", err)
+		s.log.Warn("shard: accept could not be queued, retrying next tick", "err", err)
+		s.acceptRetry = true
 		return
 	}
 	s.accepts = true
@@ -57,8 +58,9 @@ func (s *Shard) armAccept() {
 func (s *Shard) onAccept(c ring.Completion) {
 	if c.Res < 0 {
 		if !s.draining {
+			// Out of fds or a transient error: try again on the next tick, not in a tight loop.
 			s.log.Warn("shard: accept failed", "err", c.Err())
-			s.armAccept()
+			s.acceptRetry = true
 		}
 		return
 	}

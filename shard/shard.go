@@ -76,6 +76,8 @@ type Shard struct {
 	conns   []*conn
 	accept  bool // this shard accepts connections on the node's listener
 	accepts bool // an Accept is in flight
+	// acceptRetry: the last Accept failed; the next tick posts a new one.
+	acceptRetry bool
 
 	inbound  []*spscQueue // inbound[j]: from shard j (nil for self)
 	outbound []*spscQueue // outbound[j]: to shard j (nil for self)
@@ -175,6 +177,10 @@ func (s *Shard) onTick() {
 		return
 	}
 	s.armTick()
+	if s.acceptRetry {
+		s.acceptRetry = false
+		s.armAccept()
+	}
 	s.runTick(monotonicNs())
 	if s.node.tickHook != nil {
 		s.node.tickHook(s, s.tick.Number)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/wire"
 )
@@ -153,4 +154,14 @@ func TestR16_TrafficAcrossDifferentShardCounts(t *testing.T) {
 	run := runCluster(t, spec)
 	ticks := defaultTicks(t)
 	checkTraffic(t, run, spec.limit/ticks.BroadcastIntervalTicks+spec.limit/25)
+}
+
+// The runtime on the ring's fallback backend (plain syscalls and epoll) carries the same traffic with
+// the same guarantees.
+func TestTraffic_FallbackBackend(t *testing.T) {
+	spec := clusterSpec{shards: []int{2, 2, 2}, groups: 300, commitEvery: 10, window: 100, limit: 400,
+		tick: time.Millisecond, backend: ring.BackendFallback}
+	run := runCluster(t, spec)
+	ticks := defaultTicks(t)
+	checkTraffic(t, run, spec.limit/ticks.BroadcastIntervalTicks+spec.limit/10)
 }

@@ -1,0 +1,47 @@
+package shard_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ringstream/ringstream/wire"
+)
+
+// BenchmarkTraffic5s runs the traffic of the issue-5 traffic test over real time: three nodes in one
+// process over loopback, two shards each, tick_ms = 10, and measures one 5 s window (500 ticks) of
+// Commit and CommitReply traffic beside the unbatched baseline, one 256-byte frame per entry computed
+// from the same entry counts. Idle windows start after every group turned idle; busy groups commit an
+// op every 10 ticks (100 ms). Run it with -benchtime=1x: one iteration is one whole cluster run.
+//
+//	nice go test -run '^$' -bench Traffic5s -benchtime=1x ./shard/
+func BenchmarkTraffic5s(b *testing.B) {
+	for _, groups := range []int{500, 1000} {
+		for _, busy := range []bool{false, true} {
+			name := fmt.Sprintf("groups=%d/%s", groups, map[bool]string{false: "idle", true: "busy"}[busy])
+			b.Run(name, func(b *testing.B) {
+				spec := clusterSpec{shards: []int{2, 2, 2}, groups: groups, window: 700, limit: 1200,
+					tick: 10 * time.Millisecond}
+				if busy {
+					spec.commitEvery, spec.window, spec.limit = 10, 100, 600
+				}
+				for range b.N {
+					run := runCluster(b, spec)
+					w := run.windowCounters()
+					frames := w.commitFrames + w.replyFrames
+					unbatchedFrames := w.commitEntries + w.replyEntries
+					unbatchedBytes := unbatchedFrames * wire.HeaderSize
+					b.ReportMetric(float64(w.commitFrames), "commit_frames/5s")
+					b.ReportMetric(float64(w.replyFrames), "reply_frames/5s")
+					b.ReportMetric(float64(w.commitEntries), "commit_entries/5s")
+					b.ReportMetric(float64(w.replyEntries), "reply_entries/5s")
+					b.ReportMetric(float64(w.bytesSent), "bytes/5s")
+					b.ReportMetric(float64(unbatchedFrames), "unbatched_frames/5s")
+					b.ReportMetric(float64(unbatchedBytes), "unbatched_bytes/5s")
+					b.ReportMetric(float64(unbatchedFrames)/float64(max(frames, 1)), "frame_ratio")
+					b.ReportMetric(float64(unbatchedBytes)/float64(max(w.bytesSent, 1)), "byte_ratio")
+				}
+			})
+		}
+	}
+}
