@@ -20,6 +20,8 @@ const (
 	tagSidecarOpen
 	tagSidecarWrite
 	tagSidecarClose
+	tagPrewrite
+	tagDigestTruncate
 )
 
 func makeTag(kind, index uint64) uint64 { return kind<<56 | index }
@@ -206,6 +208,7 @@ func (l *Log) Flush() {
 		return
 	}
 	l.digestKick() // resumes a digest step parked on a full ring
+	l.prewriteKick()
 	if l.commit.stage == stageWritesDeferred {
 		l.queueWrites()
 		return
@@ -246,6 +249,12 @@ func (l *Log) startCommit() {
 	}
 	if !l.room(max(opens, 2*len(p.parts)+1)) {
 		return // retried at the next Flush
+	}
+	for i := range p.parts {
+		pt := &p.parts[i]
+		if l.prewriteBlocks(pt.seg, pt.pos, pt.pos+int64(pt.to-pt.from)) {
+			return // the zero write's completion flushes again
+		}
 	}
 	l.commit.pend, l.commit.flight = l.commit.flight, l.commit.pend
 	l.commit.wantSync = false
@@ -369,6 +378,7 @@ func (l *Log) finishCommit() {
 		pt := &f.parts[i]
 		pt.seg.size = pt.pos + int64(pt.to-pt.from)
 		pt.seg.end = pt.end
+		pt.seg.filled = max(pt.seg.filled, pt.seg.size)
 	}
 	assert.True(len(f.acks) > 0, "segment: group commit without appends")
 	assert.True(f.acks[len(f.acks)-1].end >= l.durable, "segment: durable tail went back")
@@ -378,8 +388,10 @@ func (l *Log) finishCommit() {
 	for _, a := range f.acks {
 		l.events.AppendDone(l.kind, a.token, a.end, nil)
 	}
-	for i := range f.parts {
-		l.queueDigestIfClosed(f.parts[i].seg)
+	// Segments closed by this group, including one that filled up in an earlier group and was
+	// closed only now, when the first batch of the next one became durable.
+	for i := len(l.segs) - 2; i >= 0 && !l.segs[i].digestQueued; i-- {
+		l.queueDigestIfClosed(l.segs[i])
 	}
 	f.reset()
 	l.commit.stage = stageIdle
@@ -389,6 +401,7 @@ func (l *Log) finishCommit() {
 
 // afterCommit lets work that waits for a quiet log proceed.
 func (l *Log) afterCommit() {
+	l.prewriteKick()
 	l.digestKick()
 	if l.quiet != nil {
 		l.quiet.logQuiet(l)
@@ -406,6 +419,10 @@ func (l *Log) Complete(c ring.Completion) {
 		l.onDigestRead(c)
 	case tagSidecarOpen, tagSidecarWrite, tagSidecarClose:
 		l.onSidecar(c)
+	case tagPrewrite:
+		l.onPrewrite(c)
+	case tagDigestTruncate:
+		l.onDigestTruncate(c)
 	default:
 		assert.True(false, "segment: completion with unknown tag")
 	}

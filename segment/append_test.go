@@ -296,3 +296,25 @@ func TestAppend_SmallRingBackpressure(t *testing.T) {
 		})
 	}
 }
+
+// A segment filled exactly by one group closes only when the next group's first batch rolls it;
+// it still gets its digest and sidecar.
+func TestAppend_SegmentFilledByEarlierGroupGetsSidecar(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		e.cfg.SegmentBytes = 4096
+		c := e.open()
+		defer e.close(c)
+		e.appendBatches(c, 4, 1, 1024-BatchHeaderSize, 1) // exactly 4096 bytes
+		if c.Records().Segments() != 1 {
+			t.Fatalf("%d segments before the roll", c.Records().Segments())
+		}
+		e.appendBatches(c, 1, 1, 1024-BatchHeaderSize, 1) // a group holding only the new segment
+		if err := c.Drain(); err != nil {
+			t.Fatal(err)
+		}
+		first := c.Records().segs[0]
+		if c.Records().Segments() != 2 || !first.sidecarSaved || !first.digestKnown {
+			t.Fatalf("segments %d, first sidecar %v digest %v", c.Records().Segments(), first.sidecarSaved, first.digestKnown)
+		}
+	})
+}

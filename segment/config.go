@@ -22,6 +22,10 @@ type Config struct {
 	// CursorSyncBytes: once this many cursor-event bytes are queued, the cursor log commits by
 	// itself instead of waiting for the caller's SyncCursors (default 256 KiB).
 	CursorSyncBytes int
+	// PrewriteBytes: when not zero, the log writes zeros this far ahead of the active segment's
+	// data, through the ring, so group commits overwrite allocated blocks (default 0: off; see
+	// docs/bench/segment.md for the trade-off). At least 4 KiB and at most SegmentBytes.
+	PrewriteBytes int
 	// Logger receives recovery warnings. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -76,6 +80,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ReadsMax %d below 1", ErrConfig, c.ReadsMax)
 	case c.DigestChunkBytes < 4<<10:
 		return fmt.Errorf("%w: DigestChunkBytes %d below 4 KiB", ErrConfig, c.DigestChunkBytes)
+	case c.PrewriteBytes != 0 && (c.PrewriteBytes < 4<<10 || int64(c.PrewriteBytes) > c.SegmentBytes):
+		return fmt.Errorf("%w: PrewriteBytes %d outside 4 KiB..SegmentBytes", ErrConfig, c.PrewriteBytes)
 	case c.CursorSyncBytes < 1:
 		return fmt.Errorf("%w: CursorSyncBytes %d below 1", ErrConfig, c.CursorSyncBytes)
 	}

@@ -101,7 +101,7 @@ func crashCheck(t *testing.T, dir string, b ring.Backend, reported uint64, run i
 }
 
 func crashConfig() Config {
-	return Config{SegmentBytes: 16 << 10, IndexIntervalBytes: 1 << 10, Logger: quietLogger()}
+	return Config{SegmentBytes: 16 << 10, IndexIntervalBytes: 1 << 10, PrewriteBytes: 8 << 10, Logger: quietLogger()}
 }
 
 // crashPrinter prints each durable end offset on stdout.

@@ -64,7 +64,10 @@ func (l *Log) queueDigestIfClosed(s *segment) {
 		return
 	}
 	s.digestQueued = true
-	l.dig.jobs = append(l.dig.jobs, digestJob{seg: s})
+	// Oldest first: the loop in finishCommit walks back from the newest.
+	l.dig.jobs = append(l.dig.jobs, digestJob{})
+	copy(l.dig.jobs[1:], l.dig.jobs)
+	l.dig.jobs[0] = digestJob{seg: s}
 }
 
 // requestSealDigest queues a seal digest. It runs once no group commit is in flight or queued,
@@ -94,6 +97,9 @@ func (l *Log) digestKick() {
 	if j.seal && (l.commit.busy() || len(l.commit.pend.acks) > 0) {
 		return // the seal covers a quiet log; afterCommit kicks again
 	}
+	if !j.seal && l.prewriteBusy(j.seg) {
+		return // the zero write's completion kicks again
+	}
 	d.jobs = append(d.jobs[:0], d.jobs[1:]...)
 	d.running = true
 	if d.buf == nil {
@@ -108,7 +114,24 @@ func (l *Log) digestKick() {
 		l.sealNext()
 		return
 	}
+	if j.seg.filled > j.seg.size {
+		// Prewritten zeros past the closed segment's data go before its digest and sidecar, so
+		// the sidecar's size matches the file.
+		d.seg = j.seg
+		l.digestStep(stepTruncate)
+		return
+	}
 	l.digestStart(j.seg, j.seg.size)
+}
+
+func (l *Log) onDigestTruncate(c ring.Completion) {
+	d := &l.dig
+	if err := c.Err(); err != nil {
+		l.digestFailed(fmt.Errorf("segment: truncate %s: %w", l.path(d.seg.base), err))
+		return
+	}
+	d.seg.filled = d.seg.size
+	l.digestStart(d.seg, d.seg.size)
 }
 
 // failDigestJobs drops the queued jobs of a failed log; a waiting seal learns why.
@@ -140,6 +163,7 @@ const (
 	stepSidecarOpen
 	stepSidecarWrite
 	stepSidecarClose
+	stepTruncate
 )
 
 // digestStep queues the operation of step, or parks it until digestKick when the ring is full
@@ -167,6 +191,10 @@ func (l *Log) digestStep(step uint8) {
 		if err = l.r.Write(l, makeTag(tagSidecarWrite, 0), d.sidecarFd, d.sidecarBuf, 0, 0); err != nil {
 			d.sidecarErr = fmt.Errorf("queue write: %w", err)
 			l.digestStep(stepSidecarClose)
+		}
+	case stepTruncate:
+		if err = l.r.Ftruncate(l, makeTag(tagDigestTruncate, 0), d.seg.fd, d.seg.size, 0); err != nil {
+			l.digestFailed(fmt.Errorf("segment: queue truncate: %w", err))
 		}
 	case stepSidecarClose:
 		if err = l.r.CloseFile(l, makeTag(tagSidecarClose, 0), d.sidecarFd, 0); err != nil {

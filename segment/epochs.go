@@ -109,6 +109,9 @@ func openEpochs(sr *syncRing, dirfd int, logger *slog.Logger) (*epochLog, error)
 	if err != nil {
 		return nil, err
 	}
+	if st.Size > int64(max(valid, epochsHeaderSize)) {
+		logger.Warn("segment: cut torn log epochs entry on open", "bytes_cut", st.Size-int64(valid), "entries", len(entries))
+	}
 	if valid < epochsHeaderSize {
 		var hdr [epochsHeaderSize]byte
 		binary.LittleEndian.PutUint32(hdr[0:], epochsMagic)
@@ -117,9 +120,6 @@ func openEpochs(sr *syncRing, dirfd int, logger *slog.Logger) (*epochLog, error)
 			return nil, fmt.Errorf("segment: write %s: %w", epochsName, err)
 		}
 		valid = epochsHeaderSize
-	}
-	if int64(valid) != st.Size {
-		logger.Warn("segment: cut torn log epochs entry on open", "bytes_cut", st.Size-int64(valid), "entries", len(entries))
 	}
 	if int64(valid) != st.Size || st.Size < epochsHeaderSize {
 		if err := sr.ftruncate(fd, int64(valid)); err != nil {

@@ -102,8 +102,9 @@ func FuzzOpenCorruptSegment(f *testing.F) {
 		}
 		defer e.close(c)
 		tail := c.Records().DurableTail()
-		if int64(len(data))-rep.Records.CutBytes != c.Records().SizeBytes() {
-			t.Fatalf("cut %d of %d bytes, log holds %d", rep.Records.CutBytes, len(data), c.Records().SizeBytes())
+		if int64(len(data))-rep.Records.CutBytes-rep.Records.ZeroTailBytes != c.Records().SizeBytes() {
+			t.Fatalf("cut %d and %d zero bytes of %d, log holds %d", rep.Records.CutBytes,
+				rep.Records.ZeroTailBytes, len(data), c.Records().SizeBytes())
 		}
 		if _, _, err := c.Verify(); err != nil {
 			t.Fatalf("verify after recovery: %v", err)

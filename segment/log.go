@@ -51,6 +51,7 @@ type segment struct {
 	digestKnown  bool
 	digestQueued bool
 	sidecarSaved bool
+	filled       int64 // bytes of the file known written: data, or prewritten zeros that completed
 }
 
 // active says whether s is the log's last segment, the one appends go to; every other segment is
@@ -81,6 +82,7 @@ type Log struct {
 	commit commitState
 	reads  readTable
 	dig    digestState
+	pw     prewriteState
 }
 
 // Head is the retained head: the lowest offset still in the log.
@@ -113,6 +115,7 @@ type RecoveryReport struct {
 	CutFile       string // the file where the cut happened, if any
 	CutPosition   int64  // byte position of the cut in CutFile
 	IndexRebuilds int    // sidecars rebuilt
+	ZeroTailBytes int64  // zeros past the last batch of a segment (prewritten space), truncated
 }
 
 // openLog opens or creates the log in dir and recovers its tail.
@@ -218,6 +221,12 @@ func (l *Log) recoverTail(settled int, rep *RecoveryReport) error {
 		}
 		rep.Scanned++
 		pos, err := l.scan(s)
+		if err == errZeroTail {
+			if err := l.truncateZeroTail(s, pos, rep); err != nil {
+				return err
+			}
+			err = nil
+		}
 		if err != nil {
 			if i <= settled {
 				return fmt.Errorf("segment: %s at byte %d: %w", l.path(s.base), pos, err)
@@ -248,7 +257,7 @@ func (l *Log) loadSidecar(s *segment) bool {
 		return false
 	}
 	s.end, s.wEnd = sc.end, sc.end
-	s.size, s.wSize = sc.size, sc.size
+	s.size, s.wSize, s.filled = sc.size, sc.size, sc.size
 	s.digest, s.digestKnown, s.digestQueued = sc.digest, true, true
 	s.maxTimestamp = sc.maxTimestamp
 	s.index = sc.index
@@ -290,10 +299,45 @@ func (l *Log) scan(s *segment) (int64, error) {
 		s.size += int64(sz)
 	}
 	s.wEnd, s.wSize = s.end, s.size
+	if scanErr != nil && allZero(buf[s.size:]) {
+		// Zeros from the last batch to the end of the file: space prewritten ahead of the data
+		// (Config.PrewriteBytes), or a file extended by a write that never landed. Neither holds
+		// data that was ever acknowledged; the caller truncates it without calling it a cut.
+		scanErr = errZeroTail
+	}
 	s.digest = xxhash.Sum64(buf[:s.size])
-	s.digestKnown = scanErr == nil
+	s.digestKnown = scanErr == nil || scanErr == errZeroTail
 	s.digestQueued = s.digestKnown
+	s.filled = s.size
 	return s.size, scanErr
+}
+
+// errZeroTail marks a scan that ended in zeros, not in a bad batch. It never leaves the package.
+var errZeroTail = errors.New("segment: zero tail")
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// truncateZeroTail drops the zeros past a segment's last batch (see scan) and makes it durable.
+func (l *Log) truncateZeroTail(s *segment, pos int64, rep *RecoveryReport) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(s.fd, &st); err != nil {
+		return fmt.Errorf("segment: fstat %s: %w", l.path(s.base), err)
+	}
+	rep.ZeroTailBytes += st.Size - pos
+	if err := l.sr.ftruncate(s.fd, pos); err != nil {
+		return fmt.Errorf("segment: truncate %s: %w", l.path(s.base), err)
+	}
+	if err := l.sr.fsync(s.fd, false); err != nil {
+		return fmt.Errorf("segment: fsync %s: %w", l.path(s.base), err)
+	}
+	return nil
 }
 
 // cutTail cuts a torn or corrupt tail found at byte pos of segment i: that segment is shortened to
