@@ -395,69 +395,76 @@ func BenchmarkPrealloc(b *testing.B) {
 // come from the runtime's malloc count over the log's groups only.
 func BenchmarkAppendInterleaved(b *testing.B) {
 	for _, g := range benchGroups() {
-		b.Run(fmt.Sprintf("group=%d", g), func(b *testing.B) {
-			benchBackends(b, func(b *testing.B, backend ring.Backend) {
-				e := benchEnv(b, backend)
-				c, _, err := Open(e.r, e.dir, e.cfg, &discardEvents{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer c.Close()
-				f, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer f.Close()
-				fd := int(f.Fd())
-				base := make([]byte, g*(BatchHeaderSize+1024))
-				var baseOff int64
-				payload := make([]byte, 1024)
-				h := BatchHeader{RecordCount: 1, Epoch: 1}
-				var segNs, baseNs int64
-				var mallocs uint64
-				var ms runtime.MemStats
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					runtime.ReadMemStats(&ms)
-					before := ms.Mallocs
-					t0 := time.Now()
-					for j := 0; j < g; j++ {
-						if _, err := c.Append(1, &h, payload); err != nil {
-							b.Fatal(err)
-						}
-					}
-					c.Flush()
-					for c.Records().DurableTail() != c.Records().NextOffset() {
-						if err := e.r.Wait(1); err != nil {
-							b.Fatal(err)
-						}
-						e.r.Dispatch()
-					}
-					t1 := time.Now()
-					runtime.ReadMemStats(&ms)
-					mallocs += ms.Mallocs - before
-					if _, err := unix.Pwrite(fd, base, baseOff); err != nil {
-						b.Fatal(err)
-					}
-					if err := unix.Fdatasync(fd); err != nil {
-						b.Fatal(err)
-					}
-					baseOff += int64(len(base))
-					t2 := time.Now()
-					segNs += t1.Sub(t0).Nanoseconds()
-					baseNs += t2.Sub(t1).Nanoseconds()
-				}
-				b.StopTimer()
-				n := float64(b.N)
-				b.ReportMetric(float64(segNs)/n, "log-ns/group")
-				b.ReportMetric(float64(baseNs)/n, "base-ns/group")
-				b.ReportMetric(n*float64(g)/(float64(segNs)/1e9), "log-records/s")
-				b.ReportMetric(n*float64(g)/(float64(baseNs)/1e9), "base-records/s")
-				b.ReportMetric(n*float64(g*1024)/(float64(segNs)/1e3), "log-MB/s")
-				b.ReportMetric(n*float64(g*1024)/(float64(baseNs)/1e3), "base-MB/s")
-				b.ReportMetric(float64(segNs)/float64(baseNs), "log/base")
-				b.ReportMetric(float64(mallocs)/(n*float64(g)), "allocs/record")
+		for _, pw := range []int{0, 1 << 20} {
+			b.Run(fmt.Sprintf("group=%d/prewrite=%d", g, pw), func(b *testing.B) {
+				benchAppendInterleaved(b, g, pw)
 			})
-		})
+		}
 	}
+}
+
+func benchAppendInterleaved(b *testing.B, g, prewrite int) {
+	benchBackends(b, func(b *testing.B, backend ring.Backend) {
+		e := benchEnv(b, backend)
+		e.cfg.PrewriteBytes = prewrite
+		c, _, err := Open(e.r, e.dir, e.cfg, &discardEvents{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		f, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		fd := int(f.Fd())
+		base := make([]byte, g*(BatchHeaderSize+1024))
+		var baseOff int64
+		payload := make([]byte, 1024)
+		h := BatchHeader{RecordCount: 1, Epoch: 1}
+		var segNs, baseNs int64
+		var mallocs uint64
+		var ms runtime.MemStats
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			runtime.ReadMemStats(&ms)
+			before := ms.Mallocs
+			t0 := time.Now()
+			for j := 0; j < g; j++ {
+				if _, err := c.Append(1, &h, payload); err != nil {
+					b.Fatal(err)
+				}
+			}
+			c.Flush()
+			for c.Records().DurableTail() != c.Records().NextOffset() {
+				if err := e.r.Wait(1); err != nil {
+					b.Fatal(err)
+				}
+				e.r.Dispatch()
+			}
+			t1 := time.Now()
+			runtime.ReadMemStats(&ms)
+			mallocs += ms.Mallocs - before
+			if _, err := unix.Pwrite(fd, base, baseOff); err != nil {
+				b.Fatal(err)
+			}
+			if err := unix.Fdatasync(fd); err != nil {
+				b.Fatal(err)
+			}
+			baseOff += int64(len(base))
+			t2 := time.Now()
+			segNs += t1.Sub(t0).Nanoseconds()
+			baseNs += t2.Sub(t1).Nanoseconds()
+		}
+		b.StopTimer()
+		n := float64(b.N)
+		b.ReportMetric(float64(segNs)/n, "log-ns/group")
+		b.ReportMetric(float64(baseNs)/n, "base-ns/group")
+		b.ReportMetric(n*float64(g)/(float64(segNs)/1e9), "log-records/s")
+		b.ReportMetric(n*float64(g)/(float64(baseNs)/1e9), "base-records/s")
+		b.ReportMetric(n*float64(g*1024)/(float64(segNs)/1e3), "log-MB/s")
+		b.ReportMetric(n*float64(g*1024)/(float64(baseNs)/1e3), "base-MB/s")
+		b.ReportMetric(float64(segNs)/float64(baseNs), "log/base")
+		b.ReportMetric(float64(mallocs)/(n*float64(g)), "allocs/record")
+	})
 }
