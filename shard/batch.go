@@ -53,7 +53,7 @@ func (s *Shard) appendGroup(gs *groupSlot, owed heartbeat.Members, state heartbe
 		if !owed.Has(i) {
 			continue
 		}
-		l := s.byNode[gs.nodes[i]]
+		l := gs.links[i]
 		if l == nil {
 			// A member on a node that is not a peer (misconfiguration): counted as a dropped send.
 			s.stats.EntriesDroppedLinkDown.Add(1)

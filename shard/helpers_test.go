@@ -39,7 +39,7 @@ func peersOf(nodes ...uint16) []shard.Peer {
 	return out
 }
 
-func offlineNode(t *testing.T, node uint16, shards int, peers []uint16, groups ...*shardtest.Group) *shard.Node {
+func offlineNode(t testing.TB, node uint16, shards int, peers []uint16, groups ...*shardtest.Group) *shard.Node {
 	t.Helper()
 	gs := make([]shard.Group, len(groups))
 	for i, g := range groups {

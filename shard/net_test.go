@@ -124,10 +124,11 @@ func TestStartStopLeavesNothingBehind(t *testing.T) {
 	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
 	cycle()
 	cycle()
-	if got := runtime.NumGoroutine(); got != goroutines {
+	// A leak raises the counts; a goroutine of an earlier test ending meanwhile may only lower them.
+	if got := runtime.NumGoroutine(); got > goroutines {
 		t.Errorf("goroutines %d after Stop, %d before", got, goroutines)
 	}
-	if got := openFDs(t); got != fds {
+	if got := openFDs(t); got > fds {
 		t.Errorf("open fds %d after Stop, %d before", got, fds)
 	}
 }

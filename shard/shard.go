@@ -49,6 +49,7 @@ type groupSlot struct {
 	primIdx uint8
 	self    uint8
 	nodes   [heartbeat.MembersMax]uint16 // member index -> node id (0: not a member)
+	links   [heartbeat.MembersMax]*link  // member index -> this shard's link to its node (nil: none)
 	primary heartbeat.Primary
 	backup  heartbeat.Backup
 	save    saveState
@@ -249,10 +250,12 @@ func (s *Shard) restartGroup(gs *groupSlot, role Role, view uint32, prim uint8) 
 	g := gs.g
 	gs.role, gs.view, gs.primIdx, gs.self = role, view, prim, g.Self()
 	gs.nodes = [heartbeat.MembersMax]uint16{}
+	gs.links = [heartbeat.MembersMax]*link{}
 	var backups heartbeat.Members
 	for _, m := range g.Members() {
 		assert.True(m.Index < heartbeat.MembersMax, "shard: member index out of range")
 		gs.nodes[m.Index] = m.Node
+		gs.links[m.Index] = s.byNode[m.Node]
 		if m.Index != gs.self {
 			backups |= heartbeat.MemberOf(m.Index)
 		}
