@@ -230,9 +230,10 @@ func (l *Log) Sync() {
 	}
 }
 
-// Busy says whether a group commit, digest or read is in flight, or appends are queued.
+// Busy says whether a group commit, digest, read or prewrite is in flight, or appends are queued.
 func (l *Log) Busy() bool {
-	return l.commit.busy() || len(l.commit.pend.acks) > 0 || l.dig.running || len(l.dig.jobs) > 0 || l.reads.used > 0
+	return l.commit.busy() || len(l.commit.pend.acks) > 0 || l.dig.running || len(l.dig.jobs) > 0 ||
+		l.reads.used > 0 || l.pw.inFlight
 }
 
 // room says whether n more operations fit the ring even if all in flight were still queued, so

@@ -77,7 +77,7 @@ func (l *Log) shorten(s *segment, off uint64, pos int64) error {
 		k--
 	}
 	s.index = s.index[:k]
-	s.size, s.wSize = pos, pos
+	s.size, s.wSize, s.filled = pos, pos, pos
 	s.end, s.wEnd = off, off
 	s.digestKnown, s.digestQueued, s.sidecarSaved = false, false, false
 	return nil

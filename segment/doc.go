@@ -45,16 +45,23 @@
 //   - Recovery: the segments after the last one with a valid sidecar are the unsettled tail (a
 //     crash can only have torn them, since a sidecar is written after its segment is durable and
 //     one group commit is in flight at a time). The first bad batch there is cut with everything
-//     after it, with a slog warning giving the file, position and bytes cut; what open read is
+//     after it, with a slog warning giving the file, position and bytes cut; so is a segment that
+//     does not start where the previous one ends (a group that crossed a roll writes both files
+//     in parallel chains, and a crash can land the second without the first). Zeros from the last
+//     batch to the end of a file are prewritten space, not damage: they are truncated and counted
+//     apart (RecoveryReport.ZeroTailBytes), and the segments after them stay. What open read is
 //     fdatasynced before it is reported durable. A bad batch, gap or size mismatch in a settled
 //     segment is an error naming the file and byte. Settled segments are trusted on open (their
 //     sidecar is checked against the file size only); Verify recomputes their digests.
-//   - Preallocation: segments are not fallocated or recycled. Measured on this machine
-//     (docs/bench/segment.md, BenchmarkPrealloc), a 4 KiB write + fdatasync into fallocate'd space
-//     cost as much as or more than on a growing file (the unwritten extents' conversion is
-//     journalled), while prewritten blocks were about 2x cheaper. Prewriting doubles the bytes
-//     written, and recycling would need a rename on the roll path (the ring contract has no
-//     renameat) or file names that do not carry the base offset; both are left for later.
+//   - Preallocation: segments are never fallocated. Measured on this machine (docs/bench/segment.md,
+//     BenchmarkPrealloc), a 4 KiB write + fdatasync into fallocate'd space cost as much as or more
+//     than on a growing file (the unwritten extents' conversion is journalled), while prewritten
+//     blocks were about 2x cheaper. So the log can prewrite instead (Config.PrewriteBytes): zeros
+//     written through the ring ahead of the active segment's data, reaching the disk with the next
+//     group commit; a closed segment is cut back to its data (async ftruncate) before its digest
+//     and sidecar. It doubles the bytes written, so it is off by default (see the benchmark page
+//     for the measured trade-off). Recycling old segments would need a rename on the roll path
+//     (the ring contract has no renameat) or file names without the base offset: not done.
 //   - The seal digest is xxhash64 over (base, size, file digest) of each retained segment, so two
 //     copies with the same bytes in the same segments agree. Appends queued before a seal are
 //     committed and covered; appends from an epoch below the fence are refused from the call on.

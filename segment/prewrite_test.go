@@ -80,3 +80,35 @@ func TestRecovery_ZeroTailInClosedSegmentKeepsLaterData(t *testing.T) {
 		}
 	})
 }
+
+// Cut, append and reopen with prewriting on: the zeros past a cut never read as records.
+func TestPrewrite_CutThenAppendThenReopen(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		e.cfg.SegmentBytes = 64 << 10
+		e.cfg.PrewriteBytes = 16 << 10
+		c := e.open()
+		e.appendBatches(c, 100, 1, 1000, 1)
+		if err := c.Cut(90, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Cut(30, 0); err != nil {
+			t.Fatal(err)
+		}
+		e.appendBatches(c, 50, 1, 1000, 1)
+		if err := c.Drain(); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.readAll(c, 1000); got != 80 {
+			t.Fatalf("read %d of 80", got)
+		}
+		e.close(c)
+		c, rep := e.openReport()
+		defer e.close(c)
+		if rep.Records.CutBytes != 0 || c.Records().DurableTail() != 80 {
+			t.Fatalf("reopen %+v tail %d", rep.Records, c.Records().DurableTail())
+		}
+		if got := e.readAll(c, 1000); got != 80 {
+			t.Fatalf("read %d of 80 after reopen", got)
+		}
+	})
+}
