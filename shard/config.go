@@ -65,6 +65,9 @@ type Config struct {
 	// ReconnectBaseTicks and ReconnectMaxTicks bound the reconnect backoff (defaults 10 and 200).
 	ReconnectBaseTicks uint64
 	ReconnectMaxTicks  uint64
+	// HandshakeTimeoutTicks bounds connect plus handshake, on both ends (default 500): a peer that
+	// accepts but never answers cannot hold a link or a connection forever.
+	HandshakeTimeoutTicks uint64
 	// Seed seeds each shard's jitter source (math/rand/v2 PCG, mixed with node and shard).
 	Seed uint64
 
@@ -106,6 +109,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReconnectMaxTicks == 0 {
 		c.ReconnectMaxTicks = 200
+	}
+	if c.HandshakeTimeoutTicks == 0 {
+		c.HandshakeTimeoutTicks = 500
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

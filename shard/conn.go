@@ -40,6 +40,7 @@ type conn struct {
 	replyOff     int
 	recvInFlight bool
 	sendInFlight bool
+	acceptTick   uint64 // the handshake must finish within HandshakeTimeoutTicks of it
 }
 
 // armAccept posts an Accept on the node's listener.
@@ -71,7 +72,8 @@ func (s *Shard) onAccept(c ring.Completion) {
 	}
 	s.armAccept()
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	cn := &conn{s: s, fd: fd, state: connHandshaking, recv: newReceiver(wire.HeaderSize)}
+	cn := &conn{s: s, fd: fd, state: connHandshaking, recv: newReceiver(wire.HeaderSize),
+		acceptTick: s.tick.Number}
 	s.conns = append(s.conns, cn)
 	cn.postRecv()
 }
@@ -252,6 +254,18 @@ func (s *Shard) removeConn(cn *conn) {
 		if c == cn {
 			s.conns = append(s.conns[:i], s.conns[i+1:]...)
 			return
+		}
+	}
+}
+
+// expireHandshakes closes accepted connections whose handshake did not finish in time.
+func (s *Shard) expireHandshakes() {
+	for i := len(s.conns) - 1; i >= 0; i-- { // backwards: close may remove s.conns[i]
+		cn := s.conns[i]
+		if (cn.state == connHandshaking || cn.state == connReplying) &&
+			s.tick.Number-cn.acceptTick >= s.cfg.HandshakeTimeoutTicks {
+			s.stats.HandshakeErrors.Add(1)
+			cn.close()
 		}
 	}
 }

@@ -60,6 +60,7 @@ type link struct {
 
 	attempts  uint
 	retryTick uint64
+	dialTick  uint64 // tick of the last connect: connect and handshake must finish in time
 	lastErr   error
 }
 
@@ -92,10 +93,20 @@ func sockaddrOf(ap netip.AddrPort) (unix.Sockaddr, error) {
 
 func (l *link) isUp() bool { return l.state == linkUp }
 
-// onTick reconnects a link whose backoff has passed.
+// onTick reconnects a link whose backoff has passed, and gives up on a connect or handshake that
+// took longer than HandshakeTimeoutTicks.
 func (l *link) onTick() {
-	if l.state == linkDown && l.s.tick.Number >= l.retryTick {
-		l.connect()
+	now := l.s.tick.Number
+	switch l.state {
+	case linkDown:
+		if now >= l.retryTick {
+			l.connect()
+		}
+	case linkConnecting, linkHandshaking:
+		if now-l.dialTick >= l.s.cfg.HandshakeTimeoutTicks {
+			l.s.stats.HandshakeErrors.Add(1)
+			l.fail(errHandshakeTimeout)
+		}
 	}
 }
 
@@ -119,6 +130,7 @@ func (l *link) connect() {
 	}
 	l.connInFlight = true
 	l.state = linkConnecting
+	l.dialTick = l.s.tick.Number
 	l.s.stats.LinkConnects.Add(1)
 }
 
@@ -421,4 +433,8 @@ func (l *link) shutdown() {
 	l.fail(errStopping)
 }
 
-var errStopping = errors.New("shard: stopping")
+// Reasons a link closes that are not I/O errors; they are logged and kept as the link's last error.
+var (
+	errStopping         = errors.New("shard: stopping")
+	errHandshakeTimeout = errors.New("shard: connect and handshake took longer than HandshakeTimeoutTicks")
+)

@@ -421,3 +421,41 @@ func TestPinCoresPinsEachShard(t *testing.T) {
 		}
 	}
 }
+
+// A peer that accepts the link but never answers the handshake cannot hold it: after
+// HandshakeTimeoutTicks the link gives up, counts it and reconnects; a dialer that never sends its
+// handshake is closed by the acceptor in the same time.
+func TestHandshakeTimeoutOnBothEnds(t *testing.T) {
+	var w watcher
+	peer := newRawPeer(t, 2)
+	n, err := shard.NewNode(shard.Config{Node: 1, Cluster: testCluster, Tick: time.Millisecond,
+		Schedule: testTicks, Logger: quietLogger(), HandshakeTimeoutTicks: 20, ReconnectBaseTicks: 2,
+		ReconnectMaxTicks: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.SetTickHook(w.hook)
+	if err := n.Start([]shard.Peer{{Node: 2, Addr: peer.addr()}}); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	first, err := peer.ln.Accept() // accepted, never answered
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	st := n.Shards()[0].Stats()
+	w.wait(t, "dialer handshake timeout", func() bool { return st.HandshakeErrors.Load() >= 1 })
+	peer.accept(t, wire.Revision) // the reconnect, answered this time
+	w.wait(t, "link up", linksUp(n, true))
+
+	silent, err := net.Dial("tcp", n.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	silent.SetReadDeadline(time.Now().Add(liveness))
+	if k, err := silent.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("read %d bytes, %v; want the acceptor to close a silent dialer", k, err)
+	}
+}

@@ -207,6 +207,9 @@ func (s *Shard) runTick(nowNs uint64) {
 	for _, l := range s.links {
 		l.onTick()
 	}
+	if s.accept {
+		s.expireHandshakes()
+	}
 }
 
 // pollGroups reads each group's role, view and commit, restarts schedules on a change, plans the
