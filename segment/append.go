@@ -175,9 +175,18 @@ func (l *Log) segmentFor(size int) *segment {
 		return l.segs[len(l.segs)-1]
 	}
 	s := &segment{base: l.next, end: l.next, wEnd: l.next, fd: -1}
-	s.index = make([]indexEntry, 0, l.cfg.SegmentBytes/l.cfg.IndexIntervalBytes+1)
+	l.reserveIndex(s)
 	l.segs = append(l.segs, s)
 	return s
+}
+
+// reserveIndex gives the active segment's index the capacity of a full segment, so appending
+// index entries never allocates.
+func (l *Log) reserveIndex(s *segment) {
+	n := int(l.cfg.SegmentBytes/l.cfg.IndexIntervalBytes) + 2
+	if cap(s.index) < n {
+		s.index = append(make([]indexEntry, 0, n), s.index...)
+	}
 }
 
 // queued records a batch just copied into the pending group at buf[start:start+size].

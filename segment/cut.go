@@ -77,6 +77,7 @@ func (l *Log) shorten(s *segment, off uint64, pos int64) error {
 		k--
 	}
 	s.index = s.index[:k]
+	l.reserveIndex(s)
 	s.size, s.wSize, s.filled = pos, pos, pos
 	s.end, s.wEnd = off, off
 	s.digestKnown, s.digestQueued, s.sidecarSaved = false, false, false

@@ -199,6 +199,7 @@ func (l *Log) load(rep *RecoveryReport) error {
 		}
 	}
 	last.digestKnown, last.digestQueued, last.sidecarSaved = false, false, false
+	l.reserveIndex(last)
 	return nil
 }
 
@@ -386,6 +387,7 @@ func (l *Log) createFirst() error {
 		return fmt.Errorf("segment: create %s: %w", l.path(0), err)
 	}
 	l.segs = append(l.segs, &segment{fd: fd})
+	l.reserveIndex(l.segs[0])
 	if err := l.sr.fsync(l.dirfd, false); err != nil {
 		return fmt.Errorf("segment: fsync %s: %w", l.dir, err)
 	}
