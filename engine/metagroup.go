@@ -48,6 +48,8 @@ type MetaGroupConfig struct {
 }
 
 // ProposeResult is the outcome of a proposal: the committed op's number and result, or why not.
+// vsr.ErrNotPrimary after the proposal was accepted means the replica lost its primacy with the op in
+// flight: its outcome is unknown, and the proposer retries with the same client and request.
 type ProposeResult struct {
 	Op     uint64
 	Result []byte
@@ -278,6 +280,14 @@ func (g *MetaGroup) pump() {
 				ch <- ProposeResult{Op: rep.Op, Result: append([]byte(nil), rep.Result...)}
 				delete(g.waiters, key)
 			}
+		}
+	}
+	if len(g.waiters) > 0 && !g.replica.IsPrimary() {
+		// The op may still commit in the next view: the proposer retries with the same request
+		// number, and the client table answers it without applying it twice.
+		for key, ch := range g.waiters {
+			ch <- ProposeResult{Err: vsr.ErrNotPrimary}
+			delete(g.waiters, key)
 		}
 	}
 	g.publish()

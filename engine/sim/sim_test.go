@@ -71,3 +71,31 @@ func TestSim_RegressionSeeds(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSimSeed is one whole seeded run (fault phase and liveness phase); BenchmarkSimSeedNoFaults
+// is the same cluster shape with every fault off, the baseline for the cost of the faults.
+func BenchmarkSimSeed(b *testing.B) {
+	var ticks uint64
+	for i := 0; i < b.N; i++ {
+		st, err := Run(Draw(uint64(i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ticks += st.Ticks
+	}
+	b.ReportMetric(float64(ticks)/float64(b.N), "ticks/seed")
+}
+
+func BenchmarkSimSeedNoFaults(b *testing.B) {
+	var ticks uint64
+	for i := 0; i < b.N; i++ {
+		o := Draw(uint64(i))
+		o.DropPPM, o.DuplicatePPM, o.CorruptPPM, o.PartitionPPM, o.CrashPPM = 0, 0, 0, 0, 0
+		st, err := Run(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ticks += st.Ticks
+	}
+	b.ReportMetric(float64(ticks)/float64(b.N), "ticks/seed")
+}
