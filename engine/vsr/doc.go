@@ -38,6 +38,11 @@
 //   - A replica that restarts as the primary of its view starts a view change instead of resuming: it
 //     may have prepared ops it never persisted. The primary counts an op toward commit only once its own
 //     persist of it is durable, so a replica that restarts with no superblock lost nothing committed.
+//   - The client table keeps ClientsMax sessions and evicts the one whose last op is oldest; a client
+//     evicted and then retrying an old request could have it applied again (the usual VSR limit; the
+//     metadata group's clients are the nodes, far fewer than the default 4096).
+//   - The superblock's commit is written whenever the superblock is, not each time the commit moves: a
+//     replica that restarts re-applies up to the commit it saved and learns the rest from the primary.
 //   - Checkpoints every CheckpointOps commits; the log keeps the entries since the previous checkpoint.
 //     The on-disk log is not compacted (a known limit; the metadata group's ops are few and small).
 package vsr
