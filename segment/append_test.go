@@ -59,6 +59,7 @@ func TestAppend_MillionRecordsReopenAndReadBack(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		e.cfg.SegmentBytes = 16 << 20
 		e.cfg.IndexIntervalBytes = 4 << 10
+		e.cfg.PrewriteBytes = -1 // the rest of the suite runs with the default prewrite
 		c := e.open()
 		const batches, perBatch, recSize = 1_000_000, 1, 16
 		e.appendBatches(c, batches, perBatch, recSize, 1)

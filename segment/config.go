@@ -22,9 +22,10 @@ type Config struct {
 	// CursorSyncBytes: once this many cursor-event bytes are queued, the cursor log commits by
 	// itself instead of waiting for the caller's SyncCursors (default 256 KiB).
 	CursorSyncBytes int
-	// PrewriteBytes: when not zero, the log writes zeros this far ahead of the active segment's
-	// data, through the ring, so group commits overwrite allocated blocks (default 0: off; see
-	// docs/bench/segment.md for the trade-off). At least 4 KiB and at most SegmentBytes.
+	// PrewriteBytes: the record log writes zeros this far ahead of the active segment's data,
+	// through the ring, so group commits overwrite blocks already allocated and written (default
+	// 1 MiB, or SegmentBytes if smaller; -1 turns it off; otherwise 4 KiB..SegmentBytes). The
+	// cursor log never prewrites: its commits are rare. See docs/bench/segment.md.
 	PrewriteBytes int
 	// Logger receives recovery warnings. Nil means slog.Default().
 	Logger *slog.Logger
@@ -37,6 +38,7 @@ const (
 	defaultReadsMax           = 64
 	defaultDigestChunkBytes   = 1 << 20
 	defaultCursorSyncBytes    = 256 << 10
+	defaultPrewriteBytes      = 1 << 20
 )
 
 // withDefaults returns c with every zero field set to its default.
@@ -55,6 +57,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DigestChunkBytes == 0 {
 		c.DigestChunkBytes = defaultDigestChunkBytes
+	}
+	if c.PrewriteBytes == 0 {
+		c.PrewriteBytes = int(min(defaultPrewriteBytes, c.SegmentBytes))
 	}
 	if c.CursorSyncBytes == 0 {
 		c.CursorSyncBytes = defaultCursorSyncBytes
@@ -80,8 +85,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ReadsMax %d below 1", ErrConfig, c.ReadsMax)
 	case c.DigestChunkBytes < 4<<10:
 		return fmt.Errorf("%w: DigestChunkBytes %d below 4 KiB", ErrConfig, c.DigestChunkBytes)
-	case c.PrewriteBytes != 0 && (c.PrewriteBytes < 4<<10 || int64(c.PrewriteBytes) > c.SegmentBytes):
-		return fmt.Errorf("%w: PrewriteBytes %d outside 4 KiB..SegmentBytes", ErrConfig, c.PrewriteBytes)
+	case c.PrewriteBytes != -1 && (c.PrewriteBytes < 4<<10 || int64(c.PrewriteBytes) > c.SegmentBytes):
+		return fmt.Errorf("%w: PrewriteBytes %d is neither -1 nor in 4 KiB..SegmentBytes", ErrConfig, c.PrewriteBytes)
 	case c.CursorSyncBytes < 1:
 		return fmt.Errorf("%w: CursorSyncBytes %d below 1", ErrConfig, c.CursorSyncBytes)
 	}

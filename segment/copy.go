@@ -124,6 +124,7 @@ func (c *Copy) open(rep *OpenReport) error {
 		return err
 	}
 	c.records.commit.auto = true
+	c.cursors.cfg.PrewriteBytes = -1
 	c.records.quiet, c.cursors.quiet = c, c
 	if c.epochs, err = openEpochs(c.sr, c.dirfd, c.cfg.Logger); err != nil {
 		return err
@@ -509,6 +510,9 @@ func (c *Copy) Close() error {
 		return nil
 	}
 	err := c.Drain()
+	if err == nil {
+		err = c.records.trimPrewritten()
+	}
 	c.closeFiles()
 	c.closed = true
 	return err

@@ -18,6 +18,7 @@ const (
 	crashDirEnv         = "SEGMENT_CRASH_DIR"
 	crashBackendEnv     = "SEGMENT_CRASH_BACKEND"
 	crashSeedEnv        = "SEGMENT_CRASH_SEED"
+	crashPrewriteEnv    = "SEGMENT_CRASH_PREWRITE"
 	crashRecSize        = 200
 	crashRunsPerBackend = 30
 )
@@ -52,8 +53,13 @@ func TestCrash_KilledWriterLosesNothingReportedDurable(t *testing.T) {
 func crashRun(t *testing.T, dir string, b ring.Backend, lines int, seed uint64) uint64 {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrash_Child$", "-test.count=1")
+	// Half the runs prewrite zeros ahead of the data (the default), half do not.
+	prewrite := strconv.Itoa(8 << 10)
+	if seed%2 == 0 {
+		prewrite = "-1"
+	}
 	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, crashBackendEnv+"="+string(b),
-		crashSeedEnv+"="+strconv.FormatUint(seed, 10))
+		crashSeedEnv+"="+strconv.FormatUint(seed, 10), crashPrewriteEnv+"="+prewrite)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +89,7 @@ func crashCheck(t *testing.T, dir string, b ring.Backend, reported uint64, run i
 	defer runtime.UnlockOSThread()
 	e := newEnv(t, ring.Config{Backend: b, Entries: 256})
 	e.dir = dir
-	e.cfg = crashConfig()
+	e.cfg = crashConfig(8 << 10)
 	c, rep, err := Open(e.r, e.dir, e.cfg, e.ev)
 	if err != nil {
 		t.Fatalf("run %d: open after SIGKILL: %v", run, err)
@@ -100,8 +106,8 @@ func crashCheck(t *testing.T, dir string, b ring.Backend, reported uint64, run i
 	}
 }
 
-func crashConfig() Config {
-	return Config{SegmentBytes: 16 << 10, IndexIntervalBytes: 1 << 10, PrewriteBytes: 8 << 10, Logger: quietLogger()}
+func crashConfig(prewrite int) Config {
+	return Config{SegmentBytes: 16 << 10, IndexIntervalBytes: 1 << 10, PrewriteBytes: prewrite, Logger: quietLogger()}
 }
 
 // crashPrinter prints each durable end offset on stdout.
@@ -133,7 +139,8 @@ func TestCrash_Child(t *testing.T) {
 		os.Exit(2)
 	}
 	p := &crashPrinter{w: bufio.NewWriter(os.Stdout)}
-	c, _, err := Open(r, dir, crashConfig(), p)
+	prewrite, _ := strconv.Atoi(os.Getenv(crashPrewriteEnv))
+	c, _, err := Open(r, dir, crashConfig(prewrite), p)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(2)

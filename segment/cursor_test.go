@@ -168,6 +168,7 @@ func TestEpochs_ReadBackAndTornEntryCut(t *testing.T) {
 func TestRetention_ByBytesAndAge(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		e.cfg.SegmentBytes = 8 << 10
+		e.cfg.PrewriteBytes = -1
 		c := e.open()
 		defer e.close(c)
 		e.appendBatches(c, 80, 1, 1000, 1) // timestamps = offsets

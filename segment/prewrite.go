@@ -1,6 +1,8 @@
 package segment
 
 import (
+	"fmt"
+
 	"github.com/ringstream/ringstream/internal/assert"
 	"github.com/ringstream/ringstream/ring"
 )
@@ -24,7 +26,7 @@ type prewriteState struct {
 func (l *Log) prewriteKick() {
 	chunk := int64(l.cfg.PrewriteBytes)
 	pw := &l.pw
-	if chunk == 0 || pw.inFlight || pw.off || l.failed != nil || l.shut {
+	if chunk <= 0 || pw.inFlight || pw.off || l.failed != nil || l.shut {
 		return
 	}
 	s := l.segs[len(l.segs)-1]
@@ -73,3 +75,17 @@ func (l *Log) prewriteBlocks(s *segment, pos, end int64) bool {
 
 // prewriteBusy says whether a zero write to s is in flight.
 func (l *Log) prewriteBusy(s *segment) bool { return l.pw.inFlight && l.pw.seg == s }
+
+// trimPrewritten cuts the active segment's file back to its data on a clean close, so the files a
+// closed copy leaves hold exactly its batches. Synchronous (Close).
+func (l *Log) trimPrewritten() error {
+	s := l.segs[len(l.segs)-1]
+	if s.fd < 0 || s.filled <= s.size {
+		return nil
+	}
+	if err := l.sr.ftruncate(s.fd, s.size); err != nil {
+		return fmt.Errorf("segment: truncate %s: %w", l.path(s.base), err)
+	}
+	s.filled = s.size
+	return nil
+}
