@@ -110,7 +110,7 @@ func newFallback(cfg Config, reason string) (*fallbackRing, error) {
 	return r, nil
 }
 
-func (r *fallbackRing) Info() Info { return r.info }
+func (r *fallbackRing) Info() Info { return cloneInfo(r.info) }
 
 // queue takes a slot for a new operation, or reports back-pressure or a closed ring.
 func (r *fallbackRing) queue(h Handler, tag uint64, op Opcode, fl Flags) (int32, *slot, error) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -85,4 +86,13 @@ func errnoOf(err error) int32 {
 		return -int32(errno)
 	}
 	return -int32(unix.EIO)
+}
+
+// cloneInfo copies info's slices, so a caller that edits what Info returned cannot change the ring's.
+func cloneInfo(info Info) Info {
+	info.SetupFlags = slices.Clone(info.SetupFlags)
+	info.SetupRefused = slices.Clone(info.SetupRefused)
+	info.Features = slices.Clone(info.Features)
+	info.Ops = slices.Clone(info.Ops)
+	return info
 }

@@ -31,6 +31,9 @@
 //     full inbox completes the sender's MsgRing with EOVERFLOW. Senders keep their own bound (as the
 //     shard-pair queues do), so it is a guard, not flow control. The io_uring backend has no such
 //     limit: the kernel keeps overflowed CQEs (IORING_FEAT_NODROP) and Dispatch flushes them.
+//   - Under DEFER_TASKRUN the kernel posts completions only while the owning thread is inside
+//     io_uring_enter with GETEVENTS, which Wait always asks for; Submit alone never makes completions
+//     appear. A loop that must not block collects them with Wait(0) before Dispatch.
 //   - The fallback's timers have millisecond resolution in epoll_wait (deadlines are rounded up), so a
 //     timeout never fires early.
 package ring

@@ -243,7 +243,7 @@ func (r *uringRing) register(op uintptr, arg unsafe.Pointer, n int) unix.Errno {
 	}
 }
 
-func (r *uringRing) Info() Info { return r.info }
+func (r *uringRing) Info() Info { return cloneInfo(r.info) }
 
 // queue takes a slot and an SQE for a new operation. The SQE is zeroed and carries the opcode, the
 // submission flags and the user_data; the caller fills the rest before the next Submit publishes it.
