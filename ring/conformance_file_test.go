@@ -393,6 +393,22 @@ func testRegisteredFiles(t *testing.T, newRing newRingFunc) {
 	if string(got) != "fixed-file" {
 		t.Fatalf("file holds %q", got)
 	}
+	// Neither backend closes a registered file through CloseFile, nor reads past the table.
+	if err := r.CloseFile(rec, 3, 0, FixedFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Read(rec, 4, 1, make([]byte, 4), 0, FixedFile); err != nil {
+		t.Fatal(err)
+	}
+	drive(t, r, rec, 4)
+	for _, tag := range []uint64{3, 4} {
+		if err := rec.byTag(t, tag).Err(); !errors.Is(err, unix.EBADF) {
+			t.Fatalf("tag %d: %v, want EBADF", tag, err)
+		}
+	}
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_GETFD, 0); err != nil {
+		t.Fatalf("the registered file was closed: %v", err)
+	}
 	if err := r.UnregisterFiles(); err != nil {
 		t.Fatal(err)
 	}

@@ -232,6 +232,9 @@ func (r *fallbackRing) complete(idx int32, res int32, flags uint32) {
 func (r *fallbackRing) execute(idx int32, s *slot) (res int32, parked bool) {
 	fd := s.fd
 	if s.flags&FixedFile != 0 && s.op != OpNop {
+		if s.op == OpClose || s.op == OpOpenat {
+			return -int32(unix.EBADF), false // as the kernel: these never take a registered file
+		}
 		if fd < 0 || fd >= len(r.registeredFiles) {
 			return -int32(unix.EBADF), false
 		}

@@ -34,6 +34,8 @@
 //   - Under DEFER_TASKRUN the kernel posts completions only while the owning thread is inside
 //     io_uring_enter with GETEVENTS, which Wait always asks for; Submit alone never makes completions
 //     appear. A loop that must not block collects them with Wait(0) before Dispatch.
+//   - The fallback ignores Async (there is no worker pool to force), and refuses FixedFile on
+//     CloseFile and Openat with EBADF, as the kernel does.
 //   - The fallback's timers have millisecond resolution in epoll_wait (deadlines are rounded up), so a
 //     timeout never fires early.
 package ring
