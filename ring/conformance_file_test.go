@@ -413,3 +413,35 @@ func testRegisteredFiles(t *testing.T, newRing newRingFunc) {
 		t.Fatal(err)
 	}
 }
+
+// testRegistrationErrors: registering twice, unregistering nothing and registering an empty table
+// fail the same way on both backends (EBUSY, ENXIO, EINVAL, as the kernel answers).
+func testRegistrationErrors(t *testing.T, newRing newRingFunc) {
+	r := testRing(t, newRing, 8)
+	f := tempFile(t)
+	checks := []struct {
+		name string
+		err  error
+		want unix.Errno
+	}{
+		{"unregister files when none", r.UnregisterFiles(), unix.ENXIO},
+		{"unregister buffers when none", r.UnregisterBuffers(), unix.ENXIO},
+		{"register no files", r.RegisterFiles(nil), unix.EINVAL},
+		{"register no buffers", r.RegisterBuffers(nil), unix.EINVAL},
+		{"register files", r.RegisterFiles([]int{int(f.Fd())}), 0},
+		{"register files again", r.RegisterFiles([]int{int(f.Fd())}), unix.EBUSY},
+		{"register buffers", r.RegisterBuffers([][]byte{make([]byte, 4096)}), 0},
+		{"register buffers again", r.RegisterBuffers([][]byte{make([]byte, 4096)}), unix.EBUSY},
+	}
+	for _, c := range checks {
+		if c.want == 0 {
+			if c.err != nil {
+				t.Fatalf("%s: %v", c.name, c.err)
+			}
+			continue
+		}
+		if !errors.Is(c.err, c.want) {
+			t.Fatalf("%s: %v, want %v", c.name, c.err, c.want)
+		}
+	}
+}

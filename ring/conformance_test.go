@@ -94,6 +94,7 @@ func runConformance(t *testing.T, newRing newRingFunc) {
 		{"MixedOps100k", testMixedOps100k},
 		{"RegisteredBuffers", testRegisteredBuffers},
 		{"RegisteredFiles", testRegisteredFiles},
+		{"RegistrationErrors", testRegistrationErrors},
 		{"MsgRingBetweenRings", testMsgRingBetweenRings},
 		{"ClosedRing", testClosedRing},
 		{"AcceptConnectSendRecvTCP", testSendRecvTCP},

@@ -105,6 +105,9 @@ func (r *fallbackRing) RegisterFiles(fds []int) error {
 	if r.closed {
 		return ErrClosed
 	}
+	if len(fds) == 0 {
+		return fmt.Errorf("ring: register files: %w", unix.EINVAL)
+	}
 	if r.registeredFiles != nil {
 		return fmt.Errorf("ring: register files: %w", unix.EBUSY)
 	}
@@ -123,6 +126,9 @@ func (r *fallbackRing) UnregisterFiles() error {
 func (r *fallbackRing) RegisterBuffers(bufs [][]byte) error {
 	if r.closed {
 		return ErrClosed
+	}
+	if len(bufs) == 0 {
+		return fmt.Errorf("ring: register buffers: %w", unix.EINVAL)
 	}
 	if r.registeredBufs != nil {
 		return fmt.Errorf("ring: register buffers: %w", unix.EBUSY)
