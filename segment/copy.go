@@ -168,8 +168,11 @@ func (c *Copy) clampCursors() int {
 	return n
 }
 
-// Records and Cursors give the two logs (reads, tails, heads).
+// Records gives the record log: reads, tails, head, verify.
 func (c *Copy) Records() *Log { return c.records }
+
+// Cursors gives the cursor event log for reads (followers catching up), tails and head. Append
+// cursor events through CommitCursor or AppendCursorEncoded, which keep the cursor map in step.
 func (c *Copy) Cursors() *Log { return c.cursors }
 
 // Tails are the durable record tail and cursor event tail.
