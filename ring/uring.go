@@ -305,6 +305,8 @@ func (r *uringRing) enter(minComplete uint32, flags uintptr) (int, error) {
 			continue
 		case unix.EAGAIN, unix.EBUSY:
 			return 0, nil
+		case unix.EEXIST:
+			return 0, fmt.Errorf("ring: io_uring_enter from a thread other than the one that created the ring (SINGLE_ISSUER): %w", errno)
 		}
 		return 0, fmt.Errorf("ring: io_uring_enter: %w", errno)
 	}

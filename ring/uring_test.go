@@ -2,8 +2,12 @@ package ring
 
 import (
 	"errors"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // iouringOrSkip builds an io_uring ring on a locked thread, or skips where the kernel refuses it.
@@ -70,4 +74,29 @@ func TestIOUringFtruncateWithoutOpcode(t *testing.T) {
 	if r.InFlight() != 0 {
 		t.Fatalf("in flight %d", r.InFlight())
 	}
+}
+
+// TestIOUringWrongThreadIsAnError: under SINGLE_ISSUER the kernel refuses io_uring_enter from any
+// thread but the creator's; Wait says so instead of panicking or hanging.
+func TestIOUringWrongThreadIsAnError(t *testing.T) {
+	lockThread(t)
+	r := iouringOrSkip(t, 8)
+	if !slices.Contains(r.Info().SetupFlags, "SINGLE_ISSUER") {
+		t.Skip("ring set up without SINGLE_ISSUER")
+	}
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread() // a different thread, for certain
+		done <- r.Wait(0)
+	}()
+	err := <-done
+	if !errors.Is(err, unix.EEXIST) || !strings.Contains(err.Error(), "thread other than") {
+		t.Fatalf("wait from another thread: %v, want the SINGLE_ISSUER error", err)
+	}
+	// The owning thread still drives the ring.
+	rec := &recorder{}
+	if err := r.Nop(rec, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	drive(t, r, rec, 1)
 }
