@@ -370,3 +370,21 @@ func testWaitAllSendSendsAll(t *testing.T, newRing newRingFunc) {
 		t.Fatalf("reader got %d bytes, not the %d sent", len(got), len(msg))
 	}
 }
+
+// testLinkTimeoutAloneIsInvalid: a LinkTimeout with no linked operation before it is refused with
+// EINVAL, as the kernel refuses it.
+func testLinkTimeoutAloneIsInvalid(t *testing.T, newRing newRingFunc) {
+	r := testRing(t, newRing, 8)
+	rec := &recorder{}
+	if err := r.Nop(rec, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.LinkTimeout(rec, 2, time.Millisecond, 0); err != nil {
+		t.Fatal(err)
+	}
+	drive(t, r, rec, 2)
+	mustOK(t, rec.byTag(t, 1))
+	if err := rec.byTag(t, 2).Err(); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("link timeout after an unlinked nop: %v, want EINVAL", err)
+	}
+}

@@ -104,6 +104,7 @@ func runConformance(t *testing.T, newRing newRingFunc) {
 		{"TimeoutFires", testTimeoutFires},
 		{"LinkTimeoutCancelsRecv", testLinkTimeoutCancelsRecv},
 		{"LinkTimeoutNotReached", testLinkTimeoutNotReached},
+		{"LinkTimeoutAloneIsInvalid", testLinkTimeoutAloneIsInvalid},
 		{"BadArgumentsComplete", testBadArgumentsComplete},
 		{"MsgRingToClosedRing", testMsgRingToClosedRing},
 		{"WaitAllRecvWaitsForAll", testWaitAllRecvWaitsForAll},

@@ -128,11 +128,9 @@ func (r *fallbackRing) executeParkable(idx int32, s *slot, fd int) (int32, bool)
 		r.parked = append(r.parked, idx)
 		return 0, true
 	case OpLinkTimeout:
-		// Not attached to a linked operation (nothing before it carried Link): it times out alone.
-		s.waitKind = waitTimer
-		s.deadlineNs = monotonicNs() + s.off
-		r.parked = append(r.parked, idx)
-		return 0, true
+		// Not attached (nothing queued before it in this submission carried Link): the kernel
+		// refuses such a link timeout with EINVAL.
+		return -int32(unix.EINVAL), false
 	case OpSend:
 		res = sendRecvStream(s, fd, unix.SYS_SENDTO, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 	case OpRecv:
