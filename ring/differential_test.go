@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // planOp is one operation of a random submission: what it is and whether it links to the next.
@@ -24,21 +25,23 @@ const (
 	planReadShort // past the end of the file: fewer bytes than asked, which fails a link
 	planFsync
 	planFsyncBadFd
+	planTimeout // fires with -ETIME, which fails a link as an error does
 	planKinds
 )
 
 const planFileSize = 8192
 
-// TestLinkChainsMatchKernel draws random submissions of linked and unlinked operations, runs each
+// TestLinkChainsMatchKernel draws 200 random submissions of linked and unlinked operations, runs each
 // on the io_uring backend and on the fallback, and requires the same result for every operation.
-// The kernel is the reference for the link rules the fallback imitates: a failure or a short read
-// or write cancels the rest of its chain, and a chain ends at the first operation without Link.
+// The kernel is the reference for the link rules the fallback imitates: a failure, a short read or
+// write, or a fired timeout cancels the rest of its chain, and a chain ends at the first operation
+// without Link.
 func TestLinkChainsMatchKernel(t *testing.T) {
 	lockThread(t)
 	kernel := iouringOrSkip(t, 32)
 	fallback := testRing(t, newFallbackRing, 32)
 	rng := rand.New(rand.NewPCG(7, 11))
-	for round := 0; round < 300; round++ {
+	for round := 0; round < 200; round++ {
 		plan := make([]planOp, 1+rng.IntN(12))
 		for i := range plan {
 			plan[i] = planOp{kind: rng.IntN(planKinds), link: rng.IntN(2) == 0}
@@ -89,6 +92,8 @@ func runPlan(t *testing.T, r Ring, plan []planOp) []int32 {
 			err = r.Fsync(rec, tag, fd, true, fl)
 		case planFsyncBadFd:
 			err = r.Fsync(rec, tag, bad, true, fl)
+		case planTimeout:
+			err = r.Timeout(rec, tag, 100*time.Microsecond, fl)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -103,7 +108,7 @@ func runPlan(t *testing.T, r Ring, plan []planOp) []int32 {
 }
 
 func (p planOp) String() string {
-	names := [...]string{"nop", "write", "write(badfd)", "read", "read(short)", "fsync", "fsync(badfd)"}
+	names := [...]string{"nop", "write", "write(badfd)", "read", "read(short)", "fsync", "fsync(badfd)", "timeout"}
 	if p.link {
 		return fmt.Sprintf("%s+link", names[p.kind])
 	}
