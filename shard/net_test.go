@@ -124,6 +124,12 @@ func TestStartStopLeavesNothingBehind(t *testing.T) {
 	goroutines, fds := runtime.NumGoroutine(), openFDs(t)
 	cycle()
 	cycle()
+	// Stop returns when every shard goroutine ran its last statement; the runtime may count one
+	// until it has finished exiting its locked thread, so give it a bounded moment to do so.
+	for i := 0; i < 1000 && runtime.NumGoroutine() > goroutines; i++ {
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
 	// A leak raises the counts; a goroutine of an earlier test ending meanwhile may only lower them.
 	if got := runtime.NumGoroutine(); got > goroutines {
 		t.Errorf("goroutines %d after Stop, %d before", got, goroutines)
@@ -298,6 +304,7 @@ func TestR12_FailedSaveSentInLaterBatch(t *testing.T) {
 	if err := n.Start([]shard.Peer{{Node: 2, Addr: peer.addr()}}); err != nil {
 		t.Fatal(err)
 	}
+	defer n.Stop() // before the files close (defers run last first)
 	c := peer.accept(t, wire.Revision)
 	w.wait(t, "link up", linksUp(n, true))
 	ready.Store(true)
@@ -310,8 +317,9 @@ func TestR12_FailedSaveSentInLaterBatch(t *testing.T) {
 	// or beside group 1's next heartbeat when the fdatasync is slower than that.
 	h, body = readFrame(t, c)
 	second := commitEntries(t, parsedFrame{h, body})
+	// When the retry is slower still, a newer (idle) heartbeat of group 2 replaces the held one.
 	last := second[len(second)-1]
-	if last.Group != 2 || last.HeartbeatState != wire.HeartbeatBusy || len(second) > 2 {
+	if last.Group != 2 || len(second) > 2 {
 		t.Fatalf("second batch %+v, want group 2's held heartbeat", second)
 	}
 	st := n.Shards()[0].Stats()
