@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard/heartbeat"
 	"github.com/ringstream/ringstream/wire"
 )
@@ -94,9 +95,14 @@ type Group interface {
 	Attach(s Sender)
 }
 
-// Sender lets a group send any frame to a peer node through its shard's link (an outbox for arbitrary
-// frames, sent with the next batch of the tick). It runs on the shard's goroutine.
+// Sender is what a shard offers the groups it holds: sending any frame to a peer node through the
+// shard's link (an outbox for arbitrary frames, sent with the next batch of the tick), and the shard's
+// ring for the group's own I/O. Every method runs on the shard's goroutine only.
 type Sender interface {
+	// Ring is the shard's ring. A group may queue its own operations on it (with its own Handler and
+	// tags) from the shard goroutine, from its first OnTick on; their completions are dispatched in the
+	// shard's loop. An ErrQueueFull is the group's to handle (try again on a later tick).
+	Ring() ring.Ring
 	// SendFrame appends one whole frame (header and body, as wire.BeginFrame and wire.EndFrame built it)
 	// to the outbox of node. It returns ErrLinkDown when the link is not connected (counted, not
 	// retried) and ErrOutboxFull when the outbox has no room; the frame is then not sent.

@@ -467,3 +467,21 @@ func TestHandshakeTimeoutOnBothEnds(t *testing.T) {
 		t.Fatalf("read %d bytes, %v; want the acceptor to close a silent dialer", k, err)
 	}
 }
+
+// A group queues its own operation on its shard's ring (Sender.Ring) and gets the completion in the
+// shard's loop.
+func TestGroupRunsOpsOnShardRing(t *testing.T) {
+	var w watcher
+	g := newGroup(8, []uint16{1, 2}, 1, 1)
+	g.NopAt = 3
+	n := newNetNode(t, 1, 2, &w, g)
+	if err := n.Start(nil); err != nil {
+		t.Fatal(err)
+	}
+	owner := n.Shards()[shard.ShardOf(8, 2)].Stats()
+	w.wait(t, "tick 10", func() bool { return owner.Ticks.Load() >= 10 })
+	n.Stop()
+	if g.NopErr != nil || g.NopDone != 1 {
+		t.Fatalf("nop: %v, %d completions", g.NopErr, g.NopDone)
+	}
+}

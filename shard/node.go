@@ -360,3 +360,6 @@ func (n *Node) registerMetrics(reg prometheus.Registerer) error {
 	}
 	return nil
 }
+
+// Ring implements Sender: the shard's ring, for groups' own operations (shard goroutine only).
+func (s *Shard) Ring() ring.Ring { return s.ring }

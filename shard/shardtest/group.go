@@ -13,6 +13,7 @@ import (
 	"os"
 	"sync/atomic"
 
+	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/heartbeat"
 	"github.com/ringstream/ringstream/wire"
@@ -44,6 +45,10 @@ type Group struct {
 	FrameAt  uint64
 	FrameTo  uint16
 	FrameErr error
+	// NopAt: on tick NopAt the group queues a Nop on its shard's ring; NopDone counts its completions.
+	NopAt   uint64
+	NopErr  error
+	NopDone int
 
 	commit     uint64
 	role       shard.Role
@@ -104,6 +109,9 @@ func (g *Group) OnTick(tick uint64) {
 	}
 	if g.CommitEvery > 0 && g.Role() == shard.RolePrimary && tick%uint64(g.CommitEvery) == 0 {
 		g.commit++
+	}
+	if g.NopAt != 0 && tick == g.NopAt {
+		g.NopErr = g.sender.Ring().Nop(nopHandler{g}, 7, 0)
 	}
 	if g.FrameAt != 0 && tick == g.FrameAt {
 		frame := wire.BeginFrame(nil, &wire.Header{Cluster: g.Cluster, Sender: g.Node,
@@ -181,4 +189,13 @@ func (g *Group) Send(node uint16, frame []byte) error {
 		return errors.New("shardtest: group not attached")
 	}
 	return g.sender.SendFrame(node, frame)
+}
+
+// nopHandler receives the completion of the group's Nop.
+type nopHandler struct{ g *Group }
+
+func (h nopHandler) Complete(c ring.Completion) {
+	if c.Tag == 7 && c.Res == 0 {
+		h.g.NopDone++
+	}
 }
