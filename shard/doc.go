@@ -53,11 +53,16 @@
 //   - Replies: a Commit entry is answered only when accepted (newer, from the current primary, R8/R22);
 //     the reply echoes its timestamp_monotonic and carries the backup's member index. It waits in the
 //     per-peer reply outbox until the end of the shard's next tick (R27, R28).
+//   - Connect plus handshake must finish within HandshakeTimeoutTicks on both ends; a peer that accepts
+//     and never answers, or a dialer that never sends its handshake, is closed and counted.
+//   - Groups get the shard's ring through Sender.Ring for their own I/O, on the shard goroutine; the
+//     shard's own superblock saves (R12) use the same ring.
 //   - Reconnect backoff is counted in ticks: ReconnectBaseTicks << attempts, capped at
 //     ReconnectMaxTicks, with up to half of it as jitter from a per-shard PCG seeded with (Seed, node,
 //     shard).
-//   - Stop sets a flag the loop reads on its next wakeup (at most one tick later); the shard stops
-//     ticking, shuts every socket down so its ring operations complete, waits until its ring is empty,
+//   - Stop sets a flag the loop reads on its next wakeup (at most one tick later: the ring offers no
+//     timeout cancel and no wakeup from a goroutine that is not a shard, so the pending tick is let fire
+//     and not re-armed); the shard stops ticking, shuts every socket down so its ring operations complete, waits until its ring is empty,
 //     then waits for every other shard of the node to be empty too (so no wakeup targets a closed ring),
 //     and only then closes its sockets and its ring.
 //   - Groups are added before Start (AddGroup); adding and removing groups at run time is later work.
