@@ -50,7 +50,7 @@ func newNetwork(s *Sim, n int) *network {
 // apply), with the run's loss, duplication and delay.
 func (nw *network) send(p packet, betweenReplicas bool) {
 	s := nw.sim
-	if betweenReplicas && nw.blocked[p.from][p.to] {
+	if betweenReplicas && (nw.blocked[p.from][p.to] || s.now < s.opts.LinksUpTick) {
 		return
 	}
 	if s.chance(s.opts.DropPPM) {

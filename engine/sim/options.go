@@ -35,6 +35,9 @@ type Options struct {
 	ReadErrorPPM                      uint32 // per restart
 	TornWritePPM                      uint32 // per crash with a persist in flight: a prefix reaches disk
 	DiskLatencyTicksMax               uint64
+	// LinksUpTick: until this tick nothing passes between replicas, as when a node boots before its
+	// peer links connect (the first prepares are lost and nothing may follow them).
+	LinksUpTick uint64
 
 	VSR       func(n int, self uint8) vsr.Config
 	Heartbeat heartbeat.Ticks
@@ -86,6 +89,14 @@ func Draw(seed uint64) Options {
 		DiskLatencyTicksMax: 1 + uint64(rng.IntN(5)),
 		VSR:                 SimVSRConfig,
 		Heartbeat:           simHeartbeat,
+	}
+	if rng.IntN(3) == 0 {
+		o.LinksUpTick = uint64(rng.IntN(40))
+	}
+	if rng.IntN(4) == 0 {
+		// Message faults only: no crash or partition forces a view change that would rescue a replica
+		// the protocol itself left stuck.
+		o.CrashPPM, o.PartitionPPM = 0, 0
 	}
 	return o
 }
