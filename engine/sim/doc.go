@@ -4,7 +4,7 @@
 // tick (R5), on a simulated network and simulated disks.
 //
 // It owns everything in memory: the network (delay, loss, duplication, reordering, corruption,
-// partitions, one-way links), the disks (latency, writes lost on a crash unless synced, a torn last
+// partitions, one-way links, links that come up late at boot), the disks (latency, writes lost on a crash unless synced, a torn last
 // write, read errors at restart), crashes and restarts, and a workload of client requests. One seeded
 // *rand.Rand draws every choice; it never reads the clock and starts no goroutine, so a seed replays
 // exactly: go test ./engine/sim -run TestSim -seed=N, or ringstream sim --seed N.
