@@ -50,9 +50,10 @@
 //     in parallel chains, and a crash can land the second without the first). Zeros from the last
 //     batch to the end of a file are prewritten space, not damage: they are truncated and counted
 //     apart (RecoveryReport.ZeroTailBytes), and the segments after them stay. What open read is
-//     fdatasynced before it is reported durable. A bad batch, gap or size mismatch in a settled
-//     segment is an error naming the file and byte. Settled segments are trusted on open (their
-//     sidecar is checked against the file size only); Verify recomputes their digests.
+//     fdatasynced before it is reported durable. A bad batch or gap in or before a settled segment
+//     is an error naming the file and byte, and so is a closed segment shorter than its sidecar
+//     says. Settled segments are trusted on open (their sidecar is checked against the file size
+//     only); Verify recomputes their digests.
 //   - Preallocation: segments are never fallocated. Measured on this machine (docs/bench/segment.md,
 //     BenchmarkPrealloc), a 4 KiB write + fdatasync into fallocate'd space cost as much as or more
 //     than on a growing file (the unwritten extents' conversion is journalled), while prewritten
@@ -60,9 +61,9 @@
 //     written through the ring ahead of the active segment's data, reaching the disk with the next
 //     group commit; a closed segment is cut back to its data (async ftruncate) before its digest
 //     and sidecar; a clean Close trims the active segment's zeros. It doubles the bytes written,
-//     but on this machine group commits were faster with it at every group size measured (see the
-//     benchmark page), so the record log prewrites 1 MiB ahead by default; the cursor log never
-//     does. Recycling old segments would need a rename on the roll path (the ring contract has no
+//     but on this machine group commits measured faster with it at 14 of 16 (group size, backend,
+//     run) points, against the same write+fdatasync baseline (see the benchmark page), so the
+//     record log prewrites 1 MiB ahead by default; the cursor log never does. Recycling old segments would need a rename on the roll path (the ring contract has no
 //     renameat) or file names without the base offset: not done.
 //   - The seal digest is xxhash64 over (base, size, file digest) of each retained segment, so two
 //     copies with the same bytes in the same segments agree. Appends queued before a seal are

@@ -177,7 +177,11 @@ func (l *Log) load(rep *RecoveryReport) error {
 	// Settled segments have a valid sidecar: every byte was durable when it was written.
 	settled := -1
 	for i, s := range l.segs[:len(l.segs)-1] {
-		if l.loadSidecar(s) {
+		ok, err := l.loadSidecar(s)
+		if err != nil {
+			return err
+		}
+		if ok {
 			settled = i
 		}
 	}
@@ -243,19 +247,28 @@ func (l *Log) recoverTail(settled int, rep *RecoveryReport) error {
 	return nil
 }
 
-// loadSidecar reads s's sidecar and, if it is valid and matches the file, adopts it.
-func (l *Log) loadSidecar(s *segment) bool {
+// loadSidecar reads s's sidecar and, if it is valid and matches the file, adopts it. A file
+// shorter than its valid sidecar says is corruption: the sidecar was written after those bytes
+// were durable. A longer file is not: zeros prewritten past the data may survive a crash that
+// lost the (unsynced) truncation before the sidecar; such a segment is scanned instead.
+func (l *Log) loadSidecar(s *segment) (bool, error) {
 	b, err := l.sr.readFile(l.dirfd, sidecarName(s.base), sidecarFixedSize+sidecarEntriesMax*sidecarEntrySize+8)
 	if err != nil {
-		return false
+		return false, nil
 	}
 	sc, err := decodeSidecar(b)
 	if err != nil || sc.base != s.base {
-		return false
+		return false, nil
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(s.fd, &st); err != nil || st.Size != sc.size {
-		return false
+	if err := unix.Fstat(s.fd, &st); err != nil {
+		return false, fmt.Errorf("segment: fstat %s: %w", l.path(s.base), err)
+	}
+	if st.Size < sc.size {
+		return false, fmt.Errorf("%w: %s is %d bytes, its sidecar says %d were durable", ErrCorrupt, l.path(s.base), st.Size, sc.size)
+	}
+	if st.Size != sc.size {
+		return false, nil
 	}
 	s.end, s.wEnd = sc.end, sc.end
 	s.size, s.wSize, s.filled = sc.size, sc.size, sc.size
@@ -263,7 +276,7 @@ func (l *Log) loadSidecar(s *segment) bool {
 	s.maxTimestamp = sc.maxTimestamp
 	s.index = sc.index
 	s.sidecarSaved = true
-	return true
+	return true, nil
 }
 
 // scan reads s whole, checks it batch by batch and rebuilds its index, end and digest. On error it

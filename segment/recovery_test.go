@@ -166,3 +166,26 @@ func TestRecovery_RebuildsMissingIndex(t *testing.T) {
 		}
 	})
 }
+
+// A closed segment shorter than its sidecar says lost durable bytes: an error, never a cut.
+func TestRecovery_ShortenedSettledSegmentIsAnError(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		e.cfg.SegmentBytes = 8 << 10
+		c := e.open()
+		e.appendBatches(c, 30, 1, recoveryRecSize, 1)
+		e.close(c)
+		dir := filepath.Join(e.dir, "records")
+		files := segFiles(t, dir)
+		prev := files[len(files)-2]
+		if err := os.Truncate(prev, recoveryBatchSize); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := Open(e.r, e.dir, e.cfg, e.ev)
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), prev) {
+			t.Fatalf("Open: %v, want ErrCorrupt naming %s", err, prev)
+		}
+		if len(segFiles(t, dir)) != len(files) {
+			t.Fatalf("open removed segments")
+		}
+	})
+}
