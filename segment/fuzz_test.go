@@ -126,12 +126,21 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	if os.Getenv("SEGMENT_WRITE_CORPUS") == "" {
 		t.Skip("set SEGMENT_WRITE_CORPUS=1 to rewrite the committed seed corpus")
 	}
-	for _, target := range []string{"FuzzOpenCorruptSegment", "FuzzDecodeBatch"} {
+	targets := map[string][][]byte{
+		"FuzzOpenCorruptSegment":   fuzzSeeds(),
+		"FuzzDecodeBatch":          fuzzSeeds(),
+		"FuzzDecodeSidecar":        sidecarSeeds(),
+		"FuzzDecodeEpochs":         epochsSeeds(),
+		"FuzzDecodeFence":          fenceSeeds(),
+		"FuzzDecodeCursorSnapshot": cursorSnapshotSeeds(),
+		"FuzzDecodeCursorEvent":    cursorEventSeeds(),
+	}
+	for target, seeds := range targets {
 		dir := filepath.Join("testdata", "fuzz", target)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		for i, s := range fuzzSeeds() {
+		for i, s := range seeds {
 			body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", s)
 			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%02d", i)), []byte(body), 0o644); err != nil {
 				t.Fatal(err)
