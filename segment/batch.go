@@ -139,6 +139,7 @@ func DecodeBatch(buf []byte) (BatchHeader, []byte, int, error) {
 // it allocates nothing.
 type BatchIter struct {
 	buf  []byte
+	raw  []byte
 	From uint64
 	To   uint64
 	err  error
@@ -171,6 +172,7 @@ func (it *BatchIter) Next() (h BatchHeader, payload []byte, ok bool) {
 			it.buf = nil
 			return BatchHeader{}, nil, false
 		}
+		it.raw = it.buf[:n:n]
 		it.buf = it.buf[n:]
 		if hdr.NextOffset() <= it.From {
 			continue
@@ -179,6 +181,10 @@ func (it *BatchIter) Next() (h BatchHeader, payload []byte, ok bool) {
 	}
 	return BatchHeader{}, nil, false
 }
+
+// Raw is the whole encoded batch (header and payload) Next returned last, aliasing the read
+// buffer: what an owner sends to a follower, which stores it with AppendEncoded.
+func (it *BatchIter) Raw() []byte { return it.raw }
 
 // Err is the corruption that stopped the iterator, if any.
 func (it *BatchIter) Err() error { return it.err }

@@ -163,6 +163,10 @@ func TestBatchIter_RangeStopsAtTo(t *testing.T) {
 	if it.Err() != nil || len(bases) != 2 || bases[0] != 3 || bases[1] != 6 {
 		t.Fatalf("bases %v err %v, want [3 6]", bases, it.Err())
 	}
+	one := validSegment(1)
+	if raw := it.Raw(); !bytes.Equal(raw, seg[2*len(one):3*len(one)]) {
+		t.Fatalf("Raw is not the last batch's bytes")
+	}
 	it = NewBatchIter(seg[:len(seg)-5], 0)
 	n := 0
 	for _, _, ok := it.Next(); ok; _, _, ok = it.Next() {
