@@ -55,6 +55,12 @@ func (r *Replica) onSnapshot(m *wire.VSRMessage) {
 		r.drop("snapshot: not ahead of commit")
 		return
 	}
+	if r.isPrimary() {
+		// A primary in normal status holds every committed op; its log must not change under the
+		// persists it counts toward commits.
+		r.drop("snapshot: to the primary")
+		return
+	}
 	cp, err := decodeCheckpoint(m.Payload)
 	if err != nil || cp.op != m.Op || cp.head != m.Checksum {
 		r.drop("snapshot: does not decode")
