@@ -18,8 +18,10 @@ import (
 
 // metaTestTicks: P = 5 ticks, busy timeout 40, idle interval 10, idle timeout 60 (valid under R9/R23
 // relations in ticks). With a 2 ms tick a silent primary is noticed within about 100 ms.
-var metaTestTicks = heartbeat.Ticks{BroadcastIntervalTicks: 5, HeartbeatTimeoutTicks: 40,
-	IdleHeartbeatIntervalTicks: 10, IdleHeartbeatTimeoutTicks: 60}
+func metaTestTicks() heartbeat.Ticks {
+	return heartbeat.Ticks{BroadcastIntervalTicks: 5, HeartbeatTimeoutTicks: 40, IdleHeartbeatIntervalTicks: 10,
+		IdleHeartbeatTimeoutTicks: 60}
+}
 
 // waitBound only guards a test from hanging when the cluster never gets there; nothing is timed.
 const waitBound = 60 * time.Second
@@ -47,7 +49,7 @@ func startMetaClusterTB(t testing.TB, dirs []string, tick time.Duration) []*meta
 			t.Fatal(err)
 		}
 		n, err := shard.NewNode(shard.Config{Node: id, Cluster: 42, Shards: 1, Tick: tick,
-			Schedule: metaTestTicks, Listen: netip.MustParseAddrPort("127.0.0.1:0"), OutboxBytes: 1 << 20,
+			Schedule: metaTestTicks(), Listen: netip.MustParseAddrPort("127.0.0.1:0"), OutboxBytes: 1 << 20,
 			QueueCapacity: 1024})
 		if err != nil {
 			t.Fatal(err)

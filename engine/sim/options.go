@@ -64,8 +64,10 @@ func SimVSRConfig(n int, self uint8) vsr.Config {
 }
 
 // SimHeartbeatTicks is the heartbeat schedule in the simulator's ticks (it passes Ticks.Validate).
-var simHeartbeat = heartbeat.Ticks{BroadcastIntervalTicks: 4, HeartbeatTimeoutTicks: 32,
-	IdleHeartbeatIntervalTicks: 8, IdleHeartbeatTimeoutTicks: 48}
+func SimHeartbeatTicks() heartbeat.Ticks {
+	return heartbeat.Ticks{BroadcastIntervalTicks: 4, HeartbeatTimeoutTicks: 32, IdleHeartbeatIntervalTicks: 8,
+		IdleHeartbeatTimeoutTicks: 48}
+}
 
 // Draw returns the run for seed: the cluster shape and fault rates come from the seed too.
 func Draw(seed uint64) Options {
@@ -88,7 +90,7 @@ func Draw(seed uint64) Options {
 		TornWritePPM:        uint32(rng.IntN(1_000_000)),
 		DiskLatencyTicksMax: 1 + uint64(rng.IntN(5)),
 		VSR:                 SimVSRConfig,
-		Heartbeat:           simHeartbeat,
+		Heartbeat:           SimHeartbeatTicks(),
 	}
 	if rng.IntN(3) == 0 {
 		o.LinksUpTick = uint64(rng.IntN(40))
