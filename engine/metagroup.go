@@ -293,17 +293,29 @@ func (g *MetaGroup) pump() {
 	g.publish()
 }
 
-// persist turns the effects' storage writes into bytes for the writer.
+// persist turns the effects' storage writes into bytes for the writer, in a reused buffer.
 func (g *MetaGroup) persist(fx *vsr.Effects) {
-	p := metaPersist{id: fx.PersistID, logOff: g.store.logEnd, sbSlot: int(fx.Superblock.Sequence % 2)}
+	p := metaPersist{id: fx.PersistID, logOff: g.store.logEnd, sbSlot: int(fx.Superblock.Sequence % 2),
+		snapSlot: fx.SnapshotSlot}
+	buf := g.store.buffer()
+	snapEnd := 0
 	if fx.Snapshot != nil {
-		p.snapshot, p.snapSlot = vsr.AppendSnapshotRecord(nil, fx.Snapshot), fx.SnapshotSlot
+		buf = vsr.AppendSnapshotRecord(buf, fx.Snapshot)
+		snapEnd = len(buf)
 	}
 	for i := range fx.Entries {
-		p.log = vsr.AppendLogRecord(p.log, &fx.Entries[i])
+		buf = vsr.AppendLogRecord(buf, &fx.Entries[i])
 	}
-	g.store.logEnd += int64(len(p.log))
-	p.sb = vsr.AppendSuperblock(nil, fx.Superblock)
+	logEnd := len(buf)
+	buf = vsr.AppendSuperblock(buf, fx.Superblock)
+	if snapEnd > 0 {
+		p.snapshot = buf[:snapEnd]
+	}
+	if logEnd > snapEnd {
+		p.log = buf[snapEnd:logEnd]
+	}
+	p.sb, p.buf = buf[logEnd:], buf
+	g.store.logEnd += int64(logEnd - snapEnd)
 	g.store.submit(p)
 }
 

@@ -27,7 +27,9 @@ const (
 )
 
 // metaPersist is one vsr persist as bytes, in the order written: snapshot slot, log append, superblock.
+// The three slices lie in buf, which goes back to the store's free list once written.
 type metaPersist struct {
+	buf      []byte
 	id       uint64
 	snapshot []byte
 	snapSlot int
@@ -46,6 +48,7 @@ type metaStore struct {
 	logEnd      int64 // where the next log append goes (shard goroutine only)
 
 	jobs      chan metaPersist
+	free      chan []byte // written persists' buffers, for reuse
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	log       *slog.Logger
@@ -82,7 +85,8 @@ func openMetaStore(dir string, rcfg ring.Config, logger *slog.Logger) (*metaStor
 	if err != nil {
 		return nil, vsr.Durable{}, fmt.Errorf("%w: %w", ErrMetaStorage, err)
 	}
-	s := &metaStore{logFD: -1, sbFD: -1, snapFD: [2]int{-1, -1}, jobs: make(chan metaPersist, 256), log: logger}
+	s := &metaStore{logFD: -1, sbFD: -1, snapFD: [2]int{-1, -1}, jobs: make(chan metaPersist, 256),
+		free: make(chan []byte, 256), log: logger}
 	if err := s.openFiles(dir, int64(valid)); err != nil {
 		s.closeFiles()
 		return nil, vsr.Durable{}, err
@@ -152,6 +156,16 @@ func (s *metaStore) closeFiles() {
 // persists, far more than the replica's pipeline produces between two ticks.
 func (s *metaStore) submit(p metaPersist) { s.jobs <- p }
 
+// buffer returns a written persist's buffer for reuse, or nil when none is free.
+func (s *metaStore) buffer() []byte {
+	select {
+	case b := <-s.free:
+		return b[:0]
+	default:
+		return nil
+	}
+}
+
 // durable returns the highest persist id on disk and the first failure, if any.
 func (s *metaStore) durable() (uint64, error) {
 	s.mu.Lock()
@@ -216,6 +230,10 @@ func (s *metaStore) writer(rcfg ring.Config, started chan<- error) {
 			s.done = p.id
 		}
 		s.mu.Unlock()
+		select {
+		case s.free <- p.buf:
+		default:
+		}
 	}
 }
 
