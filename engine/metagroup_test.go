@@ -38,37 +38,12 @@ func startMetaCluster(t *testing.T, dirs []string) []*metaNode {
 
 func startMetaClusterTB(t testing.TB, dirs []string, tick time.Duration) []*metaNode {
 	t.Helper()
-	members := []shard.Member{{Index: 0, Node: 1}, {Index: 1, Node: 2}, {Index: 2, Node: 3}}
 	var nodes []*metaNode
 	for i, dir := range dirs {
-		id := uint16(i + 1)
-		vcfg := vsr.DefaultConfig(3, uint8(i))
-		vcfg.PrepareTimeoutTicks, vcfg.RepairTimeoutTicks, vcfg.ViewChangeTimeoutTicks = 10, 10, 80
-		g, err := NewMetaGroup(MetaGroupConfig{Dir: dir, Cluster: 42, Node: id, Members: members, VSR: vcfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := shard.NewNode(shard.Config{Node: id, Cluster: 42, Shards: 1, Tick: tick,
-			Schedule: metaTestTicks(), Listen: netip.MustParseAddrPort("127.0.0.1:0"), OutboxBytes: 1 << 20,
-			QueueCapacity: 1024})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := n.AddGroup(g); err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, &metaNode{id: id, node: n, group: g})
+		nodes = append(nodes, newMetaNode(t, uint16(i+1), dir, tick, netip.MustParseAddrPort("127.0.0.1:0")))
 	}
 	for _, n := range nodes {
-		var peers []shard.Peer
-		for _, o := range nodes {
-			if o != n {
-				peers = append(peers, shard.Peer{Node: o.id, Addr: o.node.Addr()})
-			}
-		}
-		if err := n.node.Start(peers); err != nil {
-			t.Fatal(err)
-		}
+		startMetaNode(t, n, nodes)
 	}
 	t.Cleanup(func() {
 		for _, n := range nodes {
@@ -76,8 +51,42 @@ func startMetaClusterTB(t testing.TB, dirs []string, tick time.Duration) []*meta
 			n.group.Close()
 		}
 	})
-
 	return nodes
+}
+
+// newMetaNode opens node id's metadata replica from dir and puts it on a shard node listening on listen.
+func newMetaNode(t testing.TB, id uint16, dir string, tick time.Duration, listen netip.AddrPort) *metaNode {
+	t.Helper()
+	members := []shard.Member{{Index: 0, Node: 1}, {Index: 1, Node: 2}, {Index: 2, Node: 3}}
+	vcfg := vsr.DefaultConfig(3, uint8(id-1))
+	vcfg.PrepareTimeoutTicks, vcfg.RepairTimeoutTicks, vcfg.ViewChangeTimeoutTicks = 10, 10, 80
+	g, err := NewMetaGroup(MetaGroupConfig{Dir: dir, Cluster: 42, Node: id, Members: members, VSR: vcfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := shard.NewNode(shard.Config{Node: id, Cluster: 42, Shards: 1, Tick: tick, Schedule: metaTestTicks(),
+		Listen: listen, OutboxBytes: 1 << 20, QueueCapacity: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.AddGroup(g); err != nil {
+		t.Fatal(err)
+	}
+	return &metaNode{id: id, node: n, group: g}
+}
+
+// startMetaNode starts n with every other node of nodes as its peers.
+func startMetaNode(t testing.TB, n *metaNode, nodes []*metaNode) {
+	t.Helper()
+	var peers []shard.Peer
+	for _, o := range nodes {
+		if o.id != n.id {
+			peers = append(peers, shard.Peer{Node: o.id, Addr: o.node.Addr()})
+		}
+	}
+	if err := n.node.Start(peers); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitFor polls the published status of the live nodes until cond holds (the bound only guards
@@ -129,7 +138,7 @@ func commitOp(t testing.TB, nodes []*metaNode, alive map[uint16]bool, client, re
 	return ProposeResult{}
 }
 
-func TestMetaGroup_ThreeNodesCommitSurvivePrimaryKill(t *testing.T) {
+func TestMetaGroup_ThreeNodesOpsSurvivePrimaryKillAndItsRestart(t *testing.T) {
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	nodes := startMetaCluster(t, dirs)
 	alive := map[uint16]bool{1: true, 2: true, 3: true}
@@ -173,6 +182,28 @@ func TestMetaGroup_ThreeNodesCommitSurvivePrimaryKill(t *testing.T) {
 		}
 		return true
 	})
+
+	// The stopped primary comes back on its address from its own files, rejoins as a backup and
+	// catches up.
+	addr := old.node.Addr()
+	old.group.Close()
+	back := newMetaNode(t, old.id, dirs[old.id-1], 2*time.Millisecond, addr)
+	nodes[old.id-1] = back
+	startMetaNode(t, back, nodes)
+	alive[old.id] = true
+	op9 := meta.AppendOp(nil, meta.RegisterNode{Node: 109, Address: "10.0.1.2:7000"})
+	last = commitOp(t, nodes, alive, client, 9, op9).Op
+	waitFor(t, "all three at the last op's commit", func() bool {
+		for _, n := range nodes {
+			if n.group.Status().Commit < last {
+				return false
+			}
+		}
+		return true
+	})
+	if back.group.Status().Primary {
+		t.Fatal("the restarted primary resumed as primary")
+	}
 	for _, n := range nodes {
 		if alive[n.id] {
 			_ = n.node.Stop()
@@ -184,13 +215,13 @@ func TestMetaGroup_ThreeNodesCommitSurvivePrimaryKill(t *testing.T) {
 			continue
 		}
 		st := n.group.State()
-		for id := uint16(101); id <= 108; id++ {
+		for id := uint16(101); id <= 109; id++ {
 			if _, ok := st.Node(id); !ok {
 				t.Errorf("node %d: registered node %d lost", n.id, id)
 			}
 		}
 		if digest != 0 && n.group.Status().Digest != digest {
-			t.Errorf("node %d digest differs from the other survivor", n.id)
+			t.Errorf("node %d digest differs from another replica's", n.id)
 		}
 		digest = n.group.Status().Digest
 	}
