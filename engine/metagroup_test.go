@@ -130,7 +130,7 @@ func commitOp(t testing.TB, nodes []*metaNode, alive map[uint16]bool, client, re
 			t.Logf("propose %d on node %d: %v", request, p.id, res.Err)
 		case <-time.After(2 * time.Second):
 			for _, n := range nodes {
-				t.Logf("node %d: %+v stats %+v", n.id, n.group.Status(), n.group.stats)
+				t.Logf("node %d: %+v", n.id, n.group.Status())
 			}
 		}
 	}
