@@ -76,6 +76,7 @@ func (s *Shard) appendGroup(gs *groupSlot, owed heartbeat.Members, state heartbe
 	}
 	if sent != 0 {
 		gs.primary.Sent(sent, ts)
+		s.stats.CommitEntriesSentByState[state].Add(uint64(sent.Count()))
 	}
 }
 

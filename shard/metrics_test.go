@@ -39,6 +39,7 @@ func TestR19_R32_ShardMetrics(t *testing.T) {
 		"ringstream_shard_bad_commit_entries_total":      {1: 0, 2: 0},
 		"ringstream_shard_link_up":                       {1: 1, 2: 0},
 	}
+	byState := map[string]float64{"busy": groups, "idle": 0, "eager": 0} // node 1's entries
 	for node, n := range map[uint16]interface {
 		RegisterMetrics(prometheus.Registerer) error
 	}{1: n1, 2: n2} {
@@ -52,6 +53,16 @@ func TestR19_R32_ShardMetrics(t *testing.T) {
 		}
 		seen := map[string]bool{}
 		for _, f := range families {
+			if f.GetName() == "ringstream_shard_commit_entries_sent_by_state_total" {
+				seen[f.GetName()] = true
+				for _, m := range f.GetMetric() {
+					state := m.GetLabel()[2].GetValue() // labels sort: node, shard, state
+					if node == 1 && m.GetCounter().GetValue() != byState[state] {
+						t.Errorf("node 1 %s entries %v, want %v", state, m.GetCounter().GetValue(), byState[state])
+					}
+				}
+				continue
+			}
 			w, ok := want[f.GetName()]
 			if !ok {
 				continue

@@ -23,6 +23,10 @@ type Stats struct {
 	ReplyBatchesReceived  atomic.Uint64
 	ReplyEntriesReceived  atomic.Uint64
 
+	// Entries sent by heartbeat_state (R21, and R32's heartbeat state metrics): index 1 Busy, 2 Idle,
+	// 3 Eager; index 0 is unused.
+	CommitEntriesSentByState [4]atomic.Uint64
+
 	CommitEntriesAccepted atomic.Uint64 // newer Commits from the current primary: a reply was queued
 	CommitEntriesIgnored  atomic.Uint64 // good but stale, other view, unknown group or not a backup
 	ReplyEntriesCounted   atomic.Uint64 // replies that counted in a quorum window
@@ -72,6 +76,7 @@ type collector struct {
 	counters []counterDesc
 	gauges   []counterDesc
 	linkUp   *prometheus.Desc
+	byState  *prometheus.Desc
 }
 
 func newCollector(node uint16, shards []*Shard) *collector {
@@ -79,6 +84,8 @@ func newCollector(node uint16, shards []*Shard) *collector {
 	labels := []string{"node", "shard"}
 	c.linkUp = prometheus.NewDesc("ringstream_shard_link_up", "1 when the shard's link to the peer node is "+
 		"connected and handshaken, 0 when it is down.", []string{"node", "shard", "peer"}, nil)
+	c.byState = prometheus.NewDesc("ringstream_shard_commit_entries_sent_by_state_total",
+		"Commit entries sent, by heartbeat_state (R21).", []string{"node", "shard", "state"}, nil)
 	counter := func(name, help string, get func(*Stats) float64) {
 		c.counters = append(c.counters, counterDesc{
 			prometheus.NewDesc("ringstream_shard_"+name, help, labels, nil), get})
@@ -127,6 +134,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d.desc
 	}
 	ch <- c.linkUp
+	ch <- c.byState
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -137,6 +145,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for _, d := range c.gauges {
 			ch <- prometheus.MustNewConstMetric(d.desc, prometheus.GaugeValue, d.get(&s.stats), c.node, idx)
+		}
+		for st, name := range [...]string{1: "busy", 2: "idle", 3: "eager"} {
+			if name != "" {
+				ch <- prometheus.MustNewConstMetric(c.byState, prometheus.CounterValue,
+					float64(s.stats.CommitEntriesSentByState[st].Load()), c.node, idx, name)
+			}
 		}
 		for _, l := range s.links {
 			up := 0.0
