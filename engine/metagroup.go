@@ -14,6 +14,8 @@
 //   - PendingSuperblock is always empty: the replica's own superblock is written before any message
 //     that depends on it, and the commit point in a Commit entry needs no save (a replica that forgets
 //     it learns it again).
+//   - After a checkpoint, a log file past LogCompactBytes is rewritten without the records at or below
+//     the checkpoint (write a new file, fsync, rename, fsync the directory) on the writer goroutine.
 //   - The metadata group's Commit entries carry incarnation 0.
 //   - Propose and Status may be called from any goroutine: a proposal waits in a locked inbox until the
 //     next tick; Status is a copy the shard goroutine publishes after each event.
@@ -43,8 +45,11 @@ type MetaGroupConfig struct {
 	Node    uint16         // this node's id
 	Members []shard.Member // every replica: member index and node id, this node included
 	VSR     vsr.Config     // ReplicaCount and Self are filled in from Members and Node
-	Ring    ring.Config    // the persist writer's ring
-	Logger  *slog.Logger   // nil: slog.Default()
+	// LogCompactBytes: after a checkpoint, a log file past this size is rewritten without the records
+	// the checkpoint made dead (default 64 MiB).
+	LogCompactBytes int64
+	Ring            ring.Config  // the persist writer's ring
+	Logger          *slog.Logger // nil: slog.Default()
 }
 
 // ProposeResult is the outcome of a proposal: the committed op's number and result, or why not.
@@ -127,7 +132,10 @@ func NewMetaGroup(cfg MetaGroupConfig) (*MetaGroup, error) {
 	if err := cfg.VSR.Validate(); err != nil {
 		return nil, err
 	}
-	store, d, err := openMetaStore(cfg.Dir, cfg.Ring, g.log)
+	if cfg.LogCompactBytes == 0 {
+		cfg.LogCompactBytes = 64 << 20
+	}
+	store, d, err := openMetaStore(cfg.Dir, cfg.LogCompactBytes, cfg.Ring, g.log)
 	if err != nil {
 		return nil, err
 	}
@@ -295,8 +303,8 @@ func (g *MetaGroup) pump() {
 
 // persist turns the effects' storage writes into bytes for the writer, in a reused buffer.
 func (g *MetaGroup) persist(fx *vsr.Effects) {
-	p := metaPersist{id: fx.PersistID, logOff: g.store.logEnd, sbSlot: int(fx.Superblock.Sequence % 2),
-		snapSlot: fx.SnapshotSlot}
+	p := metaPersist{id: fx.PersistID, sbSlot: int(fx.Superblock.Sequence % 2), snapSlot: fx.SnapshotSlot,
+		snapOp: fx.Superblock.SnapshotOp}
 	buf := g.store.buffer()
 	snapEnd := 0
 	if fx.Snapshot != nil {
@@ -315,7 +323,6 @@ func (g *MetaGroup) persist(fx *vsr.Effects) {
 		p.log = buf[snapEnd:logEnd]
 	}
 	p.sb, p.buf = buf[logEnd:], buf
-	g.store.logEnd += int64(logEnd - snapEnd)
 	g.store.submit(p)
 }
 

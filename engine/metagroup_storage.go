@@ -33,8 +33,8 @@ type metaPersist struct {
 	id       uint64
 	snapshot []byte
 	snapSlot int
+	snapOp   uint64 // the checkpoint the superblock names: log records at or below it are dead
 	log      []byte
-	logOff   int64
 	sb       []byte
 	sbSlot   int
 }
@@ -43,9 +43,11 @@ type metaPersist struct {
 // (locked to its thread, as every ring is); completions come back to the shard goroutine through
 // done, which the group drains on each tick.
 type metaStore struct {
-	logFD, sbFD int
-	snapFD      [2]int
-	logEnd      int64 // where the next log append goes (shard goroutine only)
+	dir          string
+	logFD, sbFD  int
+	snapFD       [2]int
+	logEnd       int64 // where the next log append goes (writer goroutine only, after open)
+	compactBytes int64 // a log past this size is rewritten without its dead records after a checkpoint
 
 	jobs      chan metaPersist
 	free      chan []byte // written persists' buffers, for reuse
@@ -60,7 +62,7 @@ type metaStore struct {
 
 // openMetaStore reads dir (creating it), recovers the durable state and cuts the log's torn tail. It
 // runs before the shard starts: the reads are plain syscalls on the opening goroutine.
-func openMetaStore(dir string, rcfg ring.Config, logger *slog.Logger) (*metaStore, vsr.Durable, error) {
+func openMetaStore(dir string, compactBytes int64, rcfg ring.Config, logger *slog.Logger) (*metaStore, vsr.Durable, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, vsr.Durable{}, fmt.Errorf("%w: %w", ErrMetaStorage, err)
 	}
@@ -85,7 +87,8 @@ func openMetaStore(dir string, rcfg ring.Config, logger *slog.Logger) (*metaStor
 	if err != nil {
 		return nil, vsr.Durable{}, fmt.Errorf("%w: %w", ErrMetaStorage, err)
 	}
-	s := &metaStore{logFD: -1, sbFD: -1, snapFD: [2]int{-1, -1}, jobs: make(chan metaPersist, 256),
+	s := &metaStore{dir: dir, compactBytes: compactBytes, logFD: -1, sbFD: -1, snapFD: [2]int{-1, -1},
+		jobs: make(chan metaPersist, 256),
 		free: make(chan []byte, 256), log: logger}
 	if err := s.openFiles(dir, int64(valid)); err != nil {
 		s.closeFiles()
@@ -221,6 +224,12 @@ func (s *metaStore) writer(rcfg ring.Config, started chan<- error) {
 	h := &writerHandler{}
 	for p := range s.jobs {
 		err := s.runPersist(rg, h, p)
+		if err == nil {
+			s.logEnd += int64(len(p.log))
+			if p.snapshot != nil && s.logEnd > s.compactBytes {
+				err = s.compact(p.snapOp)
+			}
+		}
 		s.mu.Lock()
 		if err != nil && s.failed == nil {
 			s.failed = err
@@ -251,7 +260,7 @@ func (s *metaStore) runPersist(rg ring.Ring, h *writerHandler, p metaPersist) er
 		n += 2
 	}
 	if p.log != nil {
-		steps[n], steps[n+1] = step{true, s.logFD, p.log, p.logOff}, step{false, s.logFD, nil, 0}
+		steps[n], steps[n+1] = step{true, s.logFD, p.log, s.logEnd}, step{false, s.logFD, nil, 0}
 		n += 2
 	}
 	steps[n], steps[n+1] = step{true, s.sbFD, p.sb, int64(p.sbSlot * vsr.SuperblockSize)}, step{false, s.sbFD, nil, 0}
@@ -284,4 +293,67 @@ func (s *metaStore) runPersist(rg ring.Ring, h *writerHandler, p metaPersist) er
 		return fmt.Errorf("%w: persist %d: %w", ErrMetaStorage, p.id, h.err)
 	}
 	return nil
+}
+
+// compact rewrites the log without the records at or below the checkpoint op that the durable
+// superblock names: write log.new, fsync it, rename it over the log, fsync the directory. Until the
+// rename the old log holds everything; after it the new one holds every record the superblock's chain
+// can reach. It runs on the writer goroutine with plain syscalls (rare maintenance, never on the shard).
+func (s *metaStore) compact(snapOp uint64) error {
+	old, err := os.ReadFile(filepath.Join(s.dir, metaLogFile))
+	if err != nil {
+		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
+	}
+	kept := make([]byte, 0, len(old)/2)
+	for off := 0; off < int(s.logEnd) && off < len(old); {
+		e, n, err := vsr.DecodeLogRecord(old[off:])
+		if err != nil {
+			return fmt.Errorf("%w: compact: record at %d: %w", ErrMetaStorage, off, err)
+		}
+		if e.Op > snapOp {
+			kept = append(kept, old[off:off+n]...)
+		}
+		off += n
+	}
+	tmp := filepath.Join(s.dir, metaLogFile+".new")
+	fd, err := unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
+	}
+	if err := writeAllSync(fd, kept); err != nil {
+		_ = unix.Close(fd)
+		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
+	}
+	if err := unix.Rename(tmp, filepath.Join(s.dir, metaLogFile)); err != nil {
+		_ = unix.Close(fd)
+		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
+	}
+	if err := syncDir(s.dir); err != nil {
+		_ = unix.Close(fd)
+		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
+	}
+	_ = unix.Close(s.logFD)
+	s.logFD, s.logEnd = fd, int64(len(kept))
+	s.log.Info("metadata log compacted", "checkpoint_op", snapOp, "bytes_before", len(old), "bytes_after", len(kept))
+	return nil
+}
+
+func writeAllSync(fd int, b []byte) error {
+	for off := 0; off < len(b); {
+		n, err := unix.Pwrite(fd, b[off:], int64(off))
+		if err != nil {
+			return err
+		}
+		off += n
+	}
+	return unix.Fdatasync(fd)
+}
+
+func syncDir(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Fsync(fd)
 }

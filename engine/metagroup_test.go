@@ -33,14 +33,14 @@ type metaNode struct {
 }
 
 func startMetaCluster(t *testing.T, dirs []string) []*metaNode {
-	return startMetaClusterTB(t, dirs, 2*time.Millisecond)
+	return startMetaClusterTB(t, dirs, 2*time.Millisecond, nil)
 }
 
-func startMetaClusterTB(t testing.TB, dirs []string, tick time.Duration) []*metaNode {
+func startMetaClusterTB(t testing.TB, dirs []string, tick time.Duration, tune func(*MetaGroupConfig)) []*metaNode {
 	t.Helper()
 	var nodes []*metaNode
 	for i, dir := range dirs {
-		nodes = append(nodes, newMetaNode(t, uint16(i+1), dir, tick, netip.MustParseAddrPort("127.0.0.1:0")))
+		nodes = append(nodes, newMetaNode(t, uint16(i+1), dir, tick, netip.MustParseAddrPort("127.0.0.1:0"), tune))
 	}
 	for _, n := range nodes {
 		startMetaNode(t, n, nodes)
@@ -55,12 +55,17 @@ func startMetaClusterTB(t testing.TB, dirs []string, tick time.Duration) []*meta
 }
 
 // newMetaNode opens node id's metadata replica from dir and puts it on a shard node listening on listen.
-func newMetaNode(t testing.TB, id uint16, dir string, tick time.Duration, listen netip.AddrPort) *metaNode {
+func newMetaNode(t testing.TB, id uint16, dir string, tick time.Duration, listen netip.AddrPort,
+	tune func(*MetaGroupConfig)) *metaNode {
 	t.Helper()
 	members := []shard.Member{{Index: 0, Node: 1}, {Index: 1, Node: 2}, {Index: 2, Node: 3}}
 	vcfg := vsr.DefaultConfig(3, uint8(id-1))
 	vcfg.PrepareTimeoutTicks, vcfg.RepairTimeoutTicks, vcfg.ViewChangeTimeoutTicks = 10, 10, 80
-	g, err := NewMetaGroup(MetaGroupConfig{Dir: dir, Cluster: 42, Node: id, Members: members, VSR: vcfg})
+	cfg := MetaGroupConfig{Dir: dir, Cluster: 42, Node: id, Members: members, VSR: vcfg}
+	if tune != nil {
+		tune(&cfg)
+	}
+	g, err := NewMetaGroup(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +192,7 @@ func TestMetaGroup_ThreeNodesOpsSurvivePrimaryKillAndItsRestart(t *testing.T) {
 	// catches up.
 	addr := old.node.Addr()
 	old.group.Close()
-	back := newMetaNode(t, old.id, dirs[old.id-1], 2*time.Millisecond, addr)
+	back := newMetaNode(t, old.id, dirs[old.id-1], 2*time.Millisecond, addr, nil)
 	nodes[old.id-1] = back
 	startMetaNode(t, back, nodes)
 	alive[old.id] = true
@@ -255,7 +260,7 @@ func TestMetaGroup_ThreeNodesOpsSurvivePrimaryKillAndItsRestart(t *testing.T) {
 // fdatasync on the same file system, in the same run.
 func BenchmarkMetaGroupCommit(b *testing.B) {
 	dirs := []string{b.TempDir(), b.TempDir(), b.TempDir()}
-	nodes := startMetaClusterTB(b, dirs, time.Millisecond)
+	nodes := startMetaClusterTB(b, dirs, time.Millisecond, nil)
 	alive := map[uint16]bool{1: true, 2: true, 3: true}
 	for primaryOf(nodes, alive) == nil {
 		time.Sleep(time.Millisecond)
@@ -280,6 +285,67 @@ func BenchmarkFdatasyncBaseline(b *testing.B) {
 		}
 		if err := unix.Fdatasync(int(f.Fd())); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// With a checkpoint every 8 ops and compaction on every checkpoint, the log files keep only records
+// past the latest checkpoint, and every replica reopens with all 40 ops.
+func TestMetaGroup_LogCompactedAfterCheckpoints(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	tune := func(c *MetaGroupConfig) {
+		c.VSR.PipelineOpsMax, c.VSR.CheckpointOps, c.LogCompactBytes = 4, 8, 1
+	}
+	nodes := startMetaClusterTB(t, dirs, 2*time.Millisecond, tune)
+	alive := map[uint16]bool{1: true, 2: true, 3: true}
+	var last uint64
+	for req := uint64(1); req <= 40; req++ {
+		op := meta.AppendOp(nil, meta.RegisterNode{Node: uint16(200 + req), Address: "10.0.2.1:7000"})
+		last = commitOp(t, nodes, alive, 5, req, op).Op
+	}
+	waitFor(t, "all three at the last commit", func() bool {
+		for _, n := range nodes {
+			if n.group.Status().Commit < last {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range nodes {
+		_ = n.node.Stop()
+		n.group.Close()
+	}
+	for i, n := range nodes {
+		log, err := os.ReadFile(filepath.Join(dirs[i], metaLogFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Checkpoints fell at ops 8, 16, 24, 32 and 40: after compaction no record at or below op 32
+		// is left (without it, the file would start at op 1).
+		for off := 0; off < len(log); {
+			e, size, err := vsr.DecodeLogRecord(log[off:])
+			if err != nil {
+				t.Fatalf("node %d log record at %d: %v", n.id, off, err)
+			}
+			if e.Op <= 32 {
+				t.Errorf("node %d log still holds op %d: not compacted", n.id, e.Op)
+			}
+			off += size
+		}
+		g, err := NewMetaGroup(MetaGroupConfig{Dir: dirs[i], Cluster: 42, Node: n.id, Members: n.group.cfg.Members,
+			VSR: n.group.cfg.VSR})
+		if err != nil {
+			t.Fatalf("reopen node %d after compaction: %v", n.id, err)
+		}
+		st, commit := g.State(), g.Status().Commit
+		g.Close()
+		if commit < 32 {
+			t.Errorf("node %d reopened at commit %d, below its checkpoints", n.id, commit)
+		}
+		for id := uint64(1); id <= commit && id <= 40; id++ {
+			if _, ok := st.Node(uint16(200 + id)); !ok {
+				t.Errorf("node %d: registered node %d missing after reopen", n.id, 200+id)
+			}
 		}
 	}
 }

@@ -44,5 +44,6 @@
 //   - The superblock's commit is written whenever the superblock is, not each time the commit moves: a
 //     replica that restarts re-applies up to the commit it saved and learns the rest from the primary.
 //   - Checkpoints every CheckpointOps commits; the log keeps the entries since the previous checkpoint.
-//     The on-disk log is not compacted (a known limit; the metadata group's ops are few and small).
+//     The storage format leaves compaction of the append-only log to its driver: records at or below
+//     the checkpoint the superblock names are dead (engine's metadata group rewrites the file).
 package vsr
