@@ -25,6 +25,9 @@ var (
 	ErrUnknownPeer = errors.New("shard: unknown peer node")
 	// ErrStarted: the operation is only allowed before Start.
 	ErrStarted = errors.New("shard: node already started")
+	// ErrSaveDeferred: a superblock save was not issued this tick (the ring had no room); the group is
+	// left out of the batch and asked again on a later tick.
+	ErrSaveDeferred = errors.New("shard: superblock save deferred, no room on the ring this tick")
 	// ErrDuplicateGroup: a group with this id is already on the node.
 	ErrDuplicateGroup = errors.New("shard: duplicate group")
 )
@@ -51,6 +54,7 @@ type Config struct {
 	// Listen is the address peer links connect to (default 127.0.0.1:0, an ephemeral port).
 	Listen netip.AddrPort
 
+	// Ring configures each shard's ring (default Entries 1024: room for the tick's superblock saves).
 	Ring ring.Config
 	// QueueCapacity is the slot count of each cross-shard queue, a power of two (default 16384).
 	QueueCapacity int
@@ -91,6 +95,9 @@ func (c Config) withDefaults() Config {
 	}
 	if !c.Listen.IsValid() {
 		c.Listen = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0)
+	}
+	if c.Ring.Entries == 0 {
+		c.Ring.Entries = 1024
 	}
 	if c.QueueCapacity == 0 {
 		c.QueueCapacity = 16384

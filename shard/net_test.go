@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/shardtest"
 	"github.com/ringstream/ringstream/wire"
@@ -483,5 +484,66 @@ func TestGroupRunsOpsOnShardRing(t *testing.T) {
 	n.Stop()
 	if g.NopErr != nil || g.NopDone != 1 {
 		t.Fatalf("nop: %v, %d completions", g.NopErr, g.NopDone)
+	}
+}
+
+// R12 when the ring has no room for every save of a tick: the saves that fit are issued together, the
+// other groups hear ErrSaveDeferred and are left out, and every group gets saved and sent within a
+// few ticks.
+func TestR12_SavesBeyondRingRoomAreDeferred(t *testing.T) {
+	var w watcher
+	peer := newRawPeer(t, 2)
+	f, err := os.Create(t.TempDir() + "/superblocks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var ready atomic.Bool
+	var groups []*shardtest.Group
+	for id := uint64(1); id <= 100; id++ {
+		g := newGroup(id, []uint16{1, 2}, 1, 1)
+		g.Superblock, g.Ready = f, &ready
+		groups = append(groups, g)
+	}
+	n, err := shard.NewNode(shard.Config{Node: 1, Cluster: testCluster, Tick: time.Millisecond,
+		Schedule: testTicks, Logger: quietLogger(), Ring: ring.Config{Entries: 32, Logger: quietLogger()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		n.AddGroup(g)
+	}
+	n.SetTickHook(w.hook)
+	if err := n.Start([]shard.Peer{{Node: 2, Addr: peer.addr()}}); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	c := peer.accept(t, wire.Revision)
+	w.wait(t, "link up", linksUp(n, true))
+	ready.Store(true)
+	seen := map[uint64]bool{}
+	batches := 0
+	for len(seen) < len(groups) {
+		h, body := readFrame(t, c)
+		if h.Command != wire.CommandCommit {
+			continue
+		}
+		batches++
+		for _, e := range commitEntries(t, parsedFrame{h, body}) {
+			seen[e.Group] = true
+		}
+	}
+	if batches < 2 {
+		t.Fatalf("all %d groups in %d batch: the ring of 32 cannot hold 100 saves", len(groups), batches)
+	}
+	st := n.Shards()[0].Stats()
+	n.Stop()
+	if st.SuperblockSavesDeferred.Load() == 0 || st.SuperblockSaveFailures.Load() != 0 {
+		t.Fatalf("deferred %d, failed %d", st.SuperblockSavesDeferred.Load(), st.SuperblockSaveFailures.Load())
+	}
+	for _, g := range groups {
+		if g.SavesCompleted == 0 {
+			t.Fatalf("group %d never saved", g.GroupID)
+		}
 	}
 }

@@ -297,8 +297,12 @@ func (s *Shard) issueSaves() {
 			continue
 		}
 		if issued == tickSaveLimit || !s.queueSave(i, sb) {
-			gs.save = saveFailed // not saved this tick: left out, tried again on the next one
-			gs.saveErr = ring.ErrQueueFull
+			// No room on the ring this tick: the group hears that its save did not run, is left out of
+			// this batch, and is tried again on a later tick (R12).
+			gs.save = saveFailed
+			gs.saveErr = ErrSaveDeferred
+			s.stats.SuperblockSavesDeferred.Add(1)
+			gs.g.SuperblockSaved(ErrSaveDeferred)
 			continue
 		}
 		issued++

@@ -45,8 +45,9 @@ type Stats struct {
 	BytesDroppedSendFail   atomic.Uint64 // outbox bytes dropped when a send failed (R30)
 	FramesDroppedLinkDown  atomic.Uint64 // group frames refused because the link was down
 
-	SuperblockSaves        atomic.Uint64
-	SuperblockSaveFailures atomic.Uint64
+	SuperblockSaves         atomic.Uint64
+	SuperblockSaveFailures  atomic.Uint64
+	SuperblockSavesDeferred atomic.Uint64 // not issued: no room on the ring this tick (R12)
 
 	RouteBackpressure atomic.Uint64 // a cross-shard queue was full: the receive paused (never a drop)
 	QueueWakeups      atomic.Uint64 // MsgRing wakeups sent to other shards
@@ -116,6 +117,7 @@ func newCollector(node uint16, shards []*Shard) *collector {
 		return u(&s.EntriesDeferredFull) + u(&s.EntriesDeferredSave)
 	})
 	counter("superblock_save_failures_total", "Superblock saves that failed (R12).", func(s *Stats) float64 { return u(&s.SuperblockSaveFailures) })
+	counter("superblock_saves_deferred_total", "Superblock saves not issued for lack of ring room (R12).", func(s *Stats) float64 { return u(&s.SuperblockSavesDeferred) })
 	counter("route_backpressure_total", "Receives paused on a full cross-shard queue.", func(s *Stats) float64 { return u(&s.RouteBackpressure) })
 	counter("bytes_sent_total", "Bytes sent on peer links.", func(s *Stats) float64 { return u(&s.BytesSent) })
 	counter("bytes_received_total", "Bytes received on peer links.", func(s *Stats) float64 { return u(&s.BytesReceived) })
