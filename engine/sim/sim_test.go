@@ -65,6 +65,9 @@ var regressionSeeds = []struct {
 	{126, "the first prepare was lost (links up late) and no other op followed: the primary re-sent only the " +
 		"start-view, which a backup already in the view ignored, so op 1 never committed (first found by the " +
 		"three-node metadata group test; this seed fails with that replica)"},
+	{15327, "a fresh primary sent a prepare, crashed with nothing durable, came back fresh as primary of view 0 " +
+		"and put another op at op 1; a backup holding the first prepare committed it: two ops at op 1"},
+	{25780, "the same as 15327 on another shape (5 replicas)"},
 }
 
 func TestSim_RegressionSeeds(t *testing.T) {

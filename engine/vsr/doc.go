@@ -36,8 +36,9 @@
 //     stay out of the group until the next failure. The cost is one view change when such a replica
 //     returns, as in Raft without pre-vote.
 //   - A replica that restarts as the primary of its view starts a view change instead of resuming: it
-//     may have prepared ops it never persisted. The primary counts an op toward commit only once its own
-//     persist of it is durable, so a replica that restarts with no superblock lost nothing committed.
+//     may have prepared ops it never persisted. A fresh replica (no superblock) sends nothing before its
+//     first superblock is durable, so one that restarts fresh sent nothing before and may resume as
+//     primary of view 0 without contradicting a prepare a backup holds.
 //   - The client table keeps ClientsMax sessions and evicts the one whose last op is oldest; a client
 //     evicted and then retrying an old request could have it applied again (the usual VSR limit; the
 //     metadata group's clients are the nodes, far fewer than the default 4096).

@@ -74,7 +74,7 @@ func (r *Replica) send(to uint8, m wire.VSRMessage, durable bool) {
 	m.Replica = r.cfg.Self
 	env := Envelope{To: to, Msg: m}
 	need := uint64(0)
-	if durable {
+	if durable || (r.fresh && r.persistDurable == 0) {
 		switch {
 		case r.dirty:
 			need = r.persistNext + 1

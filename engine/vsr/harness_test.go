@@ -114,6 +114,7 @@ func newCluster(t *testing.T, n int) *cluster {
 		c.machines = append(c.machines, m)
 		c.disks = append(c.disks, &memDisk{})
 		c.down = append(c.down, false)
+		c.drain(i) // the first superblock
 	}
 	return c
 }

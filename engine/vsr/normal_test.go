@@ -205,3 +205,25 @@ func TestPrepareTimeout_LostPrepareWithNothingAfterItStillCommits(t *testing.T) 
 		t.Fatalf("primary commit %d after the prepare timeout, want 1", c.replicas[0].Commit())
 	}
 }
+
+// Found by the simulator (seeds 15327, 25780): a fresh primary sent a prepare, crashed before anything
+// was durable, came back fresh as primary of view 0 and put another op at the same op number, which a
+// backup holding the first prepare then committed. Nothing may leave a fresh replica before its first
+// superblock is durable.
+func TestFresh_NothingLeavesBeforeTheFirstSuperblockIsDurable(t *testing.T) {
+	r, err := New(testConfig(3, 0), newCounterMachine(), Durable{Fresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Propose(1, 1, counterOp(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	fx := r.Ready()
+	if fx.PersistID == 0 || len(fx.Messages) != 0 {
+		t.Fatalf("persist %d, %d messages: the prepares must wait for the first persist", fx.PersistID, len(fx.Messages))
+	}
+	r.Advance(fx.PersistID)
+	if fx := r.Ready(); len(fx.Messages) != 2 || fx.Messages[0].Msg.Command != wire.CommandVSRPrepare {
+		t.Fatalf("after the first persist: %+v, want the two prepares", fx.Messages)
+	}
+}

@@ -91,6 +91,7 @@ type Replica struct {
 	viewChangeTimeout Timeout
 
 	// Persistence.
+	fresh           bool // started with no durable state: every message waits for the first persist
 	dirty           bool
 	sequence        uint64
 	persistNext     uint64
@@ -136,6 +137,10 @@ func New(cfg Config, sm StateMachine, d Durable) (*Replica, error) {
 	r.log = make([]wire.VSREntry, 0, 2*cfg.CheckpointOps+uint64(cfg.PipelineOpsMax)+1)
 	r.repairTimeout.Start()
 	if d.Fresh {
+		// Nothing leaves a fresh replica before its first superblock is durable. So a replica that
+		// restarts with no superblock sent nothing before, and may resume as primary of view 0: no
+		// backup holds a prepare of its that it has forgotten.
+		r.fresh, r.dirty = true, true
 		if r.isPrimary() {
 			r.prepareTimeout.Start()
 		}

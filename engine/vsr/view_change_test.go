@@ -48,11 +48,13 @@ func TestViewChange_StalledMovesToNextView(t *testing.T) {
 	}
 }
 
+// mustNew returns a fresh replica whose first superblock is already durable.
 func mustNew(t *testing.T, n int, self uint8) *Replica {
 	r, err := New(testConfig(n, self), newCounterMachine(), Durable{Fresh: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.Advance(r.Ready().PersistID)
 	return r
 }
 
