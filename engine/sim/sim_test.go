@@ -67,7 +67,7 @@ var regressionSeeds = []struct {
 		"three-node metadata group test; this seed fails with that replica)"},
 	{15327, "a fresh primary sent a prepare, crashed with nothing durable, came back fresh as primary of view 0 " +
 		"and put another op at op 1; a backup holding the first prepare committed it: two ops at op 1"},
-	{25780, "the same as 15327 on another shape (5 replicas)"},
+	{25780, "the same as 15327 with another workload and fault mix"},
 }
 
 func TestSim_RegressionSeeds(t *testing.T) {
