@@ -63,8 +63,8 @@ type Config struct {
 	OutboxBytes int
 	// ReplyOutboxEntries bounds each per-peer reply outbox (default 65536 entries).
 	ReplyOutboxEntries int
-	// RecvBufferBytes is the initial receive buffer of a connection (default 256 KiB); it grows for a
-	// larger frame, up to wire.FrameSizeMax.
+	// RecvBufferBytes is the receive buffer of a connection (default 256 KiB). A larger frame, up to
+	// wire.FrameSizeMax, is received into a buffer grown for it and dropped after it.
 	RecvBufferBytes int
 	// ReconnectBaseTicks and ReconnectMaxTicks bound the reconnect backoff (defaults 10 and 200).
 	ReconnectBaseTicks uint64

@@ -35,7 +35,8 @@ type conn struct {
 	fd           int
 	state        connState
 	peer         wire.Handshake
-	recv         receiver
+	hello        handshakeBuf // the dialer's handshake, on the accepting shard
+	in           peerReader   // frames, on the shard that owns the connection
 	reply        []byte
 	replyOff     int
 	recvInFlight bool
@@ -72,8 +73,7 @@ func (s *Shard) onAccept(c ring.Completion) {
 	}
 	s.armAccept()
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	cn := &conn{s: s, fd: fd, state: connHandshaking, recv: newReceiver(wire.HeaderSize),
-		acceptTick: s.tick.Number}
+	cn := &conn{s: s, fd: fd, state: connHandshaking, acceptTick: s.tick.Number}
 	s.conns = append(s.conns, cn)
 	cn.postRecv()
 }
@@ -84,7 +84,7 @@ func (s *Shard) adoptConn(fd int, peer wire.Handshake) {
 		unix.Close(fd)
 		return
 	}
-	cn := &conn{s: s, fd: fd, state: connOpen, peer: peer, recv: newReceiver(s.cfg.RecvBufferBytes)}
+	cn := &conn{s: s, fd: fd, state: connOpen, peer: peer, in: newPeerReader(s, peer.Node)}
 	s.conns = append(s.conns, cn)
 	cn.postRecv()
 }
@@ -112,22 +112,22 @@ func (cn *conn) onRecv(c ring.Completion) {
 		return
 	}
 	cn.s.stats.BytesReceived.Add(uint64(c.Res))
-	cn.recv.end += int(c.Res)
 	if cn.state == connHandshaking {
-		if cn.recv.end < wire.HeaderSize {
+		cn.hello.n += int(c.Res)
+		if !cn.hello.full() {
 			cn.postRecv()
 			return
 		}
 		cn.onHandshake()
 		return
 	}
-	cn.resume()
+	cn.receive(int(c.Res))
 }
 
 // onHandshake checks the dialer's handshake (R18) and answers with this node's.
 func (cn *conn) onHandshake() {
 	s := cn.s
-	h, body, err := wire.ParseFrame(cn.recv.buf[:wire.HeaderSize])
+	h, body, err := wire.ParseFrame(cn.hello.buf[:])
 	var hs wire.Handshake
 	if err == nil {
 		hs, err = wire.DecodeHandshake(&h, body)
@@ -188,13 +188,15 @@ func (cn *conn) handOn() {
 	}
 }
 
-func (cn *conn) resume() {
-	if err := cn.recv.process(cn.s, cn.peer.Node); err != nil {
+// receive hands the frames completed by n bytes just received (0: retry a stalled frame) to the shard
+// and reads on, unless a full queue stalled it. A corrupt header closes the connection.
+func (cn *conn) receive(n int) {
+	if err := cn.in.receive(n); err != nil {
 		cn.s.stats.FramesDropped.Add(1)
 		cn.close()
 		return
 	}
-	if !cn.recv.stalled {
+	if !cn.in.stalled {
 		cn.postRecv()
 	}
 }
@@ -203,7 +205,12 @@ func (cn *conn) postRecv() {
 	if cn.recvInFlight {
 		return
 	}
-	buf := cn.recv.space()
+	var buf []byte
+	if cn.state == connHandshaking {
+		buf = cn.hello.space() // the handshake and not a byte more
+	} else {
+		buf = cn.in.frames.Free()
+	}
 	err := cn.s.ring.Recv(cn, connTagRecv, cn.fd, buf, 0, 0)
 	if errors.Is(err, ring.ErrQueueFull) {
 		cn.s.ring.Submit()
@@ -235,7 +242,7 @@ func (cn *conn) close() {
 		return
 	}
 	cn.state = connClosing
-	cn.recv.stalled = false
+	cn.in.stalled = false
 	_ = unix.Shutdown(cn.fd, unix.SHUT_RDWR)
 	cn.finishClose()
 }
@@ -269,3 +276,15 @@ func (s *Shard) expireHandshakes() {
 		}
 	}
 }
+
+// handshakeBuf receives a peer's handshake: exactly one header and not a byte more, so no frame after
+// it is read before the handshake is checked (R18).
+type handshakeBuf struct {
+	buf [wire.HeaderSize]byte
+	n   int
+}
+
+// space is where the next bytes of the handshake are received.
+func (b *handshakeBuf) space() []byte { return b.buf[b.n:] }
+
+func (b *handshakeBuf) full() bool { return b.n == wire.HeaderSize }

@@ -28,12 +28,17 @@
 //   - Routing. A group lives on ShardOf(id, S): the metadata group (MetadataGroupID) on shard 0, every
 //     other group on a splitmix64 mix of its id mod S. Any shard computes it from the entry or header
 //     alone, whatever the sender's shard count (R16).
-//   - Back-pressure. A full cross-shard queue pauses the receiving connection on the frame it was
-//     handling, remembering the next entry; the loop resumes it on a later turn. TCP then pushes back
-//     on the peer. No entry is dropped or handled twice. The stream reader here is the shard's own
-//     (receiver), not wire.FrameReader, because FrameReader's handler error is sticky and cannot
-//     pause and resume mid-frame, and because R15 wants a frame with a wrong body checksum dropped while
-//     the connection goes on (a header that fails its checks does close the connection).
+//   - Receiving. Every connection and link reads frames with a wire.FrameReader, receiving straight
+//     into its buffer (a frame that arrives whole is handled without a copy). The handshake is read
+//     into a separate header-sized buffer, so not a byte past it is read before it is checked (R18).
+//     A frame with a wrong body checksum is dropped whole and counted (FramesDropped), and the
+//     connection goes on (R15); a header that fails its checks or a frame past wire.FrameSizeMax
+//     closes the connection. A frame larger than RecvBufferBytes is received into a buffer grown for
+//     it, which the reader drops once the frame is handled: such frames cost an allocation each.
+//   - Back-pressure. A full cross-shard queue stalls the receiving connection on the frame it was
+//     handling (wire.ErrStall: the reader keeps the frame, the shard remembers the next entry); the
+//     loop retries it on a later turn and reads nothing more from that connection until then. TCP then
+//     pushes back on the peer. No entry is dropped or handled twice (R16).
 //   - Sends. Each link has two outbox buffers of OutboxBytes: one filled during a tick, one in flight.
 //     A tick's Commit batch and reply batch (and any group frames) go out in one Send. A batch that does
 //     not fit is not split (R13): the groups that did not fit stay owed and go next tick. A link that is

@@ -46,27 +46,26 @@ func (s *Shard) SetLinkUp(peer uint16, up bool) {
 	l.up.Store(up)
 }
 
-// Feed pushes received bytes through a receiver as if they arrived on a connection from node from,
-// and reports whether the receiver stalled on a full queue.
+// Feed pushes received bytes through a receiver as if they arrived on a connection from node from
+// (through the reader's Free and Commit, like a ring receive), and reports whether the receiver stalled
+// on a full queue. The bytes not taken before a stall are kept for Resume.
 func (s *Shard) Feed(r *TestReceiver, from uint16, data []byte) (stalled bool, err error) {
-	if r.r.buf == nil {
-		r.r = newReceiver(4096)
+	if r.r.frames == nil {
+		r.r = newPeerReader(s, from)
 	}
-	for len(data) > 0 || r.r.stalled {
-		if r.r.stalled {
-			if err := r.r.process(s, from); err != nil {
-				return false, err
-			}
-			if r.r.stalled {
-				r.pending = append(r.pending, data...)
-				return true, nil
-			}
-			continue
+	if r.r.stalled {
+		if err := r.r.receive(0); err != nil {
+			return false, err
 		}
-		n := copy(r.r.space(), data)
+		if r.r.stalled {
+			r.pending = append(r.pending, data...)
+			return true, nil
+		}
+	}
+	for len(data) > 0 {
+		n := copy(r.r.frames.Free(), data)
 		data = data[n:]
-		r.r.end += n
-		if err := r.r.process(s, from); err != nil {
+		if err := r.r.receive(n); err != nil {
 			return false, err
 		}
 		if r.r.stalled {
@@ -84,9 +83,10 @@ func (s *Shard) Resume(r *TestReceiver, from uint16) (stalled bool, err error) {
 	return s.Feed(r, from, pending)
 }
 
-// TestReceiver is a receiver a test feeds by hand.
+// TestReceiver is a connection's receive side that a test feeds by hand (a wire.FrameReader of
+// Config.RecvBufferBytes and the shard's frame handler).
 type TestReceiver struct {
-	r       receiver
+	r       peerReader
 	pending []byte
 }
 

@@ -55,7 +55,8 @@ type link struct {
 	batchOpen bool
 	replies   []wire.CommitReplyEntry // the reply outbox (R27), capacity ReplyOutboxEntries
 
-	recv      receiver
+	hello     handshakeBuf // the peer's handshake, while handshaking
+	in        peerReader   // frames, once up
 	handshake []byte
 
 	attempts  uint
@@ -74,7 +75,7 @@ func newLink(s *Shard, p Peer) (*link, error) {
 		out:     make([]byte, 0, s.cfg.OutboxBytes),
 		sending: make([]byte, 0, s.cfg.OutboxBytes),
 		replies: make([]wire.CommitReplyEntry, 0, s.cfg.ReplyOutboxEntries),
-		recv:    newReceiver(s.cfg.RecvBufferBytes),
+		in:      newPeerReader(s, p.Node),
 	}
 	l.handshake = wire.AppendHandshake(nil, wire.Handshake{Node: s.cfg.Node, Cluster: s.cfg.Cluster,
 		Revision: wire.Revision, Shard: uint16(s.index), ShardCount: uint16(len(s.node.shards))})
@@ -161,7 +162,7 @@ func (l *link) onConnect(c ring.Completion) {
 		return
 	}
 	l.state = linkHandshaking
-	l.recv.start, l.recv.end = 0, 0
+	l.hello.n = 0
 	l.sending = append(l.sending[:0], l.handshake...)
 	l.sendOff = 0
 	l.postSend()
@@ -196,9 +197,9 @@ func (l *link) onRecv(c ring.Completion) {
 		return
 	}
 	l.s.stats.BytesReceived.Add(uint64(c.Res))
-	l.recv.end += int(c.Res)
 	if l.state == linkHandshaking {
-		if l.recv.end < wire.HeaderSize {
+		l.hello.n += int(c.Res)
+		if !l.hello.full() {
 			l.postRecv()
 			return
 		}
@@ -207,7 +208,6 @@ func (l *link) onRecv(c ring.Completion) {
 			l.fail(err)
 			return
 		}
-		l.recv.start, l.recv.end = 0, 0
 		l.state = linkUp
 		l.up.Store(true)
 		l.attempts = 0
@@ -217,12 +217,12 @@ func (l *link) onRecv(c ring.Completion) {
 		l.kick()
 		return
 	}
-	l.resume()
+	l.receive(int(c.Res))
 }
 
 // checkHandshake checks the peer's handshake: its cluster, revision (R18) and node id.
 func (l *link) checkHandshake() error {
-	h, body, err := wire.ParseFrame(l.recv.buf[:wire.HeaderSize])
+	h, body, err := wire.ParseFrame(l.hello.buf[:])
 	if err != nil {
 		return err
 	}
@@ -239,13 +239,14 @@ func (l *link) checkHandshake() error {
 	return nil
 }
 
-// resume hands the received frames to the shard and reads on, unless a full queue stalls it.
-func (l *link) resume() {
-	if err := l.recv.process(l.s, l.peer.Node); err != nil {
+// receive hands the frames completed by n bytes just received (0: retry a stalled frame) to the shard
+// and reads on, unless a full queue stalled it. A corrupt header fails the link.
+func (l *link) receive(n int) {
+	if err := l.in.receive(n); err != nil {
 		l.fail(err)
 		return
 	}
-	if !l.recv.stalled {
+	if !l.in.stalled {
 		l.postRecv()
 	}
 }
@@ -254,9 +255,11 @@ func (l *link) postRecv() {
 	if l.recvInFlight {
 		return
 	}
-	buf := l.recv.space()
+	var buf []byte
 	if l.state == linkHandshaking {
-		buf = l.recv.buf[l.recv.end:wire.HeaderSize] // read the handshake and not a byte more
+		buf = l.hello.space() // the handshake and not a byte more
+	} else {
+		buf = l.in.frames.Free()
 	}
 	err := l.s.ring.Recv(l, linkTagRecv, l.fd, buf, 0, 0)
 	if errors.Is(err, ring.ErrQueueFull) {
@@ -384,8 +387,7 @@ func (l *link) fail(err error) {
 	l.out = l.out[:0]
 	l.replies = l.replies[:0]
 	l.batchOpen = false
-	l.recv.stalled = false
-	l.recv.start, l.recv.end, l.recv.resume = 0, 0, 0
+	l.in.reset() // the old connection's bytes are gone with it
 	l.state = linkClosing
 	if l.fd >= 0 {
 		_ = unix.Shutdown(l.fd, unix.SHUT_RDWR)

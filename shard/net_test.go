@@ -547,3 +547,77 @@ func TestR12_SavesBeyondRingRoomAreDeferred(t *testing.T) {
 		}
 	}
 }
+
+// A dialer may send frames right behind its handshake, in the same write: the accepting shard reads
+// the handshake and not a byte more, so the frames reach the shard the socket is handed to. There a
+// frame with a wrong body checksum is dropped whole and counted while the connection goes on (R15),
+// and a frame whose header is corrupt closes the connection.
+func TestAcceptedConnReadsFramesBehindHandshake(t *testing.T) {
+	var w watcher
+	ids := idRange(1, 41)
+	groups := backups(ids) // led by node 1, the raw dialer below
+	n := newNetNode(t, 2, 2, &w, groups...)
+	if err := n.Start([]shard.Peer{{Node: 1, Addr: netip.MustParseAddrPort("127.0.0.1:9")}}); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			n.Stop()
+		}
+	}()
+	total := func(get func(*shard.Stats) uint64) uint64 {
+		var sum uint64
+		for _, s := range n.Shards() {
+			sum += get(s.Stats())
+		}
+		return sum
+	}
+	accepted := func(s *shard.Stats) uint64 { return s.CommitEntriesAccepted.Load() }
+	dropped := func(s *shard.Stats) uint64 { return s.FramesDropped.Load() }
+
+	conn, err := net.Dial("tcp", n.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	bad := commitBatch(ids, 100)
+	bad[wire.HeaderSize+3] ^= 0xff // the body checksum no longer matches
+	stream := wire.AppendHandshake(nil, wire.Handshake{Node: 1, Cluster: testCluster, Revision: wire.Revision,
+		Shard: 1, ShardCount: 2}) // handed to shard 1, which routes half the entries to shard 0
+	stream = append(stream, bad...)
+	stream = append(stream, commitBatch(ids, 200)...)
+	if _, err := conn.Write(stream); err != nil {
+		t.Fatal(err)
+	}
+	h, body := readFrame(t, conn)
+	if hs, err := wire.DecodeHandshake(&h, body); err != nil || hs.Node != 2 {
+		t.Fatalf("answer %+v: %v", hs, err)
+	}
+	w.wait(t, "the good frame handled", func() bool {
+		return total(accepted) == uint64(len(ids)) && total(dropped) == 1
+	})
+
+	corrupt := commitBatch(ids, 300)
+	corrupt[20] ^= 1 // header byte: the header checksum no longer matches
+	if _, err := conn.Write(corrupt); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(liveness))
+	if k, err := conn.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("read %d bytes, %v; want the connection closed", k, err)
+	}
+	w.wait(t, "the corrupt header counted", func() bool { return total(dropped) == 2 })
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	stopped = true
+	if got := total(accepted); got != uint64(len(ids)) {
+		t.Fatalf("accepted %d entries after the corrupt frame, want %d", got, len(ids))
+	}
+	for _, g := range groups {
+		if len(g.Received) != 1 || g.Received[0].TimestampMonotonic != 200 {
+			t.Fatalf("group %d received %+v, want only the good frame", g.GroupID, g.Received)
+		}
+	}
+}

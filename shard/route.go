@@ -1,22 +1,75 @@
 package shard
 
 import (
+	"errors"
+
 	"github.com/ringstream/ringstream/internal/assert"
 	"github.com/ringstream/ringstream/shard/heartbeat"
 	"github.com/ringstream/ringstream/wire"
 )
 
-// handleFrame handles one whole frame received from node from. It returns false when a cross-shard
-// queue is full: *resume then holds the first entry not yet handed on, and the caller pauses this
-// connection until resumeStalled calls again.
-func (s *Shard) handleFrame(from uint16, frame []byte, resume *int) bool {
+// peerReader is the receive side of one connection from a peer node: a wire.FrameReader that cuts
+// frames out of the byte stream, received straight into its buffer, and the shard's handler for them.
+// When a cross-shard queue is full the handler stalls (wire.ErrStall): the reader keeps the frame,
+// resume keeps its next entry, and the connection stops reading until resumeStalled retries it, so
+// back-pressure reaches the peer through TCP and no entry is dropped or handled twice (R16).
+type peerReader struct {
+	s       *Shard
+	from    uint16
+	frames  *wire.FrameReader
+	resume  int  // next entry of the frame the reader holds, while stalled
+	stalled bool // the reader holds a frame the handler stopped on; receive(0) retries it
+}
+
+func newPeerReader(s *Shard, from uint16) peerReader {
+	return peerReader{s: s, from: from, frames: wire.NewFrameReader(s.cfg.RecvBufferBytes, wire.FrameSizeMax)}
+}
+
+// receive hands the frames completed by n bytes just received into frames.Free() to the shard, or
+// retries the stalled frame when n is 0. It returns the reader's error on a corrupt header or a frame
+// past FrameSizeMax: the stream can no longer be trusted to line up with frames, so the caller closes
+// the connection.
+func (r *peerReader) receive(n int) error {
+	assert.True(n == 0 || !r.stalled, "shard: bytes received while the reader is stalled")
+	err := r.frames.Commit(n, r)
+	r.stalled = errors.Is(err, wire.ErrStall)
+	if r.stalled {
+		return nil
+	}
+	return err
+}
+
+// reset readies the reader for a new connection. FrameReader has no reset: a reader that holds bytes
+// of the old connection, or stopped on its error, is replaced; an idle one is kept.
+func (r *peerReader) reset() {
+	if r.frames.Buffered() != 0 || r.frames.Err() != nil {
+		r.frames = wire.NewFrameReader(r.s.cfg.RecvBufferBytes, wire.FrameSizeMax)
+	}
+	r.resume, r.stalled = 0, false
+}
+
+// HandleFrame hands one whole frame, both checksums checked, to the shard (wire.FrameHandler).
+func (r *peerReader) HandleFrame(h wire.Header, body, frame []byte) error {
 	// The header lives in the shard, not on the stack: group handlers receive a pointer to it through an
 	// interface, which would move a stack copy to the heap on every frame.
-	h := &s.header
-	var body []byte
-	var err error
-	*h, body, err = wire.ParseFrame(frame)
-	if err != nil || h.Cluster != s.cfg.Cluster || h.Sender != from {
+	r.s.header = h
+	if !r.s.handleFrame(r.from, &r.s.header, body, frame, &r.resume) {
+		return wire.ErrStall
+	}
+	r.resume = 0
+	return nil
+}
+
+// DropFrame counts a frame whose body failed its checksum; the reader skips it whole and reads on (R15).
+func (r *peerReader) DropFrame(h wire.Header, err error) {
+	r.s.stats.FramesDropped.Add(1)
+}
+
+// handleFrame handles one whole, checked frame received from node from. It returns false when a
+// cross-shard queue is full: *resume then holds the first entry not yet handed on, and the caller
+// pauses this connection until resumeStalled calls again.
+func (s *Shard) handleFrame(from uint16, h *wire.Header, body, frame []byte, resume *int) bool {
+	if h.Cluster != s.cfg.Cluster || h.Sender != from {
 		s.stats.FramesDropped.Add(1) // R15: dropped whole
 		return true
 	}
@@ -217,13 +270,13 @@ func (s *Shard) handleMessage(fromShard int, m *message) {
 // resumeStalled retries the connections paused on a full queue.
 func (s *Shard) resumeStalled() {
 	for _, l := range s.links {
-		if l.recv.stalled {
-			l.resume()
+		if l.in.stalled {
+			l.receive(0)
 		}
 	}
-	for _, c := range s.conns {
-		if c.recv.stalled {
-			c.resume()
+	for i := len(s.conns) - 1; i >= 0; i-- { // backwards: a corrupt header closes and removes s.conns[i]
+		if c := s.conns[i]; c.in.stalled {
+			c.receive(0)
 		}
 	}
 }
