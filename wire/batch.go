@@ -135,8 +135,11 @@ type CommitVisitor interface {
 
 // Each hands every good entry to v and reports every bad one, in order, and returns how many of each.
 func (b *CommitBatch) Each(v CommitVisitor) (good, bad int) {
-	for i := 0; i < b.Len(); i++ {
-		e, err := b.Entry(i)
+	var e CommitEntry
+	entries := b.entries
+	for i := 0; len(entries) >= CommitEntrySize; i++ {
+		err := decodeCommitEntryInto(entries, &e)
+		entries = entries[CommitEntrySize:]
 		if err != nil {
 			v.OnBadCommitEntry(i, err)
 			bad++
@@ -186,8 +189,11 @@ type CommitReplyVisitor interface {
 
 // Each hands every good entry to v and reports every bad one, in order, and returns how many of each.
 func (b *CommitReplyBatch) Each(v CommitReplyVisitor) (good, bad int) {
-	for i := 0; i < b.Len(); i++ {
-		e, err := b.Entry(i)
+	var e CommitReplyEntry
+	entries := b.entries
+	for i := 0; len(entries) >= CommitReplyEntrySize; i++ {
+		err := decodeCommitReplyEntryInto(entries, &e)
+		entries = entries[CommitReplyEntrySize:]
 		if err != nil {
 			v.OnBadCommitReplyEntry(i, err)
 			bad++

@@ -121,43 +121,59 @@ func AppendCommitReplyEntry(dst []byte, e CommitReplyEntry) []byte {
 
 // decodeCommitEntry reads and checks one 40-byte entry. b holds exactly CommitEntrySize bytes.
 func decodeCommitEntry(b []byte) (CommitEntry, error) {
-	tail := binary.LittleEndian.Uint64(b[32:])
-	e := CommitEntry{
-		Group:              binary.LittleEndian.Uint64(b[0:]),
-		Incarnation:        binary.LittleEndian.Uint32(b[8:]),
-		View:               binary.LittleEndian.Uint32(b[12:]),
-		Commit:             binary.LittleEndian.Uint64(b[16:]),
-		TimestampMonotonic: binary.LittleEndian.Uint64(b[24:]),
-		HeartbeatState:     HeartbeatState(tail),
-		Replica:            uint8(tail >> 8),
-	}
-	if e.Group == 0 {
-		return CommitEntry{}, ErrEntryGroup
-	}
-	if !e.HeartbeatState.Valid() {
-		return CommitEntry{}, ErrEntryHeartbeatState
-	}
-	if tail>>16 != 0 {
-		return CommitEntry{}, ErrEntryReserved
+	var e CommitEntry
+	if err := decodeCommitEntryInto(b, &e); err != nil {
+		return CommitEntry{}, err
 	}
 	return e, nil
 }
 
+// decodeCommitEntryInto reads and checks one 40-byte entry into e; on error e is partly written.
+func decodeCommitEntryInto(b []byte, e *CommitEntry) error {
+	b = b[:CommitEntrySize]
+	tail := binary.LittleEndian.Uint64(b[32:])
+	e.Group = binary.LittleEndian.Uint64(b[0:])
+	e.Incarnation = binary.LittleEndian.Uint32(b[8:])
+	e.View = binary.LittleEndian.Uint32(b[12:])
+	e.Commit = binary.LittleEndian.Uint64(b[16:])
+	e.TimestampMonotonic = binary.LittleEndian.Uint64(b[24:])
+	e.HeartbeatState = HeartbeatState(tail)
+	e.Replica = uint8(tail >> 8)
+	if e.Group == 0 {
+		return ErrEntryGroup
+	}
+	if !e.HeartbeatState.Valid() {
+		return ErrEntryHeartbeatState
+	}
+	if tail>>16 != 0 {
+		return ErrEntryReserved
+	}
+	return nil
+}
+
 // decodeCommitReplyEntry reads and checks one 32-byte entry. b holds exactly CommitReplyEntrySize bytes.
 func decodeCommitReplyEntry(b []byte) (CommitReplyEntry, error) {
-	tail := binary.LittleEndian.Uint64(b[24:])
-	e := CommitReplyEntry{
-		Group:              binary.LittleEndian.Uint64(b[0:]),
-		Incarnation:        binary.LittleEndian.Uint32(b[8:]),
-		View:               binary.LittleEndian.Uint32(b[12:]),
-		TimestampMonotonic: binary.LittleEndian.Uint64(b[16:]),
-		Replica:            uint8(tail),
-	}
-	if e.Group == 0 {
-		return CommitReplyEntry{}, ErrEntryGroup
-	}
-	if tail>>8 != 0 {
-		return CommitReplyEntry{}, ErrEntryReserved
+	var e CommitReplyEntry
+	if err := decodeCommitReplyEntryInto(b, &e); err != nil {
+		return CommitReplyEntry{}, err
 	}
 	return e, nil
+}
+
+// decodeCommitReplyEntryInto reads and checks one 32-byte entry into e; on error e is partly written.
+func decodeCommitReplyEntryInto(b []byte, e *CommitReplyEntry) error {
+	b = b[:CommitReplyEntrySize]
+	tail := binary.LittleEndian.Uint64(b[24:])
+	e.Group = binary.LittleEndian.Uint64(b[0:])
+	e.Incarnation = binary.LittleEndian.Uint32(b[8:])
+	e.View = binary.LittleEndian.Uint32(b[12:])
+	e.TimestampMonotonic = binary.LittleEndian.Uint64(b[16:])
+	e.Replica = uint8(tail)
+	if e.Group == 0 {
+		return ErrEntryGroup
+	}
+	if tail>>8 != 0 {
+		return ErrEntryReserved
+	}
+	return nil
 }
