@@ -46,13 +46,15 @@ func (c counters) plus(o counters) counters {
 		c.replyFrames + o.replyFrames, c.replyEntries + o.replyEntries, c.bytesSent + o.bytesSent}
 }
 
-// clusterSpec describes one traffic run.
+// clusterSpec describes one traffic run. Its ticks count on each shard from the tick on which that
+// shard first saw every link of the cluster up (its base): the nodes start one after another and a
+// slow start must not eat a shard's measured ticks.
 type clusterSpec struct {
 	shards      []int // shard count per node; node ids are 1..len
 	groups      int
 	commitEvery int           // 0: idle groups; n: every group commits on every n-th tick
-	window      uint64        // tick at which the measured window starts
-	limit       uint64        // last tick on which groups are polled (no Commits owed after it)
+	window      uint64        // tick after base at which the measured window starts
+	limit       uint64        // last tick after base on which groups are polled (no Commits owed after it)
 	tick        time.Duration // real tick period
 	backend     ring.Backend  // "" for auto (io_uring here)
 }
@@ -62,17 +64,19 @@ type clusterRun struct {
 	spec    clusterSpec
 	nodes   []*shard.Node
 	groups  [][]*shardtest.Group // groups[node index][group index]
-	atStart map[[2]int]counters  // (node index, shard) -> counters at tick window
-	atLimit map[[2]int]counters  // (node index, shard) -> counters at tick limit
+	atStart map[[2]int]counters  // (node index, shard) -> counters at tick base + window
+	atLimit map[[2]int]counters  // (node index, shard) -> counters at tick base + limit
+	base    map[[2]int]uint64    // (node index, shard) -> the first tick on which it saw ready
 	started atomic.Bool          // every node's Start returned
 	ready   atomic.Bool          // every link of every node is up: the primaries come online
 }
 
-// runCluster starts the nodes over real loopback links, lets every shard run to spec.limit ticks and
-// beyond until every Commit and reply sent was handled by its owner, then stops them all.
+// runCluster starts the nodes over real loopback links, lets every shard run to spec.limit ticks past
+// its base and beyond until every Commit and reply sent was handled by its owner, then stops them all.
 func runCluster(t testing.TB, spec clusterSpec) *clusterRun {
 	t.Helper()
-	run := &clusterRun{spec: spec, atStart: map[[2]int]counters{}, atLimit: map[[2]int]counters{}}
+	run := &clusterRun{spec: spec, atStart: map[[2]int]counters{}, atLimit: map[[2]int]counters{},
+		base: map[[2]int]uint64{}}
 	ticks := defaultTicks(t)
 	var mu sync.Mutex
 	totalShards := 0
@@ -107,22 +111,29 @@ func runCluster(t testing.TB, spec clusterSpec) *clusterRun {
 		run.nodes = append(run.nodes, n)
 		run.groups = append(run.groups, gs)
 		idx := i
-		n.SetSendLimit(spec.limit)
 		n.SetTickHook(func(s *shard.Shard, tick uint64) {
 			if !run.ready.Load() && run.started.Load() && run.allLinksUp() {
 				run.ready.Store(true)
 			}
+			key := [2]int{idx, s.Index()}
+			mu.Lock()
+			defer mu.Unlock()
+			base, ok := run.base[key]
+			if !ok {
+				if !run.ready.Load() {
+					return
+				}
+				base = tick
+				run.base[key] = base
+				s.SetSendLimit(base + spec.limit)
+			}
 			switch {
-			case tick == spec.window:
-				mu.Lock()
-				run.atStart[[2]int{idx, s.Index()}] = snapshot(s)
-				mu.Unlock()
-			case tick == spec.limit:
-				mu.Lock()
-				run.atLimit[[2]int{idx, s.Index()}] = snapshot(s)
-				mu.Unlock()
+			case tick == base+spec.window:
+				run.atStart[key] = snapshot(s)
+			case tick == base+spec.limit:
+				run.atLimit[key] = snapshot(s)
 				pastLimit.Add(1)
-			case tick > spec.limit && pastLimit.Load() == int64(totalShards) && run.settled():
+			case tick > base+spec.limit && pastLimit.Load() == int64(totalShards) && run.settled():
 				drainOnce.Do(func() { close(drained) })
 			}
 		})
@@ -169,15 +180,18 @@ func (r *clusterRun) allLinksUp() bool {
 	return true
 }
 
-// primaryOnline returns the tick at which group id's primary came online on its node.
-func (r *clusterRun) primaryOnline(id uint64) uint64 {
-	for _, gs := range r.groups {
+// primaryOnline returns the tick at which group id's primary came online, and the base of the shard
+// it runs on. A primary comes online on its shard's base tick or the one after it.
+func (r *clusterRun) primaryOnline(t testing.TB, id uint64) (online, base uint64) {
+	t.Helper()
+	for ni, gs := range r.groups {
 		g := gs[id-1]
 		if g.Role() == shard.RolePrimary {
-			return g.OnlineTick
+			return g.OnlineTick, r.base[[2]int{ni, shard.ShardOf(id, r.spec.shards[ni])}]
 		}
 	}
-	return 0
+	t.Fatalf("group %d: no primary came online", id)
+	return 0, 0
 }
 
 // settled says whether every Commit and reply entry sent so far was handled by its owning shard.
@@ -219,12 +233,12 @@ func (r *clusterRun) windowCounters() counters {
 
 // simulateSends counts the ticks in online..limit on which one group owes its backups an entry, and
 // those after tick from, by running the pure schedule the shard runs, in the shard's order.
-func simulateSends(t testing.TB, spec clusterSpec, online, from uint64) (sends, sendsAfter int) {
+func simulateSends(t testing.TB, spec clusterSpec, online, from, limit uint64) (sends, sendsAfter int) {
 	ticks := defaultTicks(t)
 	sched := heartbeat.NewSchedule(ticks)
 	var p heartbeat.Primary
 	var commit uint64
-	for tick := uint64(1); tick <= spec.limit; tick++ {
+	for tick := uint64(1); tick <= limit; tick++ {
 		tk := sched.Advance()
 		if tick < online {
 			continue

@@ -121,5 +121,6 @@ func (s *Shard) DiscardOutboxes() {
 // RegisterMetrics registers the node's collector on reg.
 func (n *Node) RegisterMetrics(reg prometheus.Registerer) error { return n.registerMetrics(reg) }
 
-// SetSendLimit stops polling groups after tick limit: no new Commits are owed, replies still flow.
-func (n *Node) SetSendLimit(limit uint64) { n.sendLimit = limit }
+// SetSendLimit stops polling s's groups after tick limit: no new Commits are owed, replies still flow.
+// Call it on s's goroutine (from a tick hook) once s runs.
+func (s *Shard) SetSendLimit(limit uint64) { s.sendLimit = limit }

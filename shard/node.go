@@ -33,8 +33,7 @@ type Node struct {
 	wg      sync.WaitGroup // one per shard goroutine
 	drained sync.WaitGroup // every shard has no operation left on its ring
 
-	tickHook  func(s *Shard, tick uint64) // tests only (export_test.go); runs on the shard goroutine
-	sendLimit uint64                      // tests only: past this tick, groups are no longer polled
+	tickHook func(s *Shard, tick uint64) // tests only (export_test.go); runs on the shard goroutine
 }
 
 // NewNode checks cfg and binds the peer listener.

@@ -93,6 +93,8 @@ type Shard struct {
 	stats    Stats
 	scratch  message
 	header   wire.Header // the frame being handled (see handleFrame)
+
+	sendLimit uint64 // tests only (export_test.go): past this tick, groups are no longer polled
 }
 
 // Stats returns the shard's counters.
@@ -200,7 +202,7 @@ func (s *Shard) runTick(nowNs uint64) {
 	if s.tick.Send {
 		s.stats.SendTicks.Add(1)
 	}
-	if s.node.sendLimit == 0 || s.tick.Number <= s.node.sendLimit {
+	if s.sendLimit == 0 || s.tick.Number <= s.sendLimit {
 		s.pollGroups()
 	}
 	s.issueSaves()

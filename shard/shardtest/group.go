@@ -54,6 +54,7 @@ type Group struct {
 	role       shard.Role
 	roleSet    bool
 	online     bool
+	heard      bool   // a Commit was accepted
 	OnlineTick uint64 // the tick the primary came online (result)
 	sender     shard.Sender
 	sbBuf      []byte
@@ -70,6 +71,7 @@ type Group struct {
 	Replies        []wire.CommitReplyEntry // replies that counted
 	Frames         [][]byte                // other frames, copied
 	SilentEvents   int
+	SilentHeard    int // silent reports after a Commit was accepted (the primary went quiet after it spoke)
 	QuorumLost     int
 	SaveErrors     int
 	SavesCompleted int
@@ -166,6 +168,7 @@ func (g *Group) SuperblockSaved(err error) {
 }
 
 func (g *Group) OnCommit(from uint16, e wire.CommitEntry) {
+	g.heard = true
 	if !g.DiscardReceived {
 		g.Received = append(g.Received, e)
 	}
@@ -175,9 +178,15 @@ func (g *Group) OnCommit(from uint16, e wire.CommitEntry) {
 }
 
 func (g *Group) OnCommitReply(from uint16, e wire.CommitReplyEntry) { g.Replies = append(g.Replies, e) }
-func (g *Group) OnPrimarySilent()                                   { g.SilentEvents++ }
 func (g *Group) OnQuorumLost()                                      { g.QuorumLost++ }
 func (g *Group) Attach(s shard.Sender)                              { g.sender = s }
+
+func (g *Group) OnPrimarySilent() {
+	g.SilentEvents++
+	if g.heard {
+		g.SilentHeard++
+	}
+}
 
 func (g *Group) OnFrame(from uint16, h *wire.Header, body []byte) {
 	g.Frames = append(g.Frames, append([]byte(nil), body...))
