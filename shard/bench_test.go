@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/shardtest"
 	"github.com/ringstream/ringstream/wire"
 )
@@ -90,4 +91,48 @@ func BenchmarkTickBatching(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2000, "ns/entry")
 	})
+}
+
+// BenchmarkReceiveRouting feeds Commit batches of 400 entries from one peer through a connection's
+// receive side on shard 0 of two, in reads of 4000 bytes: each frame is reassembled, both checksums
+// checked, every entry decoded, half of them routed to shard 1 through its queue, and all accepted by
+// their backups. One op is one frame. Frames past the 4096 built ones repeat a timestamp (their
+// entries are then ignored as not newer), so run it with a fixed count:
+//
+//	nice go test -run '^$' -bench ReceiveRouting -benchtime=4000x -benchmem ./shard/
+func BenchmarkReceiveRouting(b *testing.B) {
+	ids := idRange(1, 401)
+	groups := backups(ids)
+	for _, g := range groups {
+		g.DiscardReceived = true
+	}
+	n := offlineNode(b, 2, 2, []uint16{1}, groups...)
+	s0, s1 := n.Shards()[0], n.Shards()[1]
+	frames := make([][]byte, 4096)
+	for i := range frames {
+		frames[i] = commitBatch(ids, uint64(100+i))
+	}
+	var r shard.TestReceiver
+	b.SetBytes(int64(len(frames[0])))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		frame := frames[i%len(frames)]
+		for off := 0; off < len(frame); off += 4000 {
+			if _, err := s0.Feed(&r, 1, frame[off:min(off+4000, len(frame))]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		s1.DrainInbox()
+		s0.DiscardOutboxes()
+		s1.DiscardOutboxes()
+	}
+	b.StopTimer()
+	var accepted uint64
+	for _, s := range n.Shards() {
+		accepted += s.Stats().CommitEntriesAccepted.Load()
+	}
+	if b.N <= len(frames) && accepted != uint64(len(ids)*b.N) {
+		b.Fatalf("accepted %d entries, want %d", accepted, len(ids)*b.N)
+	}
 }
