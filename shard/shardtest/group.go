@@ -40,11 +40,13 @@ type Group struct {
 	Superblock *os.File
 	// FailSaves makes that many superblock saves fail (they are issued on fd -1).
 	FailSaves int
-	// FrameAt, FrameTo: on tick FrameAt the group sends one group frame (stream prepare, body
-	// "ringstream") to node FrameTo through its shard; FrameErr holds the result.
-	FrameAt  uint64
-	FrameTo  uint16
-	FrameErr error
+	// FrameAt, FrameTo: from tick FrameAt the group sends one group frame (stream prepare, body
+	// "ringstream") to node FrameTo through its shard, again each tick while the link is down (a
+	// peer node that started late); FrameErr holds the result.
+	FrameAt   uint64
+	FrameTo   uint16
+	FrameErr  error
+	frameSent bool
 	// NopAt: on tick NopAt the group queues a Nop on its shard's ring; NopDone counts its completions.
 	NopAt   uint64
 	NopErr  error
@@ -115,12 +117,13 @@ func (g *Group) OnTick(tick uint64) {
 	if g.NopAt != 0 && tick == g.NopAt {
 		g.NopErr = g.sender.Ring().Nop(nopHandler{g}, 7, 0)
 	}
-	if g.FrameAt != 0 && tick == g.FrameAt {
+	if g.FrameAt != 0 && tick >= g.FrameAt && !g.frameSent {
 		frame := wire.BeginFrame(nil, &wire.Header{Cluster: g.Cluster, Sender: g.Node,
 			Command: wire.CommandStreamPrepare, Group: g.GroupID, Incarnation: g.Inc})
 		frame = append(frame, "ringstream"...)
 		wire.EndFrame(frame, 0)
 		g.FrameErr = g.Send(g.FrameTo, frame)
+		g.frameSent = !errors.Is(g.FrameErr, shard.ErrLinkDown)
 	}
 }
 
