@@ -25,7 +25,7 @@ type Config struct {
 	// PrewriteBytes: the record log writes zeros this far ahead of the active segment's data,
 	// through the ring, so group commits overwrite blocks already allocated and written (default
 	// 1 MiB, or SegmentBytes if smaller; -1 turns it off; otherwise 4 KiB..SegmentBytes). The
-	// cursor log never prewrites: its commits are rare. See docs/bench/segment.md.
+	// cursor log never prewrites: its commits are rare. See BENCHMARKS.md, "segment benchmarks".
 	PrewriteBytes int
 	// Logger receives recovery warnings. Nil means slog.Default().
 	Logger *slog.Logger
