@@ -54,8 +54,8 @@
 //     is an error naming the file and byte, and so is a closed segment shorter than its sidecar
 //     says. Settled segments are trusted on open (their sidecar is checked against the file size
 //     only); Verify recomputes their digests.
-//   - Preallocation: segments are never fallocated. Measured on this machine (BENCHMARKS.md, "segment benchmarks",
-//     BenchmarkPrealloc), a 4 KiB write + fdatasync into fallocate'd space cost as much as or more
+//   - Preallocation: segments are never fallocated. Measured on this machine (BENCHMARKS.md,
+//     "segment benchmarks", BenchmarkPrealloc), a 4 KiB write + fdatasync into fallocate'd space cost as much as or more
 //     than on a growing file (the unwritten extents' conversion is journalled), while prewritten
 //     blocks were about 2x cheaper. So the log can prewrite instead (Config.PrewriteBytes): zeros
 //     written through the ring ahead of the active segment's data, reaching the disk with the next
