@@ -6,16 +6,28 @@
 // does) nor decides anything about the protocol (vsr does): it moves inputs in and effects out.
 //
 // Decisions where the design is silent:
-//   - Persistence runs on a writer goroutine with a ring of its own, not on the shard's ring: the
-//     shard.Group interface gives a group no ring, and its superblock saves (R12) run only for
+//   - Persistence runs on shard 0's ring (Sender.Ring), on the shard goroutine, with the store as the
+//     Handler: no goroutine or ring of its own. Each persist is one linked chain (snapshot write +
+//     fsync, log write + fdatasync, superblock write + fdatasync); one chain is in flight at a time,
+//     in the replica's order, and the rest wait in the store's queue. The chain's last completion
+//     makes the persist durable: the store marks it done in the completion, starts the next persist
+//     there, and the replica hears of it (Advance) at the next tick. A chain is queued only when the
+//     ring has room for all of it; otherwise (ErrQueueFull) the persist stays queued and the next
+//     tick tries again. The shard's superblock saves (R12) are not used: they run only for
 //     primaries that owe Commit entries, while a VSR backup must persist every prepare before it
-//     acknowledges it. Each persist is one linked chain of writes and fdatasyncs; its completion reaches
-//     the replica on the shard goroutine at the next tick.
+//     acknowledges it. A short write or any failed step stops the store: it logs the error and the
+//     replica acknowledges nothing more.
 //   - PendingSuperblock is always empty: the replica's own superblock is written before any message
 //     that depends on it, and the commit point in a Commit entry needs no save (a replica that forgets
 //     it learns it again).
 //   - After a checkpoint, a log file past LogCompactBytes is rewritten without the records at or below
-//     the checkpoint (write a new file, fsync, rename, fsync the directory) on the writer goroutine.
+//     the checkpoint, before the next persist starts: the log is read through the ring, log.new is
+//     opened with a plain syscall, written and fdatasynced as one chain through the ring, then renamed
+//     over the log and the directory fsynced, both plain syscalls on the shard goroutine (the ring has
+//     no renameat, and the directory fsync follows the rename at once). When the ring has no room for
+//     the read or the chain, that compaction is skipped and the next checkpoint tries again.
+//   - Opening and recovering the files runs before the shard starts, with plain syscalls on the
+//     opening goroutine.
 //   - The metadata group's Commit entries carry incarnation 0.
 //   - Propose and Status may be called from any goroutine: a proposal waits in a locked inbox until the
 //     next tick; Status is a copy the shard goroutine publishes after each event.
@@ -29,7 +41,6 @@ import (
 
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/vsr"
-	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/heartbeat"
 	"github.com/ringstream/ringstream/wire"
@@ -48,7 +59,6 @@ type MetaGroupConfig struct {
 	// LogCompactBytes: after a checkpoint, a log file past this size is rewritten without the records
 	// the checkpoint made dead (default 64 MiB).
 	LogCompactBytes int64
-	Ring            ring.Config  // the persist writer's ring
 	Logger          *slog.Logger // nil: slog.Default()
 }
 
@@ -135,7 +145,7 @@ func NewMetaGroup(cfg MetaGroupConfig) (*MetaGroup, error) {
 	if cfg.LogCompactBytes == 0 {
 		cfg.LogCompactBytes = 64 << 20
 	}
-	store, d, err := openMetaStore(cfg.Dir, cfg.LogCompactBytes, cfg.Ring, g.log)
+	store, d, err := openMetaStore(cfg.Dir, cfg.LogCompactBytes, g.log)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +159,8 @@ func NewMetaGroup(cfg MetaGroupConfig) (*MetaGroup, error) {
 	return g, nil
 }
 
-// Close stops the persist writer and closes the files. Call it after the node stopped.
+// Close closes the files. Call it after the node stopped (its shards drained their rings, so no
+// persist of the group is in flight).
 func (g *MetaGroup) Close() { g.store.close() }
 
 // Propose asks the replica to order op for client's request. The channel receives the result once the
@@ -242,6 +253,10 @@ func (g *MetaGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
 }
 
 func (g *MetaGroup) OnTick(uint64) {
+	if g.store.rg == nil && g.sender != nil {
+		g.store.attach(g.sender.Ring())
+	}
+	g.store.kick() // a persist the ring had no room for on an earlier tick
 	g.mu.Lock()
 	inbox := g.inbox
 	g.inbox = nil
@@ -263,7 +278,7 @@ func (g *MetaGroup) OnTick(uint64) {
 	g.pump()
 }
 
-// pump carries out the replica's effects: persists to the writer, messages to the shard's links,
+// pump carries out the replica's effects: persists to the store's queue, messages to the shard's links,
 // replies to the waiting proposers.
 func (g *MetaGroup) pump() {
 	for {
@@ -301,7 +316,7 @@ func (g *MetaGroup) pump() {
 	g.publish()
 }
 
-// persist turns the effects' storage writes into bytes for the writer, in a reused buffer.
+// persist turns the effects' storage writes into bytes for the store, in a reused buffer.
 func (g *MetaGroup) persist(fx *vsr.Effects) {
 	p := metaPersist{id: fx.PersistID, sbSlot: int(fx.Superblock.Sequence % 2), snapSlot: fx.SnapshotSlot,
 		snapOp: fx.Superblock.SnapshotOp}

@@ -4,14 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ringstream/ringstream/engine/vsr"
+	"github.com/ringstream/ringstream/internal/assert"
 	"github.com/ringstream/ringstream/ring"
 )
 
@@ -39,30 +39,55 @@ type metaPersist struct {
 	sbSlot   int
 }
 
-// metaStore keeps the metadata group's files. Persists run on a writer goroutine with its own ring
-// (locked to its thread, as every ring is); completions come back to the shard goroutine through
-// done, which the group drains on each tick.
+// metaStore keeps the metadata group's files. After open it lives on shard 0's goroutine: persists
+// queue on the shard's ring (one linked chain each, one chain in flight at a time, in order) and their
+// completions come back to the store's Complete in the shard's loop. Nothing in it is locked.
 type metaStore struct {
 	dir          string
 	logFD, sbFD  int
 	snapFD       [2]int
-	logEnd       int64 // where the next log append goes (writer goroutine only, after open)
+	logEnd       int64 // where the next log append goes
 	compactBytes int64 // a log past this size is rewritten without its dead records after a checkpoint
+	log          *slog.Logger
 
-	jobs      chan metaPersist
-	free      chan []byte // written persists' buffers, for reuse
-	wg        sync.WaitGroup
-	closeOnce sync.Once
-	log       *slog.Logger
+	rg      ring.Ring     // shard 0's ring, from the group's first tick; nil before
+	queue   []metaPersist // persists waiting for the ring, oldest first
+	stage   metaStage     // what the chain in flight is, if any
+	cur     metaPersist   // the persist whose chain (or compaction) is in flight
+	pending int           // completions of the chain in flight not yet dispatched
+	want    [6]int32      // byte count each write or read of the chain must report, by tag
+	opErr   error         // the chain's first failure
+	compact metaCompaction
+	free    [][]byte // written persists' buffers, for reuse
 
-	mu     sync.Mutex
 	done   uint64 // highest persist id durable
-	failed error
+	failed error  // the first failure: nothing is queued after it
 }
+
+// metaStage is what the store has on the ring.
+type metaStage uint8
+
+const (
+	stageIdle         metaStage = iota // nothing in flight
+	stagePersist                       // a persist's chain of writes and fdatasyncs
+	stageCompactRead                   // compaction: reading the log
+	stageCompactWrite                  // compaction: log.new's write and fdatasync
+)
+
+// metaCompaction is the state of a log rewrite in flight.
+type metaCompaction struct {
+	snapOp uint64 // records at or below it are dead
+	old    []byte // the log as read
+	kept   []byte // the records past snapOp
+	fd     int    // log.new
+}
+
+// metaFreeMax bounds the written persists' buffers kept for reuse.
+const metaFreeMax = 8
 
 // openMetaStore reads dir (creating it), recovers the durable state and cuts the log's torn tail. It
 // runs before the shard starts: the reads are plain syscalls on the opening goroutine.
-func openMetaStore(dir string, compactBytes int64, rcfg ring.Config, logger *slog.Logger) (*metaStore, vsr.Durable, error) {
+func openMetaStore(dir string, compactBytes int64, logger *slog.Logger) (*metaStore, vsr.Durable, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, vsr.Durable{}, fmt.Errorf("%w: %w", ErrMetaStorage, err)
 	}
@@ -88,17 +113,8 @@ func openMetaStore(dir string, compactBytes int64, rcfg ring.Config, logger *slo
 		return nil, vsr.Durable{}, fmt.Errorf("%w: %w", ErrMetaStorage, err)
 	}
 	s := &metaStore{dir: dir, compactBytes: compactBytes, logFD: -1, sbFD: -1, snapFD: [2]int{-1, -1},
-		jobs: make(chan metaPersist, 256),
-		free: make(chan []byte, 256), log: logger}
+		log: logger, compact: metaCompaction{fd: -1}}
 	if err := s.openFiles(dir, int64(valid)); err != nil {
-		s.closeFiles()
-		return nil, vsr.Durable{}, err
-	}
-	started := make(chan error, 1)
-	s.wg.Add(1)
-	go s.writer(rcfg, started)
-	if err := <-started; err != nil {
-		s.wg.Wait()
 		s.closeFiles()
 		return nil, vsr.Durable{}, err
 	}
@@ -148,105 +164,86 @@ func (s *metaStore) openFiles(dir string, logValid int64) error {
 }
 
 func (s *metaStore) closeFiles() {
-	for _, fd := range []int{s.logFD, s.sbFD, s.snapFD[0], s.snapFD[1]} {
+	for _, fd := range []int{s.logFD, s.sbFD, s.snapFD[0], s.snapFD[1], s.compact.fd} {
 		if fd >= 0 {
 			_ = unix.Close(fd)
 		}
 	}
+	s.logFD, s.sbFD, s.snapFD, s.compact.fd = -1, -1, [2]int{-1, -1}, -1
 }
 
-// submit hands a persist to the writer. It never blocks the shard for long: the queue holds 256
-// persists, far more than the replica's pipeline produces between two ticks.
-func (s *metaStore) submit(p metaPersist) { s.jobs <- p }
+// attach hands the store the shard's ring (shard goroutine, from the group's first tick on).
+func (s *metaStore) attach(rg ring.Ring) { s.rg = rg }
+
+// submit queues a persist behind the ones before it and starts it when the ring is free. After a
+// failure it drops the persist: nothing more becomes durable.
+func (s *metaStore) submit(p metaPersist) {
+	if s.failed != nil {
+		return
+	}
+	s.queue = append(s.queue, p)
+	s.kick()
+}
 
 // buffer returns a written persist's buffer for reuse, or nil when none is free.
 func (s *metaStore) buffer() []byte {
-	select {
-	case b := <-s.free:
+	if n := len(s.free); n > 0 {
+		b := s.free[n-1]
+		s.free = s.free[:n-1]
 		return b[:0]
-	default:
-		return nil
 	}
+	return nil
 }
 
 // durable returns the highest persist id on disk and the first failure, if any.
-func (s *metaStore) durable() (uint64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.done, s.failed
-}
+func (s *metaStore) durable() (uint64, error) { return s.done, s.failed }
 
-// close stops the writer after the persists queued so far and closes the files. Calling it again
-// does nothing.
-func (s *metaStore) close() {
-	s.closeOnce.Do(func() {
-		close(s.jobs)
-		s.wg.Wait()
-		s.closeFiles()
-	})
-}
+// close closes the files. Call it after the shard stopped: its drain waited for every operation
+// queued on its ring, so no chain of the store is in flight. Calling it again does nothing.
+func (s *metaStore) close() { s.closeFiles() }
 
-// writerHandler collects the writer ring's completions.
-type writerHandler struct {
-	pending int
-	want    [6]int32 // byte count each write must report
-	err     error
-}
+// errShortWrite: a write wrote fewer bytes than asked. errShortRead: a read of the log for compaction
+// read fewer bytes than the log holds.
+var (
+	errShortWrite = errors.New("short write")
+	errShortRead  = errors.New("short read")
+)
 
-// errShortWrite: a write wrote fewer bytes than asked.
-var errShortWrite = errors.New("short write")
-
-func (h *writerHandler) Complete(c ring.Completion) {
-	h.pending--
-	err := c.Err()
-	if err == nil && c.Op == ring.OpWrite && c.Res != h.want[c.Tag] {
-		err = errShortWrite
-	}
-	if err != nil && h.err == nil {
-		h.err = err
-	}
-}
-
-// writer is the persist goroutine: one ring on its locked thread; each persist is one linked chain
-// (snapshot write, fsync, log write, fdatasync, superblock write, fdatasync), so a step starts only
-// after the one before it succeeded.
-func (s *metaStore) writer(rcfg ring.Config, started chan<- error) {
-	defer s.wg.Done()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	rg, err := ring.New(rcfg)
-	if err != nil {
-		started <- fmt.Errorf("%w: writer ring: %w", ErrMetaStorage, err)
+// kick starts the next queued persist when nothing is in flight. It runs on the shard goroutine (a
+// tick, a submit, or the completion of the chain before). When the ring has no room, the persist stays
+// queued and the next tick tries again.
+func (s *metaStore) kick() {
+	if s.rg == nil || s.stage != stageIdle || s.failed != nil || len(s.queue) == 0 {
 		return
 	}
-	defer rg.Close()
-	started <- nil
-	h := &writerHandler{}
-	for p := range s.jobs {
-		err := s.runPersist(rg, h, p)
-		if err == nil {
-			s.logEnd += int64(len(p.log))
-			if p.snapshot != nil && s.logEnd > s.compactBytes {
-				err = s.compact(p.snapOp)
-			}
+	p := s.queue[0]
+	queued, err := s.queuePersist(p)
+	if errors.Is(err, ring.ErrQueueFull) && queued == 0 {
+		return // nothing queued: the next tick tries again
+	}
+	n := copy(s.queue, s.queue[1:]) // shift in place, so the queue's array is reused
+	s.queue[n] = metaPersist{}
+	s.queue = s.queue[:n]
+	s.cur, s.stage = p, stagePersist
+	if err != nil {
+		// Part of the chain is queued and the rest could not be: the persist cannot complete as one
+		// chain. It fails once the queued part has completed.
+		s.opErr = fmt.Errorf("queue persist %d: %w", p.id, err)
+		s.pending = queued
+		if queued == 0 {
+			s.finish()
 		}
-		s.mu.Lock()
-		if err != nil && s.failed == nil {
-			s.failed = err
-			s.log.Error("metadata persist failed; the replica acknowledges nothing more", "persist", p.id, "err", err)
-		}
-		if s.failed == nil {
-			s.done = p.id
-		}
-		s.mu.Unlock()
-		select {
-		case s.free <- p.buf:
-		default:
-		}
+		return
+	}
+	if _, err := s.rg.Submit(); err != nil {
+		s.log.Warn("metadata persist: submit", "persist", p.id, "err", err) // the shard's Wait submits again
 	}
 }
 
-func (s *metaStore) runPersist(rg ring.Ring, h *writerHandler, p metaPersist) error {
+// queuePersist queues p's chain: snapshot write, fsync, log write, fdatasync, superblock write,
+// fdatasync, each linked to the next, so a step starts only after the one before it succeeded. It
+// queues nothing unless the ring has room for the whole chain, and returns how many it queued.
+func (s *metaStore) queuePersist(p metaPersist) (int, error) {
 	type step struct {
 		write bool
 		fd    int
@@ -265,7 +262,10 @@ func (s *metaStore) runPersist(rg ring.Ring, h *writerHandler, p metaPersist) er
 	}
 	steps[n], steps[n+1] = step{true, s.sbFD, p.sb, int64(p.sbSlot * vsr.SuperblockSize)}, step{false, s.sbFD, nil, 0}
 	n += 2
-	*h = writerHandler{pending: n}
+	if s.rg.InFlight()+n > int(s.rg.Info().SQEntries) {
+		return 0, ring.ErrQueueFull
+	}
+	s.opErr, s.pending = nil, 0
 	for i := 0; i < n; i++ {
 		fl := ring.Link
 		if i == n-1 {
@@ -274,79 +274,186 @@ func (s *metaStore) runPersist(rg ring.Ring, h *writerHandler, p metaPersist) er
 		st := steps[i]
 		var err error
 		if st.write {
-			h.want[i] = int32(len(st.buf))
-			err = rg.Write(h, uint64(i), st.fd, st.buf, st.off, fl)
+			s.want[i] = int32(len(st.buf))
+			err = s.rg.Write(s, uint64(i), st.fd, st.buf, st.off, fl)
 		} else {
-			err = rg.Fsync(h, uint64(i), st.fd, true, fl)
+			err = s.rg.Fsync(s, uint64(i), st.fd, true, fl)
 		}
 		if err != nil {
-			return fmt.Errorf("%w: queue persist %d: %w", ErrMetaStorage, p.id, err)
+			return i, err
 		}
+		s.pending++
 	}
-	for h.pending > 0 {
-		if err := rg.Wait(1); err != nil {
-			return fmt.Errorf("%w: wait: %w", ErrMetaStorage, err)
-		}
-		rg.Dispatch()
-	}
-	if h.err != nil {
-		return fmt.Errorf("%w: persist %d: %w", ErrMetaStorage, p.id, h.err)
-	}
-	return nil
+	return n, nil
 }
 
-// compact rewrites the log without the records at or below the checkpoint op that the durable
-// superblock names: write log.new, fsync it, rename it over the log, fsync the directory. Until the
-// rename the old log holds everything; after it the new one holds every record the superblock's chain
-// can reach. It runs on the writer goroutine with plain syscalls (rare maintenance, never on the shard).
-func (s *metaStore) compact(snapOp uint64) error {
-	old, err := os.ReadFile(filepath.Join(s.dir, metaLogFile))
-	if err != nil {
-		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
+// Complete receives the completions of the store's chains on the shard goroutine. The chain is over
+// when its last completion arrives (a failed step cancels the rest, which still complete).
+func (s *metaStore) Complete(c ring.Completion) {
+	assert.True(s.stage != stageIdle && s.pending > 0, "engine: metadata store completion with nothing in flight")
+	s.pending--
+	err := c.Err()
+	if err == nil && c.Op == ring.OpWrite && c.Res != s.want[c.Tag] {
+		err = errShortWrite
 	}
-	kept := make([]byte, 0, len(old)/2)
-	for off := 0; off < int(s.logEnd) && off < len(old); {
-		e, n, err := vsr.DecodeLogRecord(old[off:])
+	if err == nil && c.Op == ring.OpRead && c.Res != s.want[c.Tag] {
+		err = errShortRead
+	}
+	if err != nil && s.opErr == nil {
+		s.opErr = err
+	}
+	if s.pending == 0 {
+		s.finish()
+	}
+}
+
+// finish ends the chain that just completed and starts what comes next: the compaction after a
+// checkpoint, or the next persist.
+func (s *metaStore) finish() {
+	stage, err := s.stage, s.opErr
+	s.stage, s.opErr = stageIdle, nil
+	switch stage {
+	case stagePersist:
+		p := s.cur
+		if err != nil {
+			s.fail(p.id, fmt.Errorf("%w: persist %d: %w", ErrMetaStorage, p.id, err))
+			return
+		}
+		s.done = p.id
+		s.logEnd += int64(len(p.log))
+		s.cur = metaPersist{}
+		if len(s.free) < metaFreeMax {
+			s.free = append(s.free, p.buf)
+		}
+		if p.snapshot != nil && s.logEnd > s.compactBytes {
+			s.startCompaction(p.id, p.snapOp)
+			return
+		}
+	case stageCompactRead:
+		if err != nil {
+			s.fail(s.cur.id, fmt.Errorf("%w: compact: read the log: %w", ErrMetaStorage, err))
+			return
+		}
+		if err := s.writeCompacted(); err != nil {
+			s.fail(s.cur.id, err)
+			return
+		}
+		if s.stage != stageIdle {
+			return
+		}
+	case stageCompactWrite:
+		if err != nil {
+			s.fail(s.cur.id, fmt.Errorf("%w: compact: write %s.new: %w", ErrMetaStorage, metaLogFile, err))
+			return
+		}
+		if err := s.installCompacted(); err != nil {
+			s.fail(s.cur.id, err)
+			return
+		}
+	}
+	s.kick()
+}
+
+// fail records the store's first failure: the replica acknowledges nothing more, and nothing more is
+// queued.
+func (s *metaStore) fail(id uint64, err error) {
+	if s.failed == nil {
+		s.failed = err
+		s.log.Error("metadata persist failed; the replica acknowledges nothing more", "persist", id, "err", err)
+	}
+	s.queue = nil
+}
+
+// startCompaction begins the rewrite of the log without the records at or below snapOp, which the
+// durable superblock names as checkpointed: read the log through the ring, then write log.new and
+// fdatasync it as one chain, then rename it over the log and fsync the directory. Until the rename the
+// old log holds everything; after it the new one holds every record the superblock's chain can reach.
+// The next persist waits until the compaction is over.
+func (s *metaStore) startCompaction(id, snapOp uint64) {
+	s.cur = metaPersist{id: id}
+	if s.logEnd == 0 {
+		s.kick() // nothing to rewrite
+		return
+	}
+	if s.logEnd > math.MaxInt32 || s.rg.InFlight()+1 > int(s.rg.Info().SQEntries) {
+		// No room for the read (or a log too large for one read): compaction is maintenance, so skip
+		// it this time; the next checkpoint tries again.
+		s.log.Warn("metadata log compaction skipped", "checkpoint_op", snapOp, "log_bytes", s.logEnd)
+		s.compact = metaCompaction{fd: -1}
+		s.kick()
+		return
+	}
+	s.compact = metaCompaction{snapOp: snapOp, old: make([]byte, s.logEnd), fd: -1}
+	s.want[0] = int32(s.logEnd)
+	if err := s.rg.Read(s, 0, s.logFD, s.compact.old, 0, 0); err != nil {
+		s.log.Warn("metadata log compaction skipped", "checkpoint_op", snapOp, "err", err)
+		s.compact = metaCompaction{fd: -1}
+		s.kick()
+		return
+	}
+	s.stage, s.pending = stageCompactRead, 1
+}
+
+// writeCompacted keeps the live records of the log as read and queues log.new's write and fdatasync.
+// log.new is opened with a plain syscall on the shard goroutine.
+func (s *metaStore) writeCompacted() error {
+	c := &s.compact
+	c.kept = make([]byte, 0, len(c.old)/2)
+	for off := 0; off < len(c.old); {
+		e, n, err := vsr.DecodeLogRecord(c.old[off:])
 		if err != nil {
 			return fmt.Errorf("%w: compact: record at %d: %w", ErrMetaStorage, off, err)
 		}
-		if e.Op > snapOp {
-			kept = append(kept, old[off:off+n]...)
+		if e.Op > c.snapOp {
+			c.kept = append(c.kept, c.old[off:off+n]...)
 		}
 		off += n
 	}
-	tmp := filepath.Join(s.dir, metaLogFile+".new")
-	fd, err := unix.Open(tmp, unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+	fd, err := unix.Open(filepath.Join(s.dir, metaLogFile+".new"), unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
 	}
-	if err := writeAllSync(fd, kept); err != nil {
+	c.fd = fd
+	if s.rg.InFlight()+2 > int(s.rg.Info().SQEntries) {
+		// No room for the chain: compaction is maintenance, so skip it; the next checkpoint tries again
+		// (and truncates log.new).
+		s.log.Warn("metadata log compaction skipped: no room on the ring", "checkpoint_op", c.snapOp)
 		_ = unix.Close(fd)
+		s.compact = metaCompaction{fd: -1}
+		return nil
+	}
+	s.want[0] = int32(len(c.kept))
+	if err := s.rg.Write(s, 0, fd, c.kept, 0, ring.Link); err != nil {
 		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
 	}
-	if err := unix.Rename(tmp, filepath.Join(s.dir, metaLogFile)); err != nil {
-		_ = unix.Close(fd)
-		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
+	s.pending = 1
+	if err := s.rg.Fsync(s, 1, fd, true, 0); err != nil {
+		// The write is queued with Link and nothing after it: it still runs, and the compaction fails
+		// once it has completed.
+		s.stage, s.opErr = stageCompactWrite, fmt.Errorf("queue fdatasync: %w", err)
+		return nil
 	}
-	if err := syncDir(s.dir); err != nil {
-		_ = unix.Close(fd)
-		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
-	}
-	_ = unix.Close(s.logFD)
-	s.logFD, s.logEnd = fd, int64(len(kept))
-	s.log.Info("metadata log compacted", "checkpoint_op", snapOp, "bytes_before", len(old), "bytes_after", len(kept))
+	s.stage, s.pending = stageCompactWrite, 2
 	return nil
 }
 
-func writeAllSync(fd int, b []byte) error {
-	for off := 0; off < len(b); {
-		n, err := unix.Pwrite(fd, b[off:], int64(off))
-		if err != nil {
-			return err
-		}
-		off += n
+// installCompacted renames log.new over the log and fsyncs the directory, both plain syscalls on the
+// shard goroutine (the ring has no renameat; the directory fsync follows the rename at once), then
+// appends to the new log from its end.
+func (s *metaStore) installCompacted() error {
+	c := &s.compact
+	if err := unix.Rename(filepath.Join(s.dir, metaLogFile+".new"), filepath.Join(s.dir, metaLogFile)); err != nil {
+		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
 	}
-	return unix.Fdatasync(fd)
+	if err := syncDir(s.dir); err != nil {
+		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
+	}
+	_ = unix.Close(s.logFD)
+	snapOp, before, after := c.snapOp, len(c.old), len(c.kept)
+	s.logFD, s.logEnd = c.fd, int64(after)
+	s.compact = metaCompaction{fd: -1}
+	s.log.Info("metadata log compacted", "checkpoint_op", snapOp, "bytes_before", before, "bytes_after", after)
+	return nil
 }
 
 func syncDir(dir string) error {

@@ -1,10 +1,15 @@
 package engine
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -12,6 +17,7 @@ import (
 
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/vsr"
+	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/heartbeat"
 )
@@ -255,7 +261,7 @@ func TestMetaGroup_ThreeNodesOpsSurvivePrimaryKillAndItsRestart(t *testing.T) {
 }
 
 // BenchmarkMetaGroupCommit is one metadata op proposed on the primary of three real nodes over
-// loopback and committed: two backups persist it (write + fdatasync through the writer ring) and
+// loopback and committed: two backups persist it (write + fdatasync through shard 0's ring) and
 // acknowledge, the primary persists and commits. Ticks are 1 ms, and a persist reaches the replica at
 // the next tick, so the figure is tick-bound. BenchmarkFdatasyncBaseline is one 4 KiB pwrite +
 // fdatasync on the same file system, in the same run.
@@ -348,5 +354,154 @@ func TestMetaGroup_LogCompactedAfterCheckpoints(t *testing.T) {
 				t.Errorf("node %d: registered node %d missing after reopen", n.id, 200+id)
 			}
 		}
+	}
+}
+
+// storeRing opens a metadata store in a fresh directory and a real ring of entries slots on the
+// test's locked thread, as shard 0 would hand it over.
+func storeRing(t *testing.T, entries uint32) (*metaStore, ring.Ring, string) {
+	t.Helper()
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	dir := t.TempDir()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, _, err := openMetaStore(dir, 64<<20, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.close)
+	rg, err := ring.New(ring.Config{Entries: entries, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rg.Close() })
+	return s, rg, dir
+}
+
+// testPersist is persist id: a log append of logBytes bytes of id and a superblock slot of id.
+func testPersist(id uint64, logBytes int) metaPersist {
+	p := metaPersist{id: id, sbSlot: int(id % 2), sb: bytes.Repeat([]byte{byte(id)}, vsr.SuperblockSize)}
+	if logBytes > 0 {
+		p.log = bytes.Repeat([]byte{byte(id)}, logBytes)
+	}
+	return p
+}
+
+// settle waits for and dispatches every operation on rg, as the shard's loop would.
+func settle(t *testing.T, rg ring.Ring) {
+	t.Helper()
+	for rg.InFlight() > 0 {
+		if err := rg.Wait(1); err != nil {
+			t.Fatal(err)
+		}
+		rg.Dispatch()
+	}
+}
+
+// Persists queue on the shard's ring one chain at a time, in order, and each is durable (done) only
+// when its chain completed; before the ring is attached nothing is queued.
+func TestMetaStore_PersistsRunOnTheRingOneChainAtATime(t *testing.T) {
+	s, rg, dir := storeRing(t, 64)
+	s.submit(testPersist(1, 100))
+	if done, _ := s.durable(); done != 0 || rg.InFlight() != 0 {
+		t.Fatalf("before attach: done %d, in flight %d", done, rg.InFlight())
+	}
+	s.attach(rg)
+	s.kick()
+	s.submit(testPersist(2, 50))
+	s.submit(testPersist(3, 0))
+	if got := rg.InFlight(); got != 4 {
+		t.Fatalf("in flight %d, want only persist 1's chain of 4 (log write, fdatasync, superblock write, fdatasync)", got)
+	}
+	if done, _ := s.durable(); done != 0 {
+		t.Fatalf("done %d before any completion", done)
+	}
+	ids := []uint64{}
+	for rg.InFlight() > 0 {
+		if err := rg.Wait(1); err != nil {
+			t.Fatal(err)
+		}
+		rg.Dispatch()
+		if done, _ := s.durable(); len(ids) == 0 || ids[len(ids)-1] != done {
+			ids = append(ids, done)
+		}
+	}
+	if done, err := s.durable(); done != 3 || err != nil {
+		t.Fatalf("durable %d %v, want 3", done, err)
+	}
+	for i, id := range ids[1:] {
+		if id != ids[i]+1 {
+			t.Fatalf("persists became durable out of order: %v", ids)
+		}
+	}
+	log, err := os.ReadFile(filepath.Join(dir, metaLogFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(bytes.Repeat([]byte{1}, 100), bytes.Repeat([]byte{2}, 50)...)
+	if !bytes.Equal(log, want) {
+		t.Fatalf("log holds %d bytes, want persist 1's 100 then persist 2's 50", len(log))
+	}
+	sb, err := os.ReadFile(filepath.Join(dir, metaSuperblockFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sb) != 2*vsr.SuperblockSize || sb[0] != 2 || sb[vsr.SuperblockSize] != 3 {
+		t.Fatalf("superblock slots hold %d bytes, first bytes %v", len(sb), sb[:1])
+	}
+}
+
+// With no room on the ring for a whole chain, the persist stays queued, nothing of it is queued, and
+// a later kick (the next tick) starts it.
+func TestMetaStore_QueueFullRetriesOnALaterKick(t *testing.T) {
+	s, rg, _ := storeRing(t, 8)
+	s.attach(rg)
+	nops := &nopCounter{}
+	for i := 0; i < 5; i++ { // 5 of 8 slots taken: no room for a chain of 4
+		if err := rg.Nop(nops, uint64(i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.submit(testPersist(1, 10))
+	if got := rg.InFlight(); got != 5 || len(s.queue) != 1 {
+		t.Fatalf("in flight %d, queued %d: the persist must wait whole", got, len(s.queue))
+	}
+	settle(t, rg)
+	if done, _ := s.durable(); done != 0 || nops.n != 5 {
+		t.Fatalf("done %d, nops %d", done, nops.n)
+	}
+	s.kick()
+	settle(t, rg)
+	if done, err := s.durable(); done != 1 || err != nil {
+		t.Fatalf("after the retry: durable %d %v, want 1", done, err)
+	}
+}
+
+type nopCounter struct{ n int }
+
+func (c *nopCounter) Complete(ring.Completion) { c.n++ }
+
+// A failed write stops the store: the error is reported, the persist is not durable, and nothing
+// after it is queued.
+func TestMetaStore_FailedWriteStopsEverything(t *testing.T) {
+	s, rg, dir := storeRing(t, 64)
+	ro, err := unix.Open(filepath.Join(dir, metaSuperblockFile), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unix.Close(s.sbFD)
+	s.sbFD = ro // the superblock write fails with EBADF
+	s.attach(rg)
+	s.submit(testPersist(1, 10))
+	s.submit(testPersist(2, 10))
+	settle(t, rg)
+	done, err := s.durable()
+	if done != 0 || !errors.Is(err, ErrMetaStorage) || !errors.Is(err, unix.EBADF) {
+		t.Fatalf("durable %d %v, want 0 and a storage error wrapping EBADF", done, err)
+	}
+	s.submit(testPersist(3, 10))
+	s.kick()
+	if rg.InFlight() != 0 || len(s.queue) != 0 {
+		t.Fatalf("after a failure: in flight %d, queued %d", rg.InFlight(), len(s.queue))
 	}
 }
