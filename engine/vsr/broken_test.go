@@ -2,30 +2,57 @@ package vsr_test
 
 import (
 	"errors"
+	"flag"
 	"testing"
 
 	"github.com/ringstream/ringstream/engine/sim"
 	"github.com/ringstream/ringstream/engine/vsr"
 )
 
-// TestSim_CatchesDoViewChangeIgnoringLogView proves the simulator's checks can fail: with the
-// deliberately broken rule (the longest do-view-change log wins whatever its log view), some seed
-// among the first 1,000 must end in a violation.
-func TestSim_CatchesDoViewChangeIgnoringLogView(t *testing.T) {
+var brokenCount = flag.Bool("broken-count", false,
+	"run every broken variant over all 1,000 seeds and log how many catch it, instead of stopping at the first")
+
+// brokenSeedsMax is the budget within which the simulator must catch each broken variant.
+const brokenSeedsMax = 1000
+
+// catchBroken runs the simulator with hook on every replica over seeds 0 .. brokenSeedsMax-1 and
+// fails unless some seed ends in a violation. It logs the seed that caught the variant (and, with
+// -broken-count, how many of the seeds did).
+func catchBroken(t *testing.T, hook func(*vsr.Replica)) {
+	t.Helper()
 	if raceEnabled {
 		t.Skip("single-goroutine simulation: runs in the plain pass of scripts/test, not under -race")
 	}
-	for seed := uint64(0); seed < 1000; seed++ {
+	first, caught := int64(-1), 0
+	for seed := uint64(0); seed < brokenSeedsMax; seed++ {
 		opts := sim.Draw(seed)
-		opts.OnReplica = vsr.BreakIgnoreLogView
+		opts.OnReplica = hook
 		_, err := sim.Run(opts)
-		if errors.Is(err, sim.ErrViolation) {
-			t.Logf("caught at seed %d: %v", seed, err)
-			return
-		}
-		if err != nil {
+		if err != nil && !errors.Is(err, sim.ErrViolation) {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
+		if err == nil {
+			continue
+		}
+		caught++
+		if first < 0 {
+			first = int64(seed)
+			t.Logf("caught at seed=%d: %v", seed, err)
+		}
+		if !*brokenCount {
+			return
+		}
 	}
-	t.Fatal("the broken do-view-change survived 1,000 seeds: the simulator's checks are too weak")
+	if first < 0 {
+		t.Fatalf("the broken variant survived %d seeds: the simulator's checks are too weak", brokenSeedsMax)
+	}
+	t.Logf("caught by %d of %d seeds, first at seed=%d", caught, brokenSeedsMax, first)
 }
+
+// TestSim_CatchesDoViewChangeIgnoringLogView: the longest do-view-change log wins whatever its log
+// view.
+func TestSim_CatchesDoViewChangeIgnoringLogView(t *testing.T) { catchBroken(t, vsr.BreakIgnoreLogView) }
+
+// TestSim_CatchesPrepareOKBeforeDurable: a backup acknowledges a prepare before the entry is durable,
+// so a crash can lose an op the primary counted toward a commit.
+func TestSim_CatchesPrepareOKBeforeDurable(t *testing.T) { catchBroken(t, vsr.BreakPrepareOKEarly) }

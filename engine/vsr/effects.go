@@ -74,6 +74,9 @@ func (r *Replica) send(to uint8, m wire.VSRMessage, durable bool) {
 	m.Replica = r.cfg.Self
 	env := Envelope{To: to, Msg: m}
 	need := uint64(0)
+	if durable && r.broken.sendsEarly(m.Command) {
+		durable = false
+	}
 	if durable || (r.fresh && r.persistDurable == 0) {
 		switch {
 		case r.dirty:

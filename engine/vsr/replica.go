@@ -104,9 +104,9 @@ type Replica struct {
 	fx, ready Effects
 	stats     Stats
 
-	// brokenIgnoreLogView is a deliberately wrong do-view-change rule (the longest log wins whatever
-	// its view), set only by a test hook in export_test.go to prove the simulator's checks can fail.
-	brokenIgnoreLogView bool
+	// broken holds deliberately wrong rules (broken.go), set only by test hooks in export_test.go to
+	// prove the simulator's checks can fail.
+	broken brokenRules
 }
 
 // Stats counts what the replica did and why it dropped messages. Reasons are counted, never errors.

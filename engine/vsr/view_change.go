@@ -287,7 +287,7 @@ func (r *Replica) onRequestStartView(m *wire.VSRMessage) {
 // a higher op. The log view comes first because a long log from an old view may hold ops that a later
 // view replaced.
 func (r *Replica) betterLog(d *dvcRecord, bestView uint32, bestOp uint64) bool {
-	if r.brokenIgnoreLogView {
+	if r.broken.ignoreLogView {
 		return d.op > bestOp
 	}
 	return d.logView > bestView || (d.logView == bestView && d.op > bestOp)

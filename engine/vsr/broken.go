@@ -1,0 +1,27 @@
+package vsr
+
+import "github.com/ringstream/ringstream/wire"
+
+// brokenRules are deliberately wrong protocol rules. Each is off in every replica the package builds;
+// only the Break* hooks of export_test.go turn one on, so that a test can prove the simulator
+// (engine/sim) catches the bug the rule stands for (broken_test.go).
+type brokenRules struct {
+	// ignoreLogView: the longest do-view-change log wins whatever its log view.
+	ignoreLogView bool
+	// prepareOKEarly: a backup acknowledges a prepare before the entry is durable.
+	prepareOKEarly bool
+	// viewChangeEarly: do-view-change and start-view leave before the log they carry is durable.
+	viewChangeEarly bool
+}
+
+// sendsEarly reports whether a broken rule lets a message of command c leave before the persist it
+// vouches for is durable.
+func (b *brokenRules) sendsEarly(c wire.Command) bool {
+	switch c {
+	case wire.CommandVSRPrepareOK:
+		return b.prepareOKEarly
+	case wire.CommandVSRDoViewChange, wire.CommandVSRStartView:
+		return b.viewChangeEarly
+	}
+	return false
+}
