@@ -200,7 +200,7 @@ func (s *State) applyRecordRecovery(o RecordRecovery, opNumber uint64) Result {
 			return r
 		}
 	}
-	threshold := SealThreshold(e.assignment.Policy, e.assignment.Copies())
+	threshold := e.assignment.SealThreshold()
 	e.recovery = Recovery{
 		ID:            opNumber,
 		Stream:        o.Stream,

@@ -5,9 +5,10 @@
 // Result whose code names the guard. State implements vsr.StateMachine (Apply, AppendSnapshot,
 // Restore, Digest) without importing engine/vsr.
 //
-// It owns the one rule for W (StreamConfirmPolicy) and the seal threshold R = E - W + 1
-// (SealThreshold) that stream owners and the controller share, and the rule for a change that needs
-// no recovery (NeedsNoRecovery).
+// It owns the one rule for W (StreamConfirmPolicy, reached through Assignment.ConfirmCount) and the
+// seal threshold R = E - W + 1 (Assignment.SealThreshold) that stream owners and the controller share,
+// the rule for a change that needs no recovery (NeedsNoRecovery), and the cut rule a copy applies
+// before a role change or a seal (CutPoint, stream-failover spec "Copies with a longer tail").
 //
 // It never reads the clock, does no I/O, starts no goroutine and ranges over no map unsorted: Apply is
 // a function of the op, its op number and the state, so replicas that apply the same ops agree. It
@@ -42,6 +43,12 @@
 //   - A node id that was decommissioned can never be registered again, and a node cannot be
 //     decommissioned while an assignment or a recovery names it; so every node an assignment or a
 //     recovery names is registered.
+//   - CutPoint takes the copy's own epoch from its last log-epochs entry, never from its fence or from
+//     the epoch of its last record: an entry that starts exactly at a cut stays the copy's epoch.
+//     It skips the start recorded for the copy's own node, so an owner promoted by an accepted loss
+//     (whose start is the tails it last published) is never cut at its own start.
+//   - Epochs are u32 here and in wire, u64 in segment (its log epochs and fence files). A copy
+//     converts at the storage boundary; segment's width is left alone (a storage format change).
 //   - Stream names are 1 to 255 bytes of [A-Za-z0-9._-]; at most CopiesMax (7) copies per assignment.
 //
 // The package does not keep a stream's assignment away from a copy whose history starts it cannot

@@ -93,7 +93,7 @@ func (s *State) validateRecovery(e *streamEntry) error {
 		!s.allRegistered(r.Members...) {
 		return fmt.Errorf("%w: recovery members %v, proposed owner %d", ErrSnapshot, r.Members, r.ProposedOwner)
 	}
-	if int(r.SealThreshold) != SealThreshold(a.Policy, a.Copies()) {
+	if int(r.SealThreshold) != a.SealThreshold() {
 		return fmt.Errorf("%w: recovery seal threshold %d", ErrSnapshot, r.SealThreshold)
 	}
 	if r.Policy.Validate() != nil || r.Reason == 0 || r.Reason > reasonMax {

@@ -291,3 +291,68 @@ func TestAcceptOwnerLoss_Guards(t *testing.T) {
 	f.mustApply(WithdrawRecovery{Stream: st.ID, Incarnation: 1, Recovery: rec.ID})
 	f.refused(good, ResultRecoveryNotPending)
 }
+
+// Mutation-audit hole: the confirmed-prefix guard reads the latest history start, not the first. With
+// starts 100 (epoch 2) then 200 (epoch 3), a tail of 150 passes the first and must be refused; with
+// starts 100 then 60 (an accepted loss below the prefix), a tail of 80 fails the first and must pass.
+func TestCommitRecovery_GuardReadsLatestOfSeveralStarts(t *testing.T) {
+	setup := func(t *testing.T, second AcceptOwnerLoss, secondTail uint64) (*fixture, Stream, Recovery) {
+		f := newFixture(t).withCluster()
+		st := f.createStream("s", 1, 2, 3)
+		first := f.recordRecovery(st, 2, 2, 3)
+		f.mustApply(CommitRecovery{Stream: st.ID, Incarnation: 1, Recovery: first.ID, ExpectedEpoch: 1,
+			Owner: 2, RecordTail: 100, Sealed: []uint16{2, 3}})
+		rec := f.recordRecovery(st, 3, 1, 3)
+		if secondTail != 0 {
+			f.mustApply(CommitRecovery{Stream: st.ID, Incarnation: 1, Recovery: rec.ID, ExpectedEpoch: 2,
+				ExpectedStartsVersion: 1, Owner: 3, RecordTail: secondTail, Sealed: []uint16{3}})
+		} else {
+			second.Stream, second.Incarnation, second.Recovery = st.ID, 1, rec.ID
+			f.mustApply(second)
+		}
+		return f, st, f.recordRecovery(st, 1, 1, 3)
+	}
+	commit := func(st Stream, rec Recovery, tail uint64) CommitRecovery {
+		return CommitRecovery{Stream: st.ID, Incarnation: 1, Recovery: rec.ID, ExpectedEpoch: 3,
+			ExpectedStartsVersion: 2, Owner: 3, RecordTail: tail, Sealed: []uint16{1, 3}}
+	}
+	t.Run("latest above first", func(t *testing.T) {
+		f, st, rec := setup(t, AcceptOwnerLoss{}, 200)
+		f.refused(commit(st, rec, 150), ResultBelowConfirmedPrefix)
+		f.mustApply(commit(st, rec, 200))
+	})
+	t.Run("latest below first", func(t *testing.T) {
+		f, st, rec := setup(t, AcceptOwnerLoss{Owner: 3, TailsPublished: true, RecordTail: 60}, 0)
+		if s := f.starts(st); len(s.List) != 2 || s.List[1].RecordStart != 60 {
+			t.Fatalf("starts %+v", s)
+		}
+		f.mustApply(commit(st, rec, 80))
+	})
+}
+
+// Mutation-audit hole: the commit stamps the recovery's policy on the new assignment, not the old
+// assignment's (spec 000: the controller stamps the cluster policy on every replicated assignment).
+func TestCommitRecovery_StampsTheRecoveryPolicy(t *testing.T) {
+	f := newFixture(t).withCluster()
+	every := Policy{Kind: PolicyLocalDurable}
+	f.mustApply(CreateStream{Name: "s", Copies: 3, Policy: Policy{Kind: PolicyMajorityDurable}, Owner: 1,
+		Followers: []uint16{2, 3}, Stamped: every})
+	st, _ := f.s.StreamByName("s")
+	rec := f.recordRecovery(st, 2, 2, 3) // stamps majority_durable
+	if rec.SealThreshold != 1 {
+		t.Fatalf("R %d, want 1 (the old assignment confirms on every copy)", rec.SealThreshold)
+	}
+	f.mustApply(CommitRecovery{Stream: st.ID, Incarnation: 1, Recovery: rec.ID, ExpectedEpoch: 1,
+		Owner: 2, RecordTail: 10, Sealed: []uint16{2}})
+	if a := f.assignment(st); a.Policy != rec.Policy || a.Policy == every {
+		t.Fatalf("assignment policy %s, want the recovery's %s", a.Policy, rec.Policy)
+	}
+	// The same for an accepted owner loss.
+	f.mustApply(RecordRecovery{Stream: st.ID, Incarnation: 1, ExpectedEpoch: 2, ProposedOwner: 3,
+		Members: []uint16{3}, Policy: every, Reason: ReasonOperator})
+	accept, _ := f.s.RecoveryOf(st.ID)
+	f.mustApply(AcceptOwnerLoss{Stream: st.ID, Incarnation: 1, Recovery: accept.ID, Owner: 3})
+	if a := f.assignment(st); a.Policy != every {
+		t.Fatalf("assignment policy after accepted loss %s, want the recovery's %s", a.Policy, every)
+	}
+}
