@@ -72,6 +72,10 @@ type Config struct {
 	// HandshakeTimeoutTicks bounds connect plus handshake, on both ends (default 500): a peer that
 	// accepts but never answers cannot hold a link or a connection forever.
 	HandshakeTimeoutTicks uint64
+	// DrainTimeout bounds how long Stop waits for each shard's in-flight operations after it shut
+	// down every socket and told every group to stop (default 5 s). Operations still in flight then are
+	// abandoned with the ring (counted in Stats.DrainAbandoned and logged).
+	DrainTimeout time.Duration
 	// Seed seeds each shard's jitter source (math/rand/v2 PCG, mixed with node and shard).
 	Seed uint64
 
@@ -120,6 +124,9 @@ func (c Config) withDefaults() Config {
 	if c.HandshakeTimeoutTicks == 0 {
 		c.HandshakeTimeoutTicks = 500
 	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 5 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -141,6 +148,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: outbox bytes %d is below 4096", ErrConfig, c.OutboxBytes)
 	case c.RecvBufferBytes < 4096:
 		return fmt.Errorf("%w: receive buffer bytes %d is below 4096", ErrConfig, c.RecvBufferBytes)
+	case c.DrainTimeout < 0:
+		return fmt.Errorf("%w: drain timeout %v is negative", ErrConfig, c.DrainTimeout)
 	case c.ReconnectMaxTicks < c.ReconnectBaseTicks:
 		return fmt.Errorf("%w: reconnect max ticks %d below base %d", ErrConfig, c.ReconnectMaxTicks,
 			c.ReconnectBaseTicks)

@@ -65,10 +65,17 @@
 //   - Reconnect backoff is counted in ticks: ReconnectBaseTicks << attempts, capped at
 //     ReconnectMaxTicks, with up to half of it as jitter from a per-shard PCG seeded with (Seed, node,
 //     shard).
-//   - Stop sets a flag the loop reads on its next wakeup (at most one tick later: the ring offers no
-//     timeout cancel and no wakeup from a goroutine that is not a shard, so the pending tick is let fire
-//     and not re-armed); the shard stops ticking, shuts every socket down so its ring operations complete, waits until its ring is empty,
-//     then waits for every other shard of the node to be empty too (so no wakeup targets a closed ring),
-//     and only then closes its sockets and its ring.
+//   - Wakeups from any goroutine. Each shard keeps a Recv armed on one end of a datagram socketpair;
+//     Wake writes one byte on the other (coalesced while one is pending). A socket Recv works the same
+//     on both ring backends, so the ring needs no thread-safe entry point. Shards wake each other with
+//     MsgRing as before.
+//   - Stop sets a flag and wakes every shard. A shard that sees the flag stops ticking, calls OnStop
+//     on every group that implements Stopper (finish or abandon your operations), shuts every socket
+//     down so its operations complete, and arms a deadline of Config.DrainTimeout.
+//   - The drain ends when the ring holds nothing but that deadline. When the deadline fires first,
+//     what is still in flight is abandoned with the ring, logged and counted (Stats.DrainAbandoned):
+//     the ring offers no cancel, and a Stop that never returns is worse than an abandoned operation.
+//   - A drained shard waits until every shard of the node has drained (so no MsgRing targets a closed
+//     ring), then closes its sockets, its ring and its wakeup sockets.
 //   - Groups are added before Start (AddGroup); adding and removing groups at run time is later work.
 package shard

@@ -13,6 +13,7 @@ func NewOfflineNode(cfg Config, peers []Peer, groups []Group) (*Node, error) {
 	if err := n.buildShards(peers); err != nil {
 		return nil, err
 	}
+	n.releaseWakers() // no loop to wake: a wake on an offline node does nothing
 	for _, s := range n.shards {
 		for _, l := range s.links {
 			l.state = linkUp

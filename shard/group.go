@@ -108,3 +108,11 @@ type Sender interface {
 	// retried) and ErrOutboxFull when the outbox has no room; the frame is then not sent.
 	SendFrame(node uint16, frame []byte) error
 }
+
+// Stopper is an optional interface of a Group. When its shard begins to drain for Stop, OnStop runs
+// once on the shard goroutine: the group must finish or abandon the operations it queued on the ring
+// (close or shut down their files and sockets, queue nothing new). Operations that are still in flight
+// after Config.DrainTimeout are abandoned with the ring and their completions never arrive.
+type Stopper interface {
+	OnStop()
+}

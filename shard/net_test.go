@@ -58,8 +58,15 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 
 func newNetNode(t *testing.T, id uint16, shards int, w *watcher, groups ...*shardtest.Group) *shard.Node {
 	t.Helper()
+	return newNetNodeOn(t, ring.BackendAuto, id, shards, w, groups...)
+}
+
+// newNetNodeOn is newNetNode on rings of backend b.
+func newNetNodeOn(t *testing.T, b ring.Backend, id uint16, shards int, w *watcher, groups ...*shardtest.Group) *shard.Node {
+	t.Helper()
 	n, err := shard.NewNode(shard.Config{Node: id, Cluster: testCluster, Shards: shards, Tick: time.Millisecond,
-		Schedule: testTicks, Seed: 3, Logger: quietLogger(), ReconnectBaseTicks: 2, ReconnectMaxTicks: 8})
+		Schedule: testTicks, Seed: 3, Logger: quietLogger(), ReconnectBaseTicks: 2, ReconnectMaxTicks: 8,
+		Ring: ring.Config{Backend: b}})
 	if err != nil {
 		t.Fatalf("node %d: %v", id, err)
 	}

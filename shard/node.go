@@ -140,6 +140,7 @@ func (n *Node) Start(peers []Peer) error {
 		return err
 	}
 	if err := n.registerMetrics(n.cfg.Registry); err != nil {
+		n.releaseWakers()
 		n.closeListener()
 		return err
 	}
@@ -184,6 +185,12 @@ func (n *Node) buildShards(peers []Peer) error {
 			wakeOwed: make([]bool, S),
 			accept:   i == 0,
 		}
+		w, err := newWaker()
+		if err != nil {
+			n.releaseWakers()
+			return err
+		}
+		s.waker = w
 		n.shards[i] = s
 	}
 	for i, s := range n.shards {
@@ -200,6 +207,7 @@ func (n *Node) buildShards(peers []Peer) error {
 			}
 			l, err := newLink(s, p)
 			if err != nil {
+				n.releaseWakers()
 				return err
 			}
 			s.links = append(s.links, l)
@@ -230,6 +238,7 @@ func (s *Shard) main(ready chan<- error, begin <-chan bool) {
 		cpu := s.node.cpus[s.index%len(s.node.cpus)]
 		if err := pinToCPU(cpu); err != nil {
 			s.node.drained.Done()
+			s.waker.close()
 			ready <- fmt.Errorf("shard %d: pin to cpu %d: %w", s.index, cpu, err)
 			return
 		}
@@ -237,6 +246,7 @@ func (s *Shard) main(ready chan<- error, begin <-chan bool) {
 	r, err := ring.New(s.cfg.Ring)
 	if err != nil {
 		s.node.drained.Done()
+		s.waker.close()
 		ready <- fmt.Errorf("shard %d: %w", s.index, err)
 		return
 	}
@@ -246,6 +256,7 @@ func (s *Shard) main(ready chan<- error, begin <-chan bool) {
 	if !<-begin {
 		s.node.drained.Done()
 		r.Close()
+		s.waker.close()
 		return
 	}
 	s.run()
@@ -256,9 +267,33 @@ func (s *Shard) main(ready chan<- error, begin <-chan bool) {
 	s.release()
 }
 
-// beginDrain stops the shard: no new tick, every socket shut down so its operations complete.
+// releaseWakers closes the wakeup sockets of the shards built so far (Start failed before they ran).
+func (n *Node) releaseWakers() {
+	for _, s := range n.shards {
+		if s != nil && s.waker != nil {
+			s.waker.close()
+		}
+	}
+}
+
+// beginDrain stops the shard: no new tick, every group told to finish or abandon its operations,
+// every socket shut down so its operations complete, and a deadline armed after which whatever is
+// still in flight is abandoned.
 func (s *Shard) beginDrain() {
 	s.draining = true
+	for _, gs := range s.groups {
+		if st, ok := gs.g.(Stopper); ok {
+			st.OnStop()
+		}
+	}
+	if s.waker.inFlight {
+		s.waker.force() // completes the wakeup Recv, which is not armed again
+	}
+	if err := s.ring.Timeout(s, tagDrain, s.cfg.DrainTimeout, 0); err == nil {
+		s.drainArmed = true
+	} else {
+		s.log.Warn("shard: drain deadline could not be armed", "shard", s.index, "err", err)
+	}
 	for _, l := range s.links {
 		l.shutdown()
 	}
@@ -290,6 +325,7 @@ func (s *Shard) release() {
 	if err := s.ring.Close(); err != nil {
 		s.log.Warn("shard: ring close", "shard", s.index, "err", err)
 	}
+	s.waker.close()
 }
 
 // Stop drains and ends every shard and closes the listener. It returns once every shard goroutine has
@@ -304,6 +340,7 @@ func (n *Node) Stop() error {
 	if n.started {
 		for _, s := range n.shards {
 			s.stopping.Store(true)
+			s.waker.wake()
 		}
 		n.wg.Wait()
 	}

@@ -23,6 +23,8 @@ const (
 	tagSaveWrite  uint64 = 3 << tagKindShift
 	tagSaveSync   uint64 = 4 << tagKindShift
 	tagAccept     uint64 = 5 << tagKindShift
+	tagWakeRecv   uint64 = 6 << tagKindShift
+	tagDrain      uint64 = 7 << tagKindShift
 	tagIndexMask  uint64 = 1<<tagKindShift - 1
 	msgTagWake    uint64 = 1
 	inboxBudget          = 4096 // messages taken from one queue per loop turn, so a turn stays short
@@ -88,11 +90,14 @@ type Shard struct {
 	flushPending     bool
 	tickArmed        bool
 
-	stopping atomic.Bool
-	draining bool
-	stats    Stats
-	scratch  message
-	header   wire.Header // the frame being handled (see handleFrame)
+	waker        *waker // any goroutine may wake the loop (Stop, Node.Run, Node.AddGroup)
+	stopping     atomic.Bool
+	draining     bool
+	drainArmed   bool // the drain deadline is on the ring
+	drainExpired bool // the drain deadline fired: what is still in flight is abandoned
+	stats        Stats
+	scratch      message
+	header       wire.Header // the frame being handled (see handleFrame)
 
 	sendLimit uint64 // tests only (export_test.go): past this tick, groups are no longer polled
 }
@@ -104,25 +109,35 @@ func (s *Shard) Stats() *Stats { return &s.stats }
 func (s *Shard) Index() int { return s.index }
 
 // run is the shard loop. It is the one loop of the shard and it cannot end on its own: it returns only
-// after Stop asked it to drain and every operation of the ring has completed.
+// after Stop asked it to drain and every operation of the ring has completed, or the drain deadline
+// passed.
 func (s *Shard) run() {
+	s.waker.arm(s.ring, s, tagWakeRecv)
 	s.armTick()
 	if s.accept {
 		s.armAccept()
 	}
 	for {
-		if s.draining && s.ring.InFlight() == 0 {
+		if s.stopping.Load() && !s.draining {
+			s.beginDrain()
+		}
+		if s.draining && s.drained() {
 			return
 		}
 		if err := s.ring.Wait(1); err != nil {
 			// Wait fails only on a broken ring; nothing the shard can do but stop cleanly.
 			s.log.Error("shard: ring wait failed", "shard", s.index, "err", err)
-			s.beginDrain()
+			if !s.draining {
+				s.beginDrain()
+			}
 			if errors.Is(err, ring.ErrClosed) {
 				return
 			}
 		}
 		s.ring.Dispatch()
+		if !s.draining {
+			s.waker.arm(s.ring, s, tagWakeRecv)
+		}
 		if !s.tickArmed {
 			s.armTick()
 		}
@@ -130,10 +145,26 @@ func (s *Shard) run() {
 		s.resumeStalled()
 		s.kickLinks()
 		s.sendWakeups()
-		if s.stopping.Load() && !s.draining {
-			s.beginDrain()
-		}
 	}
+}
+
+// drained says whether a draining shard may end: nothing is left on its ring but its own drain
+// deadline, or that deadline passed (what is still in flight is then abandoned, and logged).
+func (s *Shard) drained() bool {
+	left := s.ring.InFlight()
+	if s.drainArmed {
+		left--
+	}
+	if left == 0 {
+		return true
+	}
+	if s.drainExpired {
+		s.log.Error("shard: drain deadline passed, abandoning operations still in flight",
+			"shard", s.index, "in_flight", left)
+		s.stats.DrainAbandoned.Add(uint64(left))
+		return true
+	}
+	return false
 }
 
 // Complete handles the shard's own operations: the tick, wakeups, superblock saves and accepts.
@@ -155,6 +186,14 @@ func (s *Shard) Complete(c ring.Completion) {
 	case tagAccept:
 		s.accepts = false
 		s.onAccept(c)
+	case tagWakeRecv:
+		s.waker.taken()
+		if c.Res < 0 && !s.draining {
+			s.log.Warn("shard: wakeup receive failed", "shard", s.index, "err", c.Err())
+		}
+	case tagDrain:
+		s.drainArmed = false
+		s.drainExpired = true
 	case 0:
 		// A MsgRing wakeup posted by another shard: the loop drains the inbox after Dispatch.
 		assert.True(c.Op == ring.OpMsgRing, "shard: untagged completion that is not a wakeup")

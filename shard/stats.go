@@ -62,6 +62,8 @@ type Stats struct {
 	LinkFailures    atomic.Uint64
 	HandshakeErrors atomic.Uint64
 	LinksUp         atomic.Int64
+
+	DrainAbandoned atomic.Uint64 // operations still in flight when the drain deadline passed (Stop)
 }
 
 // counterDesc pairs a metric name with the Stats field it reads.

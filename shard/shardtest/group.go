@@ -13,6 +13,8 @@ import (
 	"os"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/heartbeat"
@@ -51,6 +53,17 @@ type Group struct {
 	NopAt   uint64
 	NopErr  error
 	NopDone int
+	// ParkAt: on tick ParkAt the group queues a Recv on a socket nobody writes to, an operation only
+	// its OnStop ends (by shutting the socket down). With IgnoreStop, OnStop does nothing and the
+	// shard's drain deadline has to end it. ParkErr, ParkDone and Stops are results; Close releases
+	// the socket after the node stopped.
+	ParkAt     uint64
+	IgnoreStop bool
+	ParkErr    error
+	ParkDone   int
+	Stops      int
+	park       [2]int
+	parkBuf    []byte
 
 	commit     uint64
 	role       shard.Role
@@ -116,6 +129,9 @@ func (g *Group) OnTick(tick uint64) {
 	}
 	if g.NopAt != 0 && tick == g.NopAt {
 		g.NopErr = g.sender.Ring().Nop(nopHandler{g}, 7, 0)
+	}
+	if g.ParkAt != 0 && tick == g.ParkAt {
+		g.ParkErr = g.parkRecv()
 	}
 	if g.FrameAt != 0 && tick >= g.FrameAt && !g.frameSent {
 		frame := wire.BeginFrame(nil, &wire.Header{Cluster: g.Cluster, Sender: g.Node,
@@ -203,11 +219,43 @@ func (g *Group) Send(node uint16, frame []byte) error {
 	return g.sender.SendFrame(node, frame)
 }
 
+// parkRecv queues a Recv that completes only when the socket is shut down.
+func (g *Group) parkRecv() error {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	g.park = [2]int{fds[0], fds[1]}
+	g.parkBuf = make([]byte, 64)
+	return g.sender.Ring().Recv(nopHandler{g}, 8, fds[0], g.parkBuf, 0, 0)
+}
+
+// OnStop ends the parked Recv (shard.Stopper), unless IgnoreStop.
+func (g *Group) OnStop() {
+	g.Stops++
+	if g.IgnoreStop || g.parkBuf == nil {
+		return
+	}
+	_ = unix.Shutdown(g.park[0], unix.SHUT_RDWR)
+}
+
+// Close releases the parked socket. Call it after the node stopped.
+func (g *Group) Close() {
+	if g.parkBuf != nil {
+		unix.Close(g.park[0])
+		unix.Close(g.park[1])
+		g.parkBuf = nil
+	}
+}
+
 // nopHandler receives the completion of the group's Nop.
 type nopHandler struct{ g *Group }
 
 func (h nopHandler) Complete(c ring.Completion) {
-	if c.Tag == 7 && c.Res == 0 {
+	switch {
+	case c.Tag == 7 && c.Res == 0:
 		h.g.NopDone++
+	case c.Tag == 8:
+		h.g.ParkDone++
 	}
 }
