@@ -449,31 +449,42 @@ const (
 	CodeFenced         ErrorCode = 6 // the copy is sealed at a newer epoch
 	CodeOverloaded     ErrorCode = 7 // a bounded queue is full; retry later
 	CodeInternal       ErrorCode = 8 // a fault on the node (storage error); see its log
+	// Stream copy refusals (engine/stream), each with one meaning.
+	CodeStaleIncarnation ErrorCode = 9  // the request names an older incarnation of the stream
+	CodeBatchTooLarge    ErrorCode = 10 // the produced batch is above the stream's batch limit
+	CodeSequenceGap      ErrorCode = 11 // the producer's sequence skips ahead of (or falls behind) what was appended
+	CodeLogFailed        ErrorCode = 12 // the copy's log failed (write or fsync error); it serves nothing until reopened
 
-	codeMax = CodeInternal
+	codeMax = CodeLogFailed
 )
 
 // ErrorReply refuses a client request (command 99). Stream is the stream the request addressed, or 0.
-// Area: request_id u64 | code u16. Body: a human-readable message, UTF-8, at most MessageSizeMax bytes.
+// Owner is the node that owns the stream, with CodeNotOwner when the refusing node knows it (else 0).
+// Area: request_id u64 | code u16 | owner u16. Body: a human-readable message, UTF-8, at most
+// MessageSizeMax bytes.
 type ErrorReply struct {
 	RequestID uint64
 	Stream    uint64
 	Code      ErrorCode
+	Owner     uint16
 	Message   []byte
 }
 
 const (
 	errorCode    = 8
-	errorAreaEnd = 10
+	errorOwner   = 10
+	errorAreaEnd = 12
 )
 
 // AppendErrorReply appends an error reply.
 func AppendErrorReply(dst []byte, from From, m *ErrorReply) []byte {
 	assert.True(m.Code >= 1 && m.Code <= codeMax, "wire: error reply with an unknown code")
 	assert.True(len(m.Message) <= MessageSizeMax, "wire: error reply message too long")
+	assert.True(m.Owner == 0 || m.Code == CodeNotOwner, "wire: error reply names an owner without CodeNotOwner")
 	h := Header{Command: CommandErrorReply, Group: m.Stream}
 	put64(h.Area[:], clientRequestID, m.RequestID)
 	put16(h.Area[:], errorCode, uint16(m.Code))
+	put16(h.Area[:], errorOwner, m.Owner)
 	dst, start := startFrame(dst, from, &h)
 	dst = append(dst, m.Message...)
 	return endFrame(dst, start, 0)
@@ -488,11 +499,14 @@ func DecodeErrorReply(h *Header, body []byte) (ErrorReply, error) {
 		RequestID: get64(h.Area[:], clientRequestID),
 		Stream:    h.Group,
 		Code:      ErrorCode(get16(h.Area[:], errorCode)),
+		Owner:     get16(h.Area[:], errorOwner),
 		Message:   nilIfEmpty(body),
 	}
 	switch {
 	case m.Code < 1 || m.Code > codeMax:
 		return ErrorReply{}, malformed("error code")
+	case m.Owner != 0 && m.Code != CodeNotOwner:
+		return ErrorReply{}, malformed("owner without CodeNotOwner")
 	case len(body) > MessageSizeMax || !utf8.Valid(body):
 		return ErrorReply{}, malformed("error message")
 	}

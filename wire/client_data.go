@@ -11,16 +11,18 @@ import (
 
 // Produce appends one batch of records to a stream (command 66). ProducerID and Sequence identify the
 // batch, so a retried batch is answered with its first offset instead of being appended again; producer
-// id 0 opts out of that. Batch is opaque: the producer's possibly compressed records.
+// id 0 opts out of that. Batch is opaque: the producer's possibly compressed records. Codec names the
+// producer's compression (0 none; the node stores it in the batch header and never reads it).
 //
 // Header: Group is the stream id, Incarnation the stream's incarnation or 0, EntryCount the number of
-// records in Batch. Area: request_id u64 | producer_id u64 | sequence u64. Body: the batch.
+// records in Batch. Area: request_id u64 | producer_id u64 | sequence u64 | codec u8. Body: the batch.
 type Produce struct {
 	RequestID   uint64
 	Stream      uint64
 	Incarnation uint32
 	ProducerID  uint64
 	Sequence    uint64
+	Codec       uint8
 	Count       uint32
 	Batch       []byte
 }
@@ -28,7 +30,8 @@ type Produce struct {
 const (
 	produceProducerID = 8
 	produceSequence   = 16
-	produceAreaEnd    = 24
+	produceCodec      = 24
+	produceAreaEnd    = 25
 )
 
 // AppendProduce appends a produce request.
@@ -40,6 +43,7 @@ func AppendProduce(dst []byte, from From, m *Produce) []byte {
 	put64(h.Area[:], clientRequestID, m.RequestID)
 	put64(h.Area[:], produceProducerID, m.ProducerID)
 	put64(h.Area[:], produceSequence, m.Sequence)
+	h.Area[produceCodec] = m.Codec
 	dst, start := startFrame(dst, from, &h)
 	dst = append(dst, m.Batch...)
 	return endFrame(dst, start, m.Count)
@@ -56,6 +60,7 @@ func DecodeProduce(h *Header, body []byte) (Produce, error) {
 		Incarnation: h.Incarnation,
 		ProducerID:  get64(h.Area[:], produceProducerID),
 		Sequence:    get64(h.Area[:], produceSequence),
+		Codec:       h.Area[produceCodec],
 		Count:       h.EntryCount,
 		Batch:       body,
 	}
@@ -137,7 +142,9 @@ func DecodeProduceReply(h *Header, body []byte) (ProduceReply, error) {
 }
 
 // Fetch reads confirmed records from Offset on, up to BytesMax bytes of batches and RecordsMax records
-// (0: no record limit) (command 68). Area: request_id u64 | offset u64 | bytes_max u32 | records_max u32.
+// (0: no record limit) (command 68). When nothing is confirmed at Offset yet, the owner holds the
+// request up to WaitMs milliseconds (a long poll; 0 answers at once) and answers as soon as records are
+// confirmed there. Area: request_id u64 | offset u64 | bytes_max u32 | records_max u32 | wait_ms u32.
 type Fetch struct {
 	RequestID   uint64
 	Stream      uint64
@@ -145,13 +152,15 @@ type Fetch struct {
 	Offset      uint64
 	BytesMax    uint32
 	RecordsMax  uint32
+	WaitMs      uint32
 }
 
 const (
 	fetchOffset     = 8
 	fetchBytesMax   = 16
 	fetchRecordsMax = 20
-	fetchAreaEnd    = 24
+	fetchWaitMs     = 24
+	fetchAreaEnd    = 28
 )
 
 // AppendFetch appends a fetch request.
@@ -163,6 +172,7 @@ func AppendFetch(dst []byte, from From, m *Fetch) []byte {
 	put64(h.Area[:], fetchOffset, m.Offset)
 	put32(h.Area[:], fetchBytesMax, m.BytesMax)
 	put32(h.Area[:], fetchRecordsMax, m.RecordsMax)
+	put32(h.Area[:], fetchWaitMs, m.WaitMs)
 	dst, start := startFrame(dst, from, &h)
 	return endFrame(dst, start, 0)
 }
@@ -182,6 +192,7 @@ func DecodeFetch(h *Header, body []byte) (Fetch, error) {
 		Offset:      get64(h.Area[:], fetchOffset),
 		BytesMax:    get32(h.Area[:], fetchBytesMax),
 		RecordsMax:  get32(h.Area[:], fetchRecordsMax),
+		WaitMs:      get32(h.Area[:], fetchWaitMs),
 	}
 	switch {
 	case m.Stream == 0:

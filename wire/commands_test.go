@@ -86,15 +86,15 @@ func commandCases() []commandCase {
 	list := wire.ListStreams{RequestID: 3, After: 10, Limit: 100}
 	listReply := wire.ListStreamsReply{RequestID: 3, More: true}
 	lookupReply := wire.LookupStreamReply{RequestID: 4, Stream: 77, Incarnation: 2, Epoch: 6, Owner: 3, OwnerAddr: []byte("127.0.0.1:7003")}
-	produce := wire.Produce{RequestID: 5, Stream: 77, Incarnation: 2, ProducerID: 99, Sequence: 12, Count: 64, Batch: []byte("zstd frame")}
+	produce := wire.Produce{RequestID: 5, Stream: 77, Incarnation: 2, ProducerID: 99, Sequence: 12, Codec: 2, Count: 64, Batch: []byte("zstd frame")}
 	produceReply := wire.ProduceReply{RequestID: 5, Stream: 77, Incarnation: 2, Epoch: 6, BaseOffset: 4096, Count: 64, Duplicate: true}
-	fetch := wire.Fetch{RequestID: 6, Stream: 77, Incarnation: 2, Offset: 4000, BytesMax: 1 << 20, RecordsMax: 500}
+	fetch := wire.Fetch{RequestID: 6, Stream: 77, Incarnation: 2, Offset: 4000, BytesMax: 1 << 20, RecordsMax: 500, WaitMs: 250}
 	fetchReply := wire.FetchReply{RequestID: 6, Stream: 77, Incarnation: 2, BaseOffset: 4000, Count: 2, ConfirmedTail: 4160, Batches: []byte("two records")}
 	commitCursor := wire.CursorRequest{RequestID: 7, Stream: 77, Incarnation: 2, Consumer: []byte("billing"), Offset: 4002}
 	getCursor := wire.CursorRequest{RequestID: 8, Stream: 77, Incarnation: 2, Consumer: []byte("billing")}
 	commitCursorReply := wire.CursorReply{RequestID: 7, Stream: 77, Incarnation: 2, Offset: 4002, Found: true}
 	getCursorReply := wire.CursorReply{RequestID: 8, Stream: 77, Incarnation: 2}
-	errReply := wire.ErrorReply{RequestID: 9, Stream: 77, Code: wire.CodeNotOwner, Message: []byte("node 2 does not own stream 77; owner is node 3")}
+	errReply := wire.ErrorReply{RequestID: 9, Stream: 77, Code: wire.CodeNotOwner, Owner: 3, Message: []byte("node 2 does not own stream 77; owner is node 3")}
 	one := func(f func(h *wire.Header, body []byte) (any, error)) func(h *wire.Header, body []byte) (decoded, error) {
 		return func(h *wire.Header, body []byte) (decoded, error) {
 			m, err := f(h, body)
@@ -401,6 +401,11 @@ func TestDecodersRefuseBadFields(t *testing.T) {
 	h.Area[8] = 0
 	if _, err := wire.DecodeErrorReply(&h, body); !errors.Is(err, wire.ErrMalformed) {
 		t.Errorf("error code 0: got %v", err)
+	}
+	h, body = parse(t, wire.AppendErrorReply(nil, fromNode, &wire.ErrorReply{Code: wire.CodeInternal}))
+	h.Area[10] = 3 // an owner on a refusal that is not CodeNotOwner
+	if _, err := wire.DecodeErrorReply(&h, body); !errors.Is(err, wire.ErrMalformed) {
+		t.Errorf("owner without CodeNotOwner: got %v", err)
 	}
 	h, body = parse(t, wire.AppendFetchReply(nil, fromNode, &wire.FetchReply{Stream: 1, BaseOffset: 10, Count: 1, ConfirmedTail: 11, Batches: []byte{1}}))
 	h.Area[16] = 10 // confirmed tail 10: the record at 10 is not confirmed
