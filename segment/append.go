@@ -140,6 +140,8 @@ func (l *Log) appendable(payloadLen int, epoch uint64) error {
 	switch {
 	case l.shut:
 		return ErrClosed
+	case l.held:
+		return ErrBusy
 	case l.failed != nil:
 		return l.failed
 	case epoch < l.minEpoch:

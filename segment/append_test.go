@@ -133,7 +133,7 @@ func TestAppend_SteadyStateAllocatesNothing(t *testing.T) {
 		e.cfg.SegmentBytes = 64 << 20
 		e.cfg.IndexIntervalBytes = 4 << 10
 		ev := &countEvents{}
-		c, _, err := Open(e.r, e.dir, e.cfg, ev)
+		c, _, err := OpenSync(e.r, e.dir, e.cfg, ev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,6 +182,7 @@ type countEvents struct{ appends, reads int }
 func (c *countEvents) AppendDone(LogKind, uint64, uint64, error) { c.appends++ }
 func (c *countEvents) ReadDone(LogKind, uint64, []byte, error)   { c.reads++ }
 func (c *countEvents) SealDone(uint64, Seal, error)              {}
+func (c *countEvents) Done(Result)                               {}
 
 // Reads for consumers and followers, and cursor commits of known consumers, allocate nothing.
 func TestRead_AndCursorCommit_AllocateNothing(t *testing.T) {
@@ -189,7 +190,7 @@ func TestRead_AndCursorCommit_AllocateNothing(t *testing.T) {
 		e.cfg.SegmentBytes = 4 << 20 // no roll inside the measured loops: a roll allocates once
 		e.appendBatchesTo(t)
 		ev := &countEvents{}
-		c, _, err := Open(e.r, e.dir, e.cfg, ev)
+		c, _, err := OpenSync(e.r, e.dir, e.cfg, ev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +327,7 @@ func TestAppend_SegmentFilledByEarlierGroupGetsSidecar(t *testing.T) {
 			t.Fatalf("%d segments before the roll", c.Records().Segments())
 		}
 		e.appendBatches(c, 1, 1, 1024-BatchHeaderSize, 1) // a group holding only the new segment
-		if err := c.Drain(); err != nil {
+		if err := c.DrainSync(); err != nil {
 			t.Fatal(err)
 		}
 		first := c.Records().segs[0]

@@ -46,6 +46,7 @@ type discardEvents struct{ acks int }
 func (d *discardEvents) AppendDone(LogKind, uint64, uint64, error) { d.acks++ }
 func (d *discardEvents) ReadDone(LogKind, uint64, []byte, error)   {}
 func (d *discardEvents) SealDone(uint64, Seal, error)              {}
+func (d *discardEvents) Done(Result)                               {}
 
 // benchGroups are the group commit sizes the append benchmarks and their baseline share.
 func benchGroups() []int { return []int{1, 16, 64, 256} }
@@ -58,11 +59,11 @@ func BenchmarkAppendGroupCommit(b *testing.B) {
 			benchBackends(b, func(b *testing.B, backend ring.Backend) {
 				e := benchEnv(b, backend)
 				ev := &discardEvents{}
-				c, _, err := Open(e.r, e.dir, e.cfg, ev)
+				c, _, err := OpenSync(e.r, e.dir, e.cfg, ev)
 				if err != nil {
 					b.Fatal(err)
 				}
-				defer c.Close()
+				defer c.CloseSync()
 				payload := make([]byte, 1024)
 				h := BatchHeader{RecordCount: 1, Epoch: 1}
 				b.SetBytes(int64(g * 1024))
@@ -185,12 +186,12 @@ func preparedCopy(b *testing.B, backend ring.Backend, segmentBytes, size int64) 
 	b.Helper()
 	e := benchEnv(b, backend)
 	e.cfg.SegmentBytes = segmentBytes
-	c, _, err := Open(e.r, e.dir, e.cfg, e.ev)
+	c, _, err := OpenSync(e.r, e.dir, e.cfg, e.ev)
 	if err != nil {
 		b.Fatal(err)
 	}
 	fillLog(b, e, c, size)
-	if err := c.Close(); err != nil {
+	if err := c.CloseSync(); err != nil {
 		b.Fatal(err)
 	}
 	return e.dir
@@ -204,11 +205,11 @@ func openPrepared(b *testing.B, backend ring.Backend, dir string, segmentBytes i
 	e := benchEnv(b, backend)
 	e.dir = dir
 	e.cfg.SegmentBytes = segmentBytes
-	c, _, err := Open(e.r, e.dir, e.cfg, e.ev)
+	c, _, err := OpenSync(e.r, e.dir, e.cfg, e.ev)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = c.Close() })
+	b.Cleanup(func() { _ = c.CloseSync() })
 	return e, c
 }
 
@@ -236,7 +237,7 @@ func BenchmarkDigest(b *testing.B) {
 			b.SetBytes(c.Records().SizeBytes())
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := c.Records().Verify(); err != nil {
+				if _, err := c.Records().VerifySync(); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -407,11 +408,11 @@ func benchAppendInterleaved(b *testing.B, g, prewrite int) {
 	benchBackends(b, func(b *testing.B, backend ring.Backend) {
 		e := benchEnv(b, backend)
 		e.cfg.PrewriteBytes = prewrite
-		c, _, err := Open(e.r, e.dir, e.cfg, &discardEvents{})
+		c, _, err := OpenSync(e.r, e.dir, e.cfg, &discardEvents{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer c.Close()
+		defer c.CloseSync()
 		f, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
 		if err != nil {
 			b.Fatal(err)

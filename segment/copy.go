@@ -2,18 +2,15 @@ package segment
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/ringstream/ringstream/internal/assert"
 	"github.com/ringstream/ringstream/ring"
 )
 
-// Events receives a copy's asynchronous results. All calls come from the shard goroutine, inside
-// ring.Dispatch. An implementation may call the copy's methods (Append, Flush, Read, ...) from
-// them, but not the synchronous ones (Open, Cut, Retain, Verify, snapshots, epochs, Close).
+// Events receives a copy's asynchronous results, on the shard goroutine. AppendDone, ReadDone and
+// SealDone come from inside ring.Dispatch (or from a Flush); Done comes from Jobs.Poll. An
+// implementation may call any of the copy's methods from them, the asynchronous rare operations
+// included, but never a ...Sync method, which drives the ring itself.
 type Events interface {
 	// AppendDone: the append with token is durable (err nil) or lost (err wraps ErrFailed).
 	// end is the offset after its last record. Calls come in append order per log.
@@ -22,6 +19,9 @@ type Events interface {
 	ReadDone(log LogKind, tag uint64, data []byte, err error)
 	// SealDone: the seal with tag is fenced and durable, and s holds its digest and tails.
 	SealDone(tag uint64, s Seal, err error)
+	// Done: the rare operation r.Op started with tag r.Tag ended (see Jobs). It is called from
+	// Jobs.Poll, never from inside ring.Dispatch.
+	Done(r Result)
 }
 
 // quietListener is what a Log tells its Copy.
@@ -55,6 +55,8 @@ type Copy struct {
 	cfg     Config
 	r       ring.Ring
 	sr      *syncRing
+	js      *Jobs // nil for a copy opened with OpenSync: only the ...Sync rare operations work
+	job     *job  // the rare operation running, if any
 	ev      Events
 	dir     string
 	dirfd   int
@@ -67,6 +69,8 @@ type Copy struct {
 	snapBoundary uint64
 	eventBuf     []byte
 	seal         sealState
+	ready        bool // open finished
+	held         bool // an exclusive rare operation runs: appends, reads and seals get ErrBusy
 	closed       bool
 }
 
@@ -88,86 +92,6 @@ const (
 	tagFenceSync  uint64 = 2
 )
 
-// Open opens (creating if needed) the copy stored in dir and recovers it: each log's tail is
-// checked batch by batch and a torn tail cut (logged with counts), missing sidecars are rebuilt,
-// the cursor snapshot is loaded and the events past its boundary replayed, and every cursor is
-// clamped to the record log end. It drives r synchronously and must run on r's thread.
-func Open(r ring.Ring, dir string, cfg Config, ev Events) (*Copy, OpenReport, error) {
-	var rep OpenReport
-	if err := cfg.Validate(); err != nil {
-		return nil, rep, err
-	}
-	cfg = cfg.withDefaults()
-	assert.True(ev != nil, "segment: open without events")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, rep, fmt.Errorf("segment: create %s: %w", dir, err)
-	}
-	sr := &syncRing{r: r}
-	c := &Copy{cfg: cfg, r: r, sr: sr, ev: ev, dir: dir, dirfd: -1}
-	err := c.open(&rep)
-	if err != nil {
-		c.closeFiles()
-		return nil, rep, err
-	}
-	return c, rep, nil
-}
-
-func (c *Copy) open(rep *OpenReport) error {
-	var err error
-	if c.dirfd, err = c.sr.openat(unix.AT_FDCWD, c.dir, unix.O_RDONLY|unix.O_DIRECTORY, 0); err != nil {
-		return fmt.Errorf("segment: open dir %s: %w", c.dir, err)
-	}
-	if c.records, rep.Records, err = openLog(RecordLog, c.r, c.sr, filepath.Join(c.dir, "records"), c.cfg, c.ev); err != nil {
-		return err
-	}
-	if c.cursors, rep.Cursors, err = openLog(CursorLog, c.r, c.sr, filepath.Join(c.dir, "cursors"), c.cfg, c.ev); err != nil {
-		return err
-	}
-	c.records.commit.auto = true
-	c.cursors.cfg.PrewriteBytes = -1
-	c.records.quiet, c.cursors.quiet = c, c
-	if c.epochs, err = openEpochs(c.sr, c.dirfd, c.cfg.Logger); err != nil {
-		return err
-	}
-	if c.fence, err = openFence(c.sr, c.dirfd); err != nil {
-		return err
-	}
-	rep.Fence = c.fence.epoch
-	c.records.minEpoch, c.cursors.minEpoch = c.fence.epoch, c.fence.epoch
-	if c.snapBoundary, c.cursorMap, err = loadCursorSnapshot(c.sr, c.dirfd); err != nil {
-		return err
-	}
-	if c.snapBoundary > c.cursors.durable {
-		// The cursor log was cut below the snapshot (crash between the cut and the snapshot
-		// rewrite): lower the boundary, keeping the state, as the cut would have.
-		c.snapBoundary = c.cursors.durable
-		if err := c.sr.writeFileAtomic(c.dirfd, cursorSnapName, encodeCursorSnapshot(c.snapBoundary, c.cursorMap)); err != nil {
-			return err
-		}
-	}
-	if rep.CursorsReplayed, err = c.cursors.replayCursors(c.snapBoundary, c.cursorMap); err != nil {
-		return err
-	}
-	rep.CursorsClamped = c.clampCursors()
-	if rep.CursorsClamped > 0 {
-		c.cfg.Logger.Warn("segment: cursors clamped to the record log end", "dir", c.dir,
-			"cursors", rep.CursorsClamped, "record_tail", c.records.durable)
-	}
-	return nil
-}
-
-// clampCursors lowers every cursor above the record log's durable tail to it.
-func (c *Copy) clampCursors() int {
-	n := 0
-	for _, off := range c.cursorMap {
-		if *off > c.records.durable {
-			*off = c.records.durable
-			n++
-		}
-	}
-	return n
-}
-
 // Records gives the record log: reads, tails, head, verify.
 func (c *Copy) Records() *Log { return c.records }
 
@@ -184,16 +108,37 @@ func (c *Copy) FenceEpoch() uint64 { return c.fence.epoch }
 // Append queues a record batch (see Log.Append). A batch from an epoch below the fence is refused
 // with ErrFenced.
 func (c *Copy) Append(token uint64, h *BatchHeader, payload []byte) (uint64, error) {
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
 	return c.records.Append(token, h, payload)
 }
 
 // AppendEncoded queues an already encoded record batch (see Log.AppendEncoded).
 func (c *Copy) AppendEncoded(token uint64, batch []byte) (uint64, error) {
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
 	return c.records.AppendEncoded(token, batch)
 }
 
-// Flush starts the group commits that are due (see Log.Flush). Call it once per shard loop turn.
+// usable refuses appends and seals on a copy that is not open, or held by a rare operation.
+func (c *Copy) usable() error {
+	switch {
+	case c.closed:
+		return ErrClosed
+	case !c.ready || c.held:
+		return ErrBusy
+	}
+	return nil
+}
+
+// Flush starts the group commits that are due (see Log.Flush). Jobs.Poll calls it every turn for
+// the copies opened on it; a copy opened with OpenSync is flushed by its caller.
 func (c *Copy) Flush() {
+	if !c.ready || c.closed {
+		return
+	}
 	c.records.Flush()
 	c.cursors.Flush()
 }
@@ -202,6 +147,9 @@ func (c *Copy) Flush() {
 // fsync of its own: it becomes durable with the next cursor log commit (SyncCursors, or once
 // CursorSyncBytes are queued); AppendDone(CursorLog, token, ...) says when.
 func (c *Copy) CommitCursor(token uint64, epoch uint64, name string, off uint64) (uint64, error) {
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
 	if len(name) == 0 || len(name) > CursorNameMax {
 		return 0, fmt.Errorf("%w: cursor name of %d bytes", ErrInvalidBatch, len(name))
 	}
@@ -217,6 +165,9 @@ func (c *Copy) CommitCursor(token uint64, epoch uint64, name string, off uint64)
 
 // AppendCursorEncoded queues a cursor event batch as it came from the owner.
 func (c *Copy) AppendCursorEncoded(token uint64, batch []byte) (uint64, error) {
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
 	h, payload, _, err := DecodeBatch(batch)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
@@ -260,24 +211,16 @@ func (c *Copy) EpochAt(off uint64) (EpochEntry, bool) { return c.epochs.at(off) 
 // Epochs returns a copy of the log epochs.
 func (c *Copy) Epochs() []EpochEntry { return append([]EpochEntry(nil), c.epochs.entries...) }
 
-// AppendEpoch records a role change (synchronous, fdatasynced). The epoch must not be below the
-// fence (ErrFenced) and must follow the last entry (ErrEpochOrder).
-func (c *Copy) AppendEpoch(e EpochEntry) error {
-	if e.Epoch < c.fence.epoch {
-		return fmt.Errorf("%w: epoch %d, fence %d", ErrFenced, e.Epoch, c.fence.epoch)
-	}
-	return c.epochs.append(e)
-}
-
 // Seal fences the copy at epoch and reports its tails and digest: the fence is written to the
 // fence file and fdatasynced through the ring (appends from lower epochs are refused from this
 // call on), the appends already queued are committed, and the record log's seal digest is
 // computed (reading at most the active segment). Events.SealDone receives tag. An epoch equal to
 // the fence takes the seal over again; a lower one is ErrFenced.
 func (c *Copy) Seal(tag uint64, epoch uint64) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
 	switch {
-	case c.closed:
-		return ErrClosed
 	case c.seal.active:
 		return ErrBusy
 	case epoch < c.fence.epoch:
@@ -355,187 +298,4 @@ func (c *Copy) maybeSealDone() {
 	tag := s.tag
 	*s = sealState{}
 	c.ev.SealDone(tag, res, err)
-}
-
-// Cut brings both logs down to recordOff and cursorOff (the failover spec's cut of a longer
-// tail): whole segments past them are removed, the segments holding them shortened, the log
-// epochs past them dropped, a cursor snapshot covering cursor events past the cut gets its
-// boundary lowered so they replay, and cursors above the new record tail are clamped. Offsets at
-// or past a tail leave that log alone, so repeating a cut is a no-op. Below the retained head is
-// ErrBelowHead. Synchronous, needs quiet logs (ErrBusy).
-func (c *Copy) Cut(recordOff, cursorOff uint64) error {
-	switch {
-	case c.closed:
-		return ErrClosed
-	case c.seal.active:
-		return ErrBusy
-	case recordOff < c.records.Head():
-		return fmt.Errorf("%w: record cut at %d, head %d", ErrBelowHead, recordOff, c.records.Head())
-	case cursorOff < c.cursors.Head():
-		return fmt.Errorf("%w: cursor cut at %d, head %d", ErrBelowHead, cursorOff, c.cursors.Head())
-	}
-	if err := c.Drain(); err != nil {
-		return err
-	}
-	if err := c.records.cut(recordOff); err != nil {
-		return fmt.Errorf("segment: cut record log: %w", err)
-	}
-	if err := c.cursors.cut(cursorOff); err != nil {
-		return fmt.Errorf("segment: cut cursor log: %w", err)
-	}
-	if err := c.epochs.cut(c.records.durable, c.cursors.durable); err != nil {
-		return err
-	}
-	if c.snapBoundary > c.cursors.durable {
-		c.snapBoundary = c.cursors.durable
-		if err := c.sr.writeFileAtomic(c.dirfd, cursorSnapName, encodeCursorSnapshot(c.snapBoundary, c.cursorMap)); err != nil {
-			return err
-		}
-	}
-	c.clampCursors()
-	return nil
-}
-
-// WriteCursorSnapshot commits the queued cursor events, then writes {boundary, map} atomically
-// (write, fsync, rename, fsync dir) with the boundary at the cursor log's durable tail.
-// Synchronous.
-func (c *Copy) WriteCursorSnapshot() error {
-	if c.closed {
-		return ErrClosed
-	}
-	if err := c.drain(c.cursors); err != nil {
-		return err
-	}
-	b := encodeCursorSnapshot(c.cursors.durable, c.cursorMap)
-	if err := c.sr.writeFileAtomic(c.dirfd, cursorSnapName, b); err != nil {
-		return err
-	}
-	c.snapBoundary = c.cursors.durable
-	return nil
-}
-
-// RetainReport says what retention removed.
-type RetainReport struct {
-	RecordSegments int
-	CursorSegments int
-	RecordHead     uint64
-}
-
-// Retain removes closed record segments from the front while the record log is over maxBytes or
-// their newest batch is older than maxAgeMs before nowMs (unix ms, from the caller; 0 disables a
-// limit), moving the retained head; and cursor segments wholly below the cursor snapshot boundary.
-// Synchronous; ErrBusy while reads or digests are in flight.
-func (c *Copy) Retain(nowMs, maxBytes, maxAgeMs int64) (RetainReport, error) {
-	var rep RetainReport
-	if c.closed {
-		return rep, ErrClosed
-	}
-	if maxBytes < 0 || maxAgeMs < 0 {
-		return rep, fmt.Errorf("%w: negative retention limit", ErrConfig)
-	}
-	if err := c.Drain(); err != nil {
-		return rep, err
-	}
-	var err error
-	if rep.RecordSegments, err = c.records.retain(nowMs, maxBytes, maxAgeMs, noKeep); err != nil {
-		return rep, err
-	}
-	rep.RecordHead = c.records.Head()
-	if rep.CursorSegments, err = c.cursors.retain(nowMs, -1, 0, c.snapBoundary); err != nil {
-		return rep, err
-	}
-	return rep, nil
-}
-
-// Verify runs verify mode on both logs (see Log.Verify).
-func (c *Copy) Verify() (records, cursors VerifyReport, err error) {
-	if err = c.Drain(); err != nil {
-		return records, cursors, err
-	}
-	if records, err = c.records.Verify(); err != nil {
-		return records, cursors, err
-	}
-	cursors, err = c.cursors.Verify()
-	return records, cursors, err
-}
-
-// Drain commits everything queued in both logs and drives the ring until no group commit, digest,
-// read or seal of the copy is in flight. Synchronous. Cut, Retain, Verify and Close drain first.
-func (c *Copy) Drain() error {
-	if c.closed {
-		return ErrClosed
-	}
-	for {
-		if err := c.drain(c.records); err != nil {
-			return err
-		}
-		if err := c.drain(c.cursors); err != nil {
-			return err
-		}
-		if !c.seal.active && !c.records.Busy() && !c.cursors.Busy() {
-			return nil
-		}
-		if c.r.InFlight() == 0 {
-			return fmt.Errorf("segment: copy busy with nothing in flight: %w", ErrBusy)
-		}
-		if err := c.r.Wait(1); err != nil {
-			return err
-		}
-		c.r.Dispatch()
-	}
-}
-
-// drain commits what l has queued and waits for its group commit, driving the ring.
-func (c *Copy) drain(l *Log) error {
-	l.Sync()
-	for {
-		l.Flush()
-		if l.failed != nil {
-			return l.failed
-		}
-		if !l.commit.busy() && len(l.commit.pend.acks) == 0 {
-			return nil
-		}
-		if c.r.InFlight() == 0 {
-			return fmt.Errorf("segment: %s log cannot start its commit: %w", l.kind, ErrBusy)
-		}
-		if err := c.r.Wait(1); err != nil {
-			return err
-		}
-		c.r.Dispatch()
-	}
-}
-
-// Close commits what is queued, waits for every operation of the copy, and closes its files.
-// Synchronous.
-func (c *Copy) Close() error {
-	if c.closed {
-		return nil
-	}
-	err := c.Drain()
-	if err == nil {
-		err = c.records.trimPrewritten()
-	}
-	c.closeFiles()
-	c.closed = true
-	return err
-}
-
-func (c *Copy) closeFiles() {
-	for _, l := range []*Log{c.records, c.cursors} {
-		if l != nil {
-			l.closeFiles()
-			l.shut = true
-		}
-	}
-	if c.epochs != nil {
-		_ = c.sr.close(c.epochs.fd)
-	}
-	if c.fence != nil {
-		_ = c.sr.close(c.fence.fd)
-	}
-	if c.dirfd >= 0 {
-		_ = c.sr.close(c.dirfd)
-		c.dirfd = -1
-	}
 }

@@ -90,7 +90,7 @@ func crashCheck(t *testing.T, dir string, b ring.Backend, reported uint64, run i
 	e := newEnv(t, ring.Config{Backend: b, Entries: 256})
 	e.dir = dir
 	e.cfg = crashConfig(8 << 10)
-	c, rep, err := Open(e.r, e.dir, e.cfg, e.ev)
+	c, rep, err := OpenSync(e.r, e.dir, e.cfg, e.ev)
 	if err != nil {
 		t.Fatalf("run %d: open after SIGKILL: %v", run, err)
 	}
@@ -123,6 +123,7 @@ func (p *crashPrinter) AppendDone(_ LogKind, _ uint64, end uint64, err error) {
 }
 func (p *crashPrinter) ReadDone(LogKind, uint64, []byte, error) {}
 func (p *crashPrinter) SealDone(uint64, Seal, error)            {}
+func (p *crashPrinter) Done(Result)                             {}
 
 // TestCrash_Child is the child's body; it does nothing unless the parent set its environment.
 func TestCrash_Child(t *testing.T) {
@@ -140,7 +141,7 @@ func TestCrash_Child(t *testing.T) {
 	}
 	p := &crashPrinter{w: bufio.NewWriter(os.Stdout)}
 	prewrite, _ := strconv.Atoi(os.Getenv(crashPrewriteEnv))
-	c, _, err := Open(r, dir, crashConfig(prewrite), p)
+	c, _, err := OpenSync(r, dir, crashConfig(prewrite), p)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(2)

@@ -69,13 +69,13 @@ func TestCursor_CutLowersSnapshotBoundaryAndReopenClamps(t *testing.T) {
 		e.syncCursors(c)
 		e.commitCursor(c, "a", 18)
 		e.commitCursor(c, "b", 19)
-		if err := c.WriteCursorSnapshot(); err != nil {
+		if err := c.WriteCursorSnapshotSync(); err != nil {
 			t.Fatal(err)
 		}
 		if c.CursorBoundary() != 4 {
 			t.Fatalf("boundary %d, want 4", c.CursorBoundary())
 		}
-		if err := c.Cut(12, 2); err != nil {
+		if err := c.CutSync(12, 2); err != nil {
 			t.Fatal(err)
 		}
 		if c.CursorBoundary() != 2 {
@@ -129,7 +129,7 @@ func TestEpochs_ReadBackAndTornEntryCut(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		c := e.open()
 		for _, ep := range []EpochEntry{{1, 0, 0}, {2, 5, 1}, {4, 9, 3}} {
-			if err := c.AppendEpoch(ep); err != nil {
+			if err := c.AppendEpochSync(ep); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -152,12 +152,12 @@ func TestEpochs_ReadBackAndTornEntryCut(t *testing.T) {
 		if got := c.Epochs(); len(got) != 2 {
 			t.Fatalf("epochs after a torn entry %+v", got)
 		}
-		if err := c.AppendEpoch(EpochEntry{3, 9, 3}); err != nil {
+		if err := c.AppendEpochSync(EpochEntry{3, 9, 3}); err != nil {
 			t.Fatal(err)
 		}
 		e.close(c)
 		flipByte(t, path, epochsHeaderSize+3)
-		if _, _, err := Open(e.r, e.dir, e.cfg, e.ev); !errors.Is(err, ErrCorrupt) {
+		if _, _, err := OpenSync(e.r, e.dir, e.cfg, e.ev); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("open with a corrupt first entry: %v, want ErrCorrupt", err)
 		}
 	})
@@ -175,7 +175,7 @@ func TestRetention_ByBytesAndAge(t *testing.T) {
 		e.until(c, func() bool { return !c.Records().Busy() })
 		segs := c.Records().Segments()
 		// By age: now 40 with max age 10 removes segments whose newest batch is below 30.
-		rep, err := c.Retain(40, 0, 10)
+		rep, err := c.RetainSync(40, 0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +189,7 @@ func TestRetention_ByBytesAndAge(t *testing.T) {
 			}
 		}
 		// By bytes: at most 20 KiB, so a few segments stay and the active one always does.
-		if _, err := c.Retain(40, 20<<10, 0); err != nil {
+		if _, err := c.RetainSync(40, 20<<10, 0); err != nil {
 			t.Fatal(err)
 		}
 		if c.Records().SizeBytes() > 20<<10+8<<10 || c.Records().Segments() >= segs {

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -60,7 +61,7 @@ func (l *Log) cut(off uint64) error {
 func (l *Log) shorten(s *segment, off uint64, pos int64) error {
 	// An active segment has no sidecar; remove it first so no crash leaves a stale one that claims
 	// the longer size.
-	if err := unix.Unlinkat(l.dirfd, sidecarName(s.base), 0); err != nil && err != unix.ENOENT {
+	if err := l.sr.unlink(l.dirfd, sidecarName(s.base), false); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("segment: remove %s: %w", sidecarName(s.base), err)
 	}
 	if err := l.sr.ftruncate(s.fd, pos); err != nil {
@@ -123,24 +124,23 @@ func (l *Log) removeSegmentDurably(s *segment) error {
 	return nil
 }
 
-// retain removes closed segments from the front while the log holds more than maxBytes (0: no
-// limit; -1: remove every segment the other bounds allow) or their newest batch is older than maxAgeMs before nowMs (0: no limit), and only
-// segments that end at or below keepFrom. It returns the segments removed. Rare path, synchronous.
-func (l *Log) retain(nowMs, maxBytes, maxAgeMs int64, keepFrom uint64) (int, error) {
-	switch {
-	case l.shut:
-		return 0, ErrClosed
-	case l.reads.used > 0 || l.dig.running || len(l.dig.jobs) > 0:
-		return 0, ErrBusy
+// retainPick detaches the closed segments retention removes from the front: while the log holds
+// more than maxBytes (0: no limit; -1: every segment the other bounds allow) or their newest
+// batch is older than maxAgeMs before nowMs (0: no limit), and only durable segments that end at
+// or below keepFrom and that no read or digest uses. The head moves now; removeDetached deletes
+// the files.
+func (l *Log) retainPick(nowMs, maxBytes, maxAgeMs int64, keepFrom uint64) []*segment {
+	if l.shut || l.failed != nil {
+		return nil
 	}
 	total := int64(0)
 	for _, s := range l.segs {
 		total += s.wSize
 	}
-	removed := 0
-	for len(l.segs) > 1 {
-		s := l.segs[0]
-		if s.size != s.wSize || s.end > keepFrom {
+	n := 0
+	for n < len(l.segs)-1 {
+		s := l.segs[n]
+		if s.size != s.wSize || s.end > keepFrom || l.segInUse(s) {
 			break
 		}
 		overBytes := maxBytes < 0 || (maxBytes > 0 && total > maxBytes)
@@ -148,15 +148,45 @@ func (l *Log) retain(nowMs, maxBytes, maxAgeMs int64, keepFrom uint64) (int, err
 		if !overBytes && !tooOld {
 			break
 		}
-		if err := l.removeSegmentDurably(s); err != nil {
-			return removed, err
-		}
 		total -= s.size
-		l.segs[0] = nil
-		l.segs = l.segs[1:]
-		removed++
+		n++
 	}
-	return removed, nil
+	if n == 0 {
+		return nil
+	}
+	picked := append([]*segment(nil), l.segs[:n]...)
+	clear(l.segs[:n])
+	l.segs = l.segs[n:]
+	return picked
+}
+
+// segInUse says whether a read or digest in flight or queued uses s.
+func (l *Log) segInUse(s *segment) bool {
+	for i := range l.reads.slots {
+		if l.reads.slots[i].busy && l.reads.slots[i].seg == s {
+			return true
+		}
+	}
+	if l.dig.running && l.dig.seg == s {
+		return true
+	}
+	for _, j := range l.dig.jobs {
+		if j.seal || j.seg == s {
+			return true
+		}
+	}
+	return l.dig.sealing
+}
+
+// removeDetached removes the segments retainPick detached, oldest first, each removal made
+// durable before the next, so a crash leaves the log starting at one of their bases.
+func (l *Log) removeDetached(segs []*segment) (int, error) {
+	for i, s := range segs {
+		if err := l.removeSegmentDurably(s); err != nil {
+			return i, err
+		}
+	}
+	return len(segs), nil
 }
 
 // noKeep passes no keepFrom bound to retain.

@@ -22,22 +22,22 @@ func TestCut_Cases(t *testing.T) {
 		inside := segs[1].base + 2
 
 		// Inside a segment.
-		if err := c.Cut(35, 0); err != nil {
+		if err := c.CutSync(35, 0); err != nil {
 			t.Fatal(err)
 		}
 		if c.Records().DurableTail() != 35 {
 			t.Fatalf("tail %d after cut at 35", c.Records().DurableTail())
 		}
 		// Twice: a no-op.
-		if err := c.Cut(35, 0); err != nil {
+		if err := c.CutSync(35, 0); err != nil {
 			t.Fatal(err)
 		}
 		// Past the tail: a no-op too.
-		if err := c.Cut(39, 0); err != nil || c.Records().DurableTail() != 35 {
+		if err := c.CutSync(39, 0); err != nil || c.Records().DurableTail() != 35 {
 			t.Fatalf("cut past the tail: %v, tail %d", err, c.Records().DurableTail())
 		}
 		// At a segment boundary: the later segments disappear whole.
-		if err := c.Cut(boundary, 0); err != nil {
+		if err := c.CutSync(boundary, 0); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := len(segFiles(t, filepath.Join(e.dir, "records"))), 2; got != want {
@@ -50,7 +50,7 @@ func TestCut_Cases(t *testing.T) {
 			t.Fatalf("read %d", got)
 		}
 		// Inside an earlier segment, then reopen.
-		if err := c.Cut(inside, 0); err != nil {
+		if err := c.CutSync(inside, 0); err != nil {
 			t.Fatal(err)
 		}
 		e.close(c)
@@ -66,7 +66,7 @@ func TestCut_Cases(t *testing.T) {
 			t.Fatalf("read %d, want %d", got, inside+3)
 		}
 		// At the retained head: the log becomes empty but keeps its head.
-		if err := c.Cut(0, 0); err != nil {
+		if err := c.CutSync(0, 0); err != nil {
 			t.Fatal(err)
 		}
 		if c.Records().DurableTail() != 0 || c.Records().Head() != 0 {
@@ -88,15 +88,15 @@ func TestCut_BelowHeadIsAnError(t *testing.T) {
 		defer e.close(c)
 		e.appendBatches(c, 40, 1, 1000, 1)
 		e.until(c, func() bool { return !c.Records().Busy() })
-		rep, err := c.Retain(0, 20<<10, 0)
+		rep, err := c.RetainSync(0, 20<<10, 0)
 		if err != nil || rep.RecordSegments == 0 {
 			t.Fatalf("Retain: %+v %v", rep, err)
 		}
 		head := c.Records().Head()
-		if err := c.Cut(head-1, 0); !errors.Is(err, ErrBelowHead) {
+		if err := c.CutSync(head-1, 0); !errors.Is(err, ErrBelowHead) {
 			t.Fatalf("cut below the head: %v, want ErrBelowHead", err)
 		}
-		if err := c.Cut(head, 0); err != nil {
+		if err := c.CutSync(head, 0); err != nil {
 			t.Fatalf("cut at the head: %v", err)
 		}
 		if c.Records().DurableTail() != head || c.Records().Head() != head {
@@ -110,10 +110,10 @@ func TestCut_InsideBatchIsRefused(t *testing.T) {
 		c := e.open()
 		defer e.close(c)
 		e.appendBatches(c, 5, 4, 100, 1)
-		if err := c.Cut(6, 0); !errors.Is(err, ErrNotBoundary) {
+		if err := c.CutSync(6, 0); !errors.Is(err, ErrNotBoundary) {
 			t.Fatalf("cut inside a batch: %v, want ErrNotBoundary", err)
 		}
-		if err := c.Cut(8, 0); err != nil || c.Records().DurableTail() != 8 {
+		if err := c.CutSync(8, 0); err != nil || c.Records().DurableTail() != 8 {
 			t.Fatalf("cut at 8: %v, tail %d", err, c.Records().DurableTail())
 		}
 	})
@@ -124,7 +124,7 @@ func TestCut_DropsLogEpochsPastIt(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		c := e.open()
 		for _, ep := range []EpochEntry{{1, 0, 0}, {3, 10, 0}, {4, 20, 0}} {
-			if err := c.AppendEpoch(ep); err != nil {
+			if err := c.AppendEpochSync(ep); err != nil {
 				t.Fatal(err)
 			}
 			e.appendBatches(c, 10, 1, 50, ep.Epoch)
@@ -135,7 +135,7 @@ func TestCut_DropsLogEpochsPastIt(t *testing.T) {
 		if at, _ := c.EpochAt(15); at.Epoch != 3 {
 			t.Fatalf("epoch at 15: %d", at.Epoch)
 		}
-		if err := c.Cut(15, 0); err != nil {
+		if err := c.CutSync(15, 0); err != nil {
 			t.Fatal(err)
 		}
 		e.close(c)
@@ -144,10 +144,10 @@ func TestCut_DropsLogEpochsPastIt(t *testing.T) {
 		if last, _ := c.LastEpoch(); last.Epoch != 3 {
 			t.Fatalf("last epoch after cut %d, want 3", last.Epoch)
 		}
-		if err := c.AppendEpoch(EpochEntry{Epoch: 2, RecordStart: 15}); !errors.Is(err, ErrEpochOrder) {
+		if err := c.AppendEpochSync(EpochEntry{Epoch: 2, RecordStart: 15}); !errors.Is(err, ErrEpochOrder) {
 			t.Fatalf("lower epoch: %v, want ErrEpochOrder", err)
 		}
-		if err := c.AppendEpoch(EpochEntry{Epoch: 5, RecordStart: 15}); err != nil {
+		if err := c.AppendEpochSync(EpochEntry{Epoch: 5, RecordStart: 15}); err != nil {
 			t.Fatal(err)
 		}
 		if got := c.Epochs(); len(got) != 3 || got[2].Epoch != 5 {
@@ -173,7 +173,7 @@ func TestCut_CrashMidwayOpensAtOrAboveCut(t *testing.T) {
 				e.cfg.SegmentBytes = 8 << 10
 				c := e.open()
 				e.appendBatches(c, 40, 1, 1000, 1)
-				if err := c.Drain(); err != nil {
+				if err := c.DrainSync(); err != nil {
 					t.Fatal(err)
 				}
 				segs := c.Records().segs
@@ -214,7 +214,7 @@ func TestCut_CrashMidwayOpensAtOrAboveCut(t *testing.T) {
 					t.Fatalf("read %d of %d", got, tail)
 				}
 				// Repeating the cut after the crash finishes it.
-				if err := c.Cut(cut, 0); err != nil || c.Records().DurableTail() != cut {
+				if err := c.CutSync(cut, 0); err != nil || c.Records().DurableTail() != cut {
 					t.Fatalf("repeated cut: %v, tail %d", err, c.Records().DurableTail())
 				}
 			})

@@ -360,11 +360,11 @@ type VerifyReport struct {
 	Bytes    int64
 }
 
-// Verify recomputes every closed segment's digest with large reads through the ring and compares
+// VerifySync recomputes every closed segment's digest with large reads through the ring and compares
 // it with the stored one, and checks the active segment batch by batch. The first mismatch is an
 // error wrapping ErrDigestMismatch (or ErrCorrupt) that names the file. It drives the ring
 // synchronously (a rare, operator-driven path) and needs a quiet log (ErrBusy otherwise).
-func (l *Log) Verify() (VerifyReport, error) {
+func (l *Log) VerifySync() (VerifyReport, error) {
 	var rep VerifyReport
 	if l.Busy() {
 		return rep, ErrBusy

@@ -10,15 +10,37 @@
 // after a call returns, except a Read's buffer, which belongs to the read until ReadDone. Every
 // method runs on the owning shard's goroutine, the locked OS thread that owns the ring.
 //
-// Steady state never blocks the shard: appends and their group commits, reads for consumers and
-// followers, the digest of a segment that just rolled (with its sidecar write) and the seal
-// (fence write and digest) are queued on the ring and finish in Handler completions. The rare
-// operations drive the ring to completion synchronously with Wait/Dispatch: Open and recovery,
-// Cut, Verify, Retain, cursor snapshots, AppendEpoch (one fdatasync per role change) and Close.
-// They must not be called from inside an Events callback.
+// Nothing in the package blocks the shard. Steady state (appends and their group commits, reads
+// for consumers and followers, the digest of a segment that just rolled, with its sidecar, and
+// the seal: fence write and digest) is queued on the ring and finishes in Handler completions.
+// The rare operations (Open with recovery, Cut, AppendEpoch, Retain, WriteCursorSnapshot, Close,
+// Delete) run as jobs of the shard's Jobs and report through Events.Done.
+//
+// The host contract: one Jobs per shard, made and used on the ring's thread. Once per loop turn,
+// after Dispatch has run the turn's completions and outside Dispatch, the shard calls Jobs.Poll
+// (the per-turn hook): it resumes the jobs whose operations completed, reports those that ended,
+// and flushes every copy opened on it. Poll queues ring operations and never waits, submits or
+// dispatches. Any method but the ...Sync ones may be called from inside a completion handler or
+// an Events callback. The ...Sync forms (OpenSync, CutSync, ..., VerifySync) drive the ring with
+// Wait and Dispatch: for tools and tests only, never from inside a handler.
 //
 // Decisions where the design is silent:
 //
+//   - Rare operations are coroutines (iter.Pull) over the same sequential code the ...Sync forms
+//     run. Where that code needs the ring, it queues one operation with its job as Handler and
+//     suspends; the completion only records the result and marks the job ready; Poll resumes it.
+//     A coroutine switches on the same locked OS thread and never runs beside its caller, so the
+//     ring's single-issuer rule and the race detector hold; an explicit state machine per
+//     operation would have duplicated the tested recovery code.
+//   - A job that finds the ring full, or waits for its logs to go quiet (cut, close), waits for
+//     the next Poll. A copy runs one rare operation at a time (ErrBusy). Open, Cut, Close and
+//     Delete hold the copy: appends, reads and seals get ErrBusy until Done. Retain, AppendEpoch
+//     and WriteCursorSnapshot let appends and reads go on: retention detaches the segments it
+//     removes when it starts, and skips those a read, digest or seal uses.
+//   - Jobs.Abandon (a Stop whose ring goes away) ends every job with ErrClosed; late completions
+//     are ignored and files a job held may stay open.
+//   - Delete renames the copy directory to <dir>.deleted and fsyncs the parent before removing
+//     anything, so a crash never leaves a partial copy that would open.
 //   - Group commit: Append copies the batch into the pending group's buffer (the one copy) and
 //     Flush, called once per shard loop turn, hands the group to the ring as one WRITEV per
 //     segment file linked to one FSYNC(datasync); a group that crosses a roll creates the new file
@@ -63,17 +85,21 @@
 //     and sidecar; a clean Close trims the active segment's zeros. It doubles the bytes written,
 //     but on this machine group commits measured faster with it at 14 of 16 (group size, backend,
 //     run) points, against the same write+fdatasync baseline (see the benchmark page), so the
-//     record log prewrites 1 MiB ahead by default; the cursor log never does. Recycling old segments would need a rename on the roll path (the ring contract has no
-//     renameat) or file names without the base offset: not done.
+//     record log prewrites 1 MiB ahead by default; the cursor log never does. Recycling retired segments: not done.
 //   - The seal digest is xxhash64 over (base, size, file digest) of each retained segment, so two
 //     copies with the same bytes in the same segments agree. Appends queued before a seal are
 //     committed and covered; appends from an epoch below the fence are refused from the call on.
 //   - Log epochs: a cut drops entries whose record or cursor start lies past the cut; entries
 //     starting exactly at it stay. Entries must grow (epoch up, starts not down).
 //   - The fence file holds two checksummed slots written alternately, so it is replaced atomically
-//     without a rename. Cursor snapshots use write, fsync, rename, fsync dir; the rename, unlink,
-//     mkdir, directory listing and fstat are plain syscalls because the ring contract has no
-//     operation for them, and they occur only on the rare paths.
+//     without a rename. Cursor snapshots use write, fsync, rename, fsync dir.
+//   - Every create, rename and removal is followed by an fsync of its directory before it is
+//     relied on: the copy and log directories and the fence and epochs files when open creates
+//     them, a rolled segment (in its group commit), the cursor snapshot's rename, segments removed
+//     by a cut, by recovery or by retention, and a delete's rename and removals.
+//   - The directory listing on open and delete (getdents) and fstat of open files are plain
+//     syscalls: io_uring has no operation for the first, and the second reads an inode already
+//     in memory. Both occur only on the rare paths.
 //   - Every file format carries a magic and a version: batches, sidecars, epochs, fence, cursor
 //     snapshot.
 //   - All segment files of a log stay open while retained (reads and digests need them).

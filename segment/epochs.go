@@ -136,11 +136,19 @@ func openEpochs(sr *syncRing, dirfd int, logger *slog.Logger) (*epochLog, error)
 	return el, nil
 }
 
-// append writes and fdatasyncs one entry. It must follow the last one (ErrEpochOrder).
-func (el *epochLog) append(e EpochEntry) error {
+// follows says whether e may be appended (ErrEpochOrder otherwise).
+func (el *epochLog) follows(e EpochEntry) error {
 	if n := len(el.entries); n > 0 && !epochFollows(el.entries[n-1], e) {
 		return fmt.Errorf("%w: epoch %d from %d/%d after epoch %d from %d/%d", ErrEpochOrder, e.Epoch,
 			e.RecordStart, e.CursorStart, el.entries[n-1].Epoch, el.entries[n-1].RecordStart, el.entries[n-1].CursorStart)
+	}
+	return nil
+}
+
+// append writes and fdatasyncs one entry. It must follow the last one (ErrEpochOrder).
+func (el *epochLog) append(e EpochEntry) error {
+	if err := el.follows(e); err != nil {
+		return err
 	}
 	var b [epochEntrySize]byte
 	i := len(el.entries)

@@ -16,7 +16,7 @@ import (
 //
 // A write goes to the slot of the next generation (generation mod 2) and is fdatasynced, so the
 // other slot keeps the previous value whole: a torn write loses at most the write in progress, and
-// the file is replaced atomically without a rename (which the ring contract lacks). Open takes the
+// the file is replaced atomically without a rename. Open takes the
 // valid slot with the higher generation.
 const (
 	fenceName     = "fence"
@@ -58,9 +58,19 @@ func decodeFence(b []byte) (gen, epoch uint64) {
 	return gen, epoch
 }
 
-// openFence opens or creates the fence file and reads the fence epoch.
+// openFence opens or creates the fence file and reads the fence epoch. A file it creates is made
+// durable with a directory fsync, so a fence written later cannot vanish with its directory entry.
 func openFence(sr *syncRing, dirfd int) (*fenceFile, error) {
-	fd, err := sr.openat(dirfd, fenceName, unix.O_RDWR|unix.O_CREAT, 0o644)
+	fd, err := sr.openat(dirfd, fenceName, unix.O_RDWR, 0)
+	if errors.Is(err, unix.ENOENT) {
+		fd, err = sr.openat(dirfd, fenceName, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o644)
+		if err == nil {
+			if err = sr.fsync(dirfd, false); err != nil {
+				_ = sr.close(fd)
+				return nil, fmt.Errorf("segment: fsync dir after creating %s: %w", fenceName, err)
+			}
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("segment: open %s: %w", fenceName, err)
 	}

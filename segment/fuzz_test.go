@@ -96,7 +96,7 @@ func FuzzOpenCorruptSegment(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(recDir, segmentName(0)), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		c, rep, err := Open(e.r, e.dir, e.cfg, e.ev)
+		c, rep, err := OpenSync(e.r, e.dir, e.cfg, e.ev)
 		if err != nil {
 			return // an error is an allowed answer; a panic is not
 		}
@@ -106,7 +106,7 @@ func FuzzOpenCorruptSegment(f *testing.F) {
 			t.Fatalf("cut %d and %d zero bytes of %d, log holds %d", rep.Records.CutBytes,
 				rep.Records.ZeroTailBytes, len(data), c.Records().SizeBytes())
 		}
-		if _, _, err := c.Verify(); err != nil {
+		if _, _, err := c.VerifySync(); err != nil {
 			t.Fatalf("verify after recovery: %v", err)
 		}
 		h := BatchHeader{RecordCount: 1, Epoch: 9}

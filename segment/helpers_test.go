@@ -25,6 +25,12 @@ func backends(t *testing.T, fn func(t *testing.T, e *env)) {
 	}
 }
 
+// lockThread locks the test goroutine to its OS thread until the test ends (a ring's rule).
+func lockThread(t testing.TB) {
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+}
+
 // env is one test's ring, directory, config and event recorder.
 type env struct {
 	t   *testing.T
@@ -58,6 +64,7 @@ type recorder struct {
 	appends []appendEvent
 	reads   []readEvent
 	seals   []sealEvent
+	done    []Result
 }
 
 type appendEvent struct {
@@ -92,9 +99,11 @@ func (r *recorder) SealDone(tag uint64, s Seal, err error) {
 	r.seals = append(r.seals, sealEvent{tag, s, err})
 }
 
+func (r *recorder) Done(res Result) { r.done = append(r.done, res) }
+
 func (e *env) open() *Copy {
 	e.t.Helper()
-	c, _, err := Open(e.r, e.dir, e.cfg, e.ev)
+	c, _, err := OpenSync(e.r, e.dir, e.cfg, e.ev)
 	if err != nil {
 		e.t.Fatalf("Open: %v", err)
 	}
@@ -103,7 +112,7 @@ func (e *env) open() *Copy {
 
 func (e *env) openReport() (*Copy, OpenReport) {
 	e.t.Helper()
-	c, rep, err := Open(e.r, e.dir, e.cfg, e.ev)
+	c, rep, err := OpenSync(e.r, e.dir, e.cfg, e.ev)
 	if err != nil {
 		e.t.Fatalf("Open: %v", err)
 	}
@@ -112,7 +121,7 @@ func (e *env) openReport() (*Copy, OpenReport) {
 
 func (e *env) close(c *Copy) {
 	e.t.Helper()
-	if err := c.Close(); err != nil {
+	if err := c.CloseSync(); err != nil {
 		e.t.Fatalf("Close: %v", err)
 	}
 }

@@ -75,6 +75,7 @@ type Log struct {
 	durable  uint64 // durable tail
 	failed   error
 	shut     bool
+	held     bool   // the copy runs an exclusive rare operation: appends and reads get ErrBusy
 	minEpoch uint64 // the copy's fence: appends from lower epochs are refused
 
 	quiet quietListener // told when a group commit ends (the copy's seal waits for it)
@@ -118,13 +119,21 @@ type RecoveryReport struct {
 	ZeroTailBytes int64  // zeros past the last batch of a segment (prewritten space), truncated
 }
 
-// openLog opens or creates the log in dir and recovers its tail.
-func openLog(kind LogKind, r ring.Ring, sr *syncRing, dir string, cfg Config, ev Events) (*Log, RecoveryReport, error) {
+// openLog opens or creates the log in the directory name under parentfd (parentDir) and
+// recovers its tail. A directory it creates is made durable with an fsync of the parent.
+func openLog(kind LogKind, r ring.Ring, sr *syncRing, parentfd int, parentDir, name string, cfg Config, ev Events) (*Log, RecoveryReport, error) {
 	var rep RecoveryReport
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, rep, fmt.Errorf("segment: create %s: %w", dir, err)
+	dir := filepath.Join(parentDir, name)
+	created, err := sr.makeDir(parentfd, name)
+	if err != nil {
+		return nil, rep, err
 	}
-	dirfd, err := sr.openat(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if created {
+		if err := sr.fsync(parentfd, false); err != nil {
+			return nil, rep, fmt.Errorf("segment: fsync %s: %w", parentDir, err)
+		}
+	}
+	dirfd, err := sr.openat(parentfd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, rep, fmt.Errorf("segment: open dir %s: %w", dir, err)
 	}
@@ -171,7 +180,7 @@ func (l *Log) load(rep *RecoveryReport) error {
 		l.segs = append(l.segs, &segment{base: b, fd: fd})
 	}
 	last := l.segs[len(l.segs)-1]
-	if err := unix.Unlinkat(l.dirfd, sidecarName(last.base), 0); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := l.sr.unlink(l.dirfd, sidecarName(last.base), false); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("segment: remove stale %s: %w", sidecarName(last.base), err)
 	}
 	// Settled segments have a valid sidecar: every byte was durable when it was written.
@@ -198,7 +207,7 @@ func (l *Log) load(rep *RecoveryReport) error {
 	}
 	last = l.segs[len(l.segs)-1]
 	if last.sidecarSaved {
-		if err := unix.Unlinkat(l.dirfd, sidecarName(last.base), 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		if err := l.sr.unlink(l.dirfd, sidecarName(last.base), false); err != nil && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("segment: remove %s: %w", sidecarName(last.base), err)
 		}
 	}
@@ -407,7 +416,8 @@ func (l *Log) createFirst() error {
 	return nil
 }
 
-// removeSegment closes and unlinks s and its sidecar (plain unlinkat: the ring contract has none).
+// removeSegment closes and unlinks s and its sidecar through the ring. The caller fsyncs the
+// directory.
 func (l *Log) removeSegment(s *segment) error {
 	if s.fd >= 0 {
 		if err := l.sr.close(s.fd); err != nil {
@@ -415,10 +425,10 @@ func (l *Log) removeSegment(s *segment) error {
 		}
 		s.fd = -1
 	}
-	if err := unix.Unlinkat(l.dirfd, sidecarName(s.base), 0); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := l.sr.unlink(l.dirfd, sidecarName(s.base), false); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("segment: remove %s: %w", sidecarName(s.base), err)
 	}
-	if err := unix.Unlinkat(l.dirfd, segmentName(s.base), 0); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := l.sr.unlink(l.dirfd, segmentName(s.base), false); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("segment: remove %s: %w", l.path(s.base), err)
 	}
 	return nil

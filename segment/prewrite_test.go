@@ -28,7 +28,7 @@ func TestPrewrite_ZerosRunAheadAndClosedSegmentsAreExact(t *testing.T) {
 		if !ahead {
 			t.Fatalf("the active segment's file never ran ahead of its data")
 		}
-		if err := c.Drain(); err != nil {
+		if err := c.DrainSync(); err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range c.Records().segs[:c.Records().Segments()-1] {
@@ -88,14 +88,14 @@ func TestPrewrite_CutThenAppendThenReopen(t *testing.T) {
 		e.cfg.PrewriteBytes = 16 << 10
 		c := e.open()
 		e.appendBatches(c, 100, 1, 1000, 1)
-		if err := c.Cut(90, 0); err != nil {
+		if err := c.CutSync(90, 0); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Cut(30, 0); err != nil {
+		if err := c.CutSync(30, 0); err != nil {
 			t.Fatal(err)
 		}
 		e.appendBatches(c, 50, 1, 1000, 1)
-		if err := c.Drain(); err != nil {
+		if err := c.DrainSync(); err != nil {
 			t.Fatal(err)
 		}
 		if got := e.readAll(c, 1000); got != 80 {

@@ -10,6 +10,7 @@ import (
 
 // readSlot is one asynchronous read in flight.
 type readSlot struct {
+	seg  *segment
 	tag  uint64
 	buf  []byte
 	from uint64
@@ -41,6 +42,8 @@ func (l *Log) Read(tag uint64, from uint64, buf []byte) error {
 	switch {
 	case l.shut:
 		return ErrClosed
+	case l.held:
+		return ErrBusy
 	case from < l.Head():
 		return fmt.Errorf("%w: offset %d, head %d", ErrBelowHead, from, l.Head())
 	case from >= l.durable:
@@ -62,7 +65,7 @@ func (l *Log) Read(tag uint64, from uint64, buf []byte) error {
 	}
 	t.free = t.free[:len(t.free)-1]
 	t.used++
-	t.slots[slot] = readSlot{tag: tag, buf: buf[:n], from: from, busy: true}
+	t.slots[slot] = readSlot{seg: s, tag: tag, buf: buf[:n], from: from, busy: true}
 	return nil
 }
 

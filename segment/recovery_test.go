@@ -116,7 +116,7 @@ func TestRecovery_CorruptEarlierSegmentIsAnError(t *testing.T) {
 
 		// With its sidecar the segment is settled and open trusts it; verify mode finds it.
 		c = e.open()
-		_, _, err := c.Verify()
+		_, _, err := c.VerifySync()
 		if !errors.Is(err, ErrDigestMismatch) || !strings.Contains(err.Error(), first) {
 			t.Fatalf("Verify: %v, want ErrDigestMismatch naming %s", err, first)
 		}
@@ -126,7 +126,7 @@ func TestRecovery_CorruptEarlierSegmentIsAnError(t *testing.T) {
 		if err := os.Remove(strings.TrimSuffix(first, ".log") + ".index"); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = Open(e.r, e.dir, e.cfg, e.ev)
+		_, _, err = OpenSync(e.r, e.dir, e.cfg, e.ev)
 		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), first) ||
 			!strings.Contains(err.Error(), "byte 1080") {
 			t.Fatalf("Open: %v, want ErrCorrupt naming %s at byte 1080", err, first)
@@ -180,7 +180,7 @@ func TestRecovery_ShortenedSettledSegmentIsAnError(t *testing.T) {
 		if err := os.Truncate(prev, recoveryBatchSize); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := Open(e.r, e.dir, e.cfg, e.ev)
+		_, _, err := OpenSync(e.r, e.dir, e.cfg, e.ev)
 		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), prev) {
 			t.Fatalf("Open: %v, want ErrCorrupt naming %s", err, prev)
 		}

@@ -4,17 +4,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ringstream/ringstream/ring"
 )
 
-// syncRing drives one ring operation at a time to completion on the calling (shard) thread. Only
-// the rare paths use it: open and recovery, cut, verify, retention, cursor snapshots, log epochs
-// and the fence. It must never be used from inside a Handler.Complete call.
+// syncRing runs the rare paths' ring operations one at a time, sequentially: open and recovery,
+// cut, verify, retention, cursor snapshots, log epochs, close and delete. It has two modes.
+// Inside a job (job set) each operation is queued with the job as Handler and the job suspends
+// until Poll resumes it after the completion: the shard loop never blocks. Without a job (the
+// ...Sync methods, for tools and tests) it drives the ring itself with Wait and Dispatch, so it
+// must never be used that way from inside a Handler.Complete call.
 type syncRing struct {
 	r    ring.Ring
+	job  *job // the copy's running job, nil in synchronous mode
 	done bool
 	res  int32
 	op   ring.Opcode
@@ -26,12 +31,15 @@ func (s *syncRing) Complete(c ring.Completion) {
 	s.op = c.Op
 }
 
-// run queues one operation with queue (retrying while the ring reports ErrQueueFull) and waits
-// for its completion.
-func (s *syncRing) run(queue func() error) (int32, error) {
+// run queues one operation with queue, passing the handler to queue it with, and returns its
+// result once it completes. A full ring is back-pressure: the operation is queued again later.
+func (s *syncRing) run(queue func(h ring.Handler) error) (int32, error) {
+	if j := s.job; j != nil {
+		return s.runInJob(j, queue)
+	}
 	s.done = false
 	for {
-		err := queue()
+		err := queue(s)
 		if err == nil {
 			break
 		}
@@ -53,13 +61,54 @@ func (s *syncRing) run(queue func() error) (int32, error) {
 	return s.res, c.Err()
 }
 
+func (s *syncRing) runInJob(j *job, queue func(h ring.Handler) error) (int32, error) {
+	for {
+		if j.abandoned {
+			return 0, fmt.Errorf("segment: %s abandoned: %w", j.res.Op, ErrClosed)
+		}
+		err := queue(j)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ring.ErrQueueFull) || s.r.InFlight() == 0 {
+			return 0, err
+		}
+		if err := j.nextTurn(); err != nil {
+			return 0, err
+		}
+	}
+	res, op, err := j.await()
+	if err != nil {
+		return 0, err
+	}
+	c := ring.Completion{Res: res, Op: op}
+	return res, c.Err()
+}
+
+// turn lets the ring make progress while a rare path waits for its logs to go quiet: the job
+// suspends until the next Poll; in synchronous mode the ring is waited on and dispatched. With
+// nothing in flight there is nothing to wait for, and the caller's condition will never change.
+func (s *syncRing) turn() error {
+	if j := s.job; j != nil {
+		return j.nextTurn()
+	}
+	if s.r.InFlight() == 0 {
+		return fmt.Errorf("segment: waiting with nothing in flight: %w", ErrBusy)
+	}
+	if err := s.r.Wait(1); err != nil {
+		return err
+	}
+	s.r.Dispatch()
+	return nil
+}
+
 // readAt fills buf from off, stopping early only at end of file. It returns the bytes read.
 func (s *syncRing) readAt(fd int, buf []byte, off int64) (int, error) {
 	n := 0
 	for n < len(buf) {
 		rest := buf[n:]
 		at := off + int64(n)
-		res, err := s.run(func() error { return s.r.Read(s, 0, fd, rest, at, 0) })
+		res, err := s.run(func(h ring.Handler) error { return s.r.Read(h, 0, fd, rest, at, 0) })
 		if err != nil {
 			return n, err
 		}
@@ -77,7 +126,7 @@ func (s *syncRing) writeAt(fd int, buf []byte, off int64) error {
 	for n < len(buf) {
 		rest := buf[n:]
 		at := off + int64(n)
-		res, err := s.run(func() error { return s.r.Write(s, 0, fd, rest, at, 0) })
+		res, err := s.run(func(h ring.Handler) error { return s.r.Write(h, 0, fd, rest, at, 0) })
 		if err != nil {
 			return err
 		}
@@ -90,17 +139,17 @@ func (s *syncRing) writeAt(fd int, buf []byte, off int64) error {
 }
 
 func (s *syncRing) fsync(fd int, datasync bool) error {
-	_, err := s.run(func() error { return s.r.Fsync(s, 0, fd, datasync, 0) })
+	_, err := s.run(func(h ring.Handler) error { return s.r.Fsync(h, 0, fd, datasync, 0) })
 	return err
 }
 
 func (s *syncRing) ftruncate(fd int, size int64) error {
-	_, err := s.run(func() error { return s.r.Ftruncate(s, 0, fd, size, 0) })
+	_, err := s.run(func(h ring.Handler) error { return s.r.Ftruncate(h, 0, fd, size, 0) })
 	return err
 }
 
 func (s *syncRing) openat(dirfd int, name string, flags int, mode uint32) (int, error) {
-	res, err := s.run(func() error { return s.r.Openat(s, 0, dirfd, name, flags|unix.O_CLOEXEC, mode, 0) })
+	res, err := s.run(func(h ring.Handler) error { return s.r.Openat(h, 0, dirfd, name, flags|unix.O_CLOEXEC, mode, 0) })
 	if err != nil {
 		return -1, err
 	}
@@ -108,7 +157,7 @@ func (s *syncRing) openat(dirfd int, name string, flags int, mode uint32) (int, 
 }
 
 func (s *syncRing) close(fd int) error {
-	_, err := s.run(func() error { return s.r.CloseFile(s, 0, fd, 0) })
+	_, err := s.run(func(h ring.Handler) error { return s.r.CloseFile(h, 0, fd, 0) })
 	return err
 }
 
@@ -137,8 +186,7 @@ func (s *syncRing) readFile(dirfd int, name string, sizeMax int) ([]byte, error)
 }
 
 // writeFileAtomic replaces name in the directory dirfd with data: write a temporary file, fsync
-// it, rename it over name, fsync the directory. The rename is a plain syscall (the ring contract
-// has no renameat); this path is rare.
+// it, rename it over name, fsync the directory.
 func (s *syncRing) writeFileAtomic(dirfd int, name string, data []byte) error {
 	tmp := name + ".tmp"
 	fd, err := s.openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o644)
@@ -155,8 +203,59 @@ func (s *syncRing) writeFileAtomic(dirfd int, name string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("segment: write %s: %w", tmp, err)
 	}
-	if err := unix.Renameat(dirfd, tmp, dirfd, name); err != nil {
+	if err := s.rename(dirfd, tmp, dirfd, name); err != nil {
 		return fmt.Errorf("segment: rename %s: %w", tmp, err)
 	}
 	return s.fsync(dirfd, false)
+}
+
+// rename renames oldName in oldDirfd to newName in newDirfd (renameat). rename, unlink and mkdir
+// are plain syscalls until the ring has RenameAt, UnlinkAt and MkdirAt; they are the one place
+// to change.
+func (s *syncRing) rename(oldDirfd int, oldName string, newDirfd int, newName string) error {
+	return unix.Renameat(oldDirfd, oldName, newDirfd, newName)
+}
+
+// unlink removes name in dirfd (unlinkat); dir says it is a directory.
+func (s *syncRing) unlink(dirfd int, name string, dir bool) error {
+	flags := 0
+	if dir {
+		flags = unix.AT_REMOVEDIR
+	}
+	return unix.Unlinkat(dirfd, name, flags)
+}
+
+// makeDir creates the directory name in dirfd unless it exists, and says whether it created it.
+func (s *syncRing) makeDir(dirfd int, name string) (bool, error) {
+	err := s.mkdir(dirfd, name, 0o755)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.EEXIST):
+		return false, nil
+	}
+	return false, fmt.Errorf("segment: create %s: %w", name, err)
+}
+
+// fsyncDirOf fsyncs the directory holding path, making a create, rename or removal of path
+// durable.
+func (s *syncRing) fsyncDirOf(path string) error {
+	parent := filepath.Dir(path)
+	fd, err := s.openat(unix.AT_FDCWD, parent, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return fmt.Errorf("segment: open dir %s: %w", parent, err)
+	}
+	err = s.fsync(fd, false)
+	if cerr := s.close(fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("segment: fsync dir %s: %w", parent, err)
+	}
+	return nil
+}
+
+// mkdir creates the directory name in dirfd (mkdirat).
+func (s *syncRing) mkdir(dirfd int, name string, mode uint32) error {
+	return unix.Mkdirat(dirfd, name, mode)
 }

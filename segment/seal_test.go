@@ -58,11 +58,11 @@ func TestSeal_DigestEqualForEqualLogsAndDiffersAfterFlip(t *testing.T) {
 		}
 		// A flipped byte in a closed segment: verify mode names it.
 		flipByte(t, filesB[0], 200)
-		_, _, err := b.Verify()
+		_, _, err := b.VerifySync()
 		if !errors.Is(err, ErrDigestMismatch) {
 			t.Fatalf("Verify: %v, want ErrDigestMismatch", err)
 		}
-		if _, _, err := a.Verify(); err != nil {
+		if _, _, err := a.VerifySync(); err != nil {
 			t.Fatalf("Verify of the intact copy: %v", err)
 		}
 	})
@@ -96,7 +96,7 @@ func TestSeal_FenceRefusesLowerEpochsAndSurvivesReopen(t *testing.T) {
 		if err := c.Seal(1, 4); !errors.Is(err, ErrFenced) {
 			t.Fatalf("seal at 4 after 5: %v", err)
 		}
-		if err := c.AppendEpoch(EpochEntry{Epoch: 4}); !errors.Is(err, ErrFenced) {
+		if err := c.AppendEpochSync(EpochEntry{Epoch: 4}); !errors.Is(err, ErrFenced) {
 			t.Fatalf("role change to 4 after a seal at 5: %v", err)
 		}
 		if again := e.seal(c, 5); again.Digest != s.Digest {
