@@ -52,6 +52,13 @@
 //     next Flush. Append refuses (ErrBackpressure) a batch that would take the pending group past
 //     PendingBytesMax or past the ring operations one group may use (two per file plus one), and
 //     a ring with fewer than four submission entries is refused at Open.
+//   - The bytes a follower receives are the bytes the owner appended, encoded once: the owner
+//     encodes each batch with AppendBatch (BaseOffset set to Records().NextOffset()) into its own
+//     buffer, appends it with AppendEncoded, and sends from that buffer, which it keeps until its
+//     sends complete; followers store the frame with AppendEncoded. The log copies the batch into
+//     its group buffer (the one copy on the write path) and hands out no view of that buffer, so
+//     no pin or release can hold a group commit back. AppendEncoded checks the checksums again: a
+//     read of the batch, not a second encoding. Pinned by TestAppend_OwnerSendsTheBytesItAppended.
 //   - Reads go to the caller's buffer (the one copy of a payload) and start at the sparse index
 //     entry at or below the offset asked for; BatchIter skips to it. Reads see durable bytes only.
 //   - The cursor log commits only when asked (Copy.SyncCursors, a seal, a snapshot) or when
