@@ -1,0 +1,186 @@
+package control
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/internal/assert"
+)
+
+// Stats counts what the controller did and what it dropped. Read it with Controller.Stats.
+type Stats struct {
+	Heartbeats         uint64 // node heartbeats handled
+	HeartbeatsIgnored  uint64 // from nodes that are not registered
+	CopyTailsBad       uint64 // heartbeat copy entries that did not decode, skipped
+	NodesLost          uint64 // nodes declared lost (liveness expiry or eager failover)
+	Proposals          uint64 // ops handed out in Effects.Proposals
+	ProposalsRefused   uint64 // proposals applied with a refusal (a guard did not hold)
+	ProposalsExpired   uint64 // proposals whose outcome never came back within ProposalTimeoutTicks
+	Seals              uint64 // seals handed out in Effects.Seals
+	SealReplies        uint64 // seal replies counted for the current transition
+	SealRepliesIgnored uint64 // seal replies for no current transition, another fence, or not sealed
+}
+
+// proposalSlot is one stream's proposal that is out (or, after a refusal, its back-off).
+type proposalSlot struct {
+	stream    uint64
+	ticksLeft uint32
+	refused   bool // backing off after a refusal, nothing out
+}
+
+// Controller is the controller and recovery worker of the metadata primary. It is a pure state
+// machine: the host feeds it ticks, heartbeats, link events, seal replies and the outcome of its
+// proposals, and executes the Effects that Ready returns. It reads the metadata state it was given
+// (never writes it) on the goroutine that applies ops to that state. See the package doc.
+type Controller struct {
+	cfg     Config
+	state   *meta.State
+	primary bool
+	dirty   bool // something changed that the streams must be looked at again for
+
+	nodes     []nodeView     // registered nodes, ascending id
+	works     []*work        // pending recoveries being worked on, ascending stream id
+	proposals []proposalSlot // ascending stream id
+	reports   []silentReport // followers' reports of a silent owner, ascending (stream, node)
+	load      []int          // scratch: copies held per node, parallel to nodes
+	gen       uint64         // reconcile pass number
+	fx, spare Effects
+	stats     Stats
+}
+
+// New returns a controller over state, which the host keeps applying committed ops to. It starts as
+// a backup: it acts only after BecomePrimary.
+func New(cfg Config, state *meta.State) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	assert.True(state != nil, "control: no metadata state")
+	return &Controller{cfg: cfg, state: state}, nil
+}
+
+// Primary reports whether the controller acts (between BecomePrimary and StepDown).
+func (c *Controller) Primary() bool { return c.primary }
+
+// Stats returns the controller's counters.
+func (c *Controller) Stats() Stats { return c.stats }
+
+// BecomePrimary starts the controller on a new metadata primary. It rebuilds from the replicated state
+// and fresh heartbeats: every registered node gets a full liveness window (its links' state, as the
+// host reported it, is kept), and pending recoveries resume, sealing again at the same fence with the
+// same transition id. The host calls it once this replica is primary with every committed op applied.
+func (c *Controller) BecomePrimary() {
+	c.primary = true
+	c.syncNodes()
+	for i := range c.nodes {
+		n := &c.nodes[i]
+		n.heard, n.lost, n.lostReason, n.silentTicks = false, false, 0, 0
+		n.tails = n.tails[:0]
+	}
+	c.works, c.proposals, c.reports = nil, nil, nil
+	c.fx.reset()
+	c.dirty = true
+}
+
+// StepDown stops the controller when this replica is no longer the metadata primary. Work in progress
+// is dropped; the next primary resumes it from the replicated state.
+func (c *Controller) StepDown() {
+	c.primary = false
+	c.works, c.proposals, c.reports = nil, nil, nil
+	c.fx.reset()
+}
+
+// StateChanged tells the controller that committed ops were applied to the state.
+func (c *Controller) StateChanged() { c.dirty = true }
+
+// ProposalDone reports the outcome of the proposal the controller made for stream: the op was
+// committed and applied with result r. After a refusal the stream is looked at again once
+// SealRetryTimeoutTicks have passed.
+func (c *Controller) ProposalDone(stream uint64, r meta.Result) {
+	c.dirty = true
+	i, ok := c.proposalIndex(stream)
+	if !ok {
+		return
+	}
+	if r.OK() {
+		c.proposals = slices.Delete(c.proposals, i, i+1)
+		return
+	}
+	c.stats.ProposalsRefused++
+	c.proposals[i].ticksLeft, c.proposals[i].refused = c.cfg.SealRetryTimeoutTicks, true
+}
+
+// ProposalDropped reports that the proposal for stream was never proposed or was lost (this replica
+// is not primary, its pipeline is full, a view change dropped it).
+func (c *Controller) ProposalDropped(stream uint64) {
+	c.dirty = true
+	if i, ok := c.proposalIndex(stream); ok {
+		c.proposals = slices.Delete(c.proposals, i, i+1)
+	}
+}
+
+// Tick advances every timer by one tick: liveness and eager failover, proposal time-outs, seal
+// time-outs and reseals of copies that have not answered.
+func (c *Controller) Tick() {
+	c.tickLiveness()
+	if !c.primary {
+		return
+	}
+	kept := c.proposals[:0]
+	for _, p := range c.proposals {
+		p.ticksLeft--
+		if p.ticksLeft == 0 {
+			if !p.refused {
+				c.stats.ProposalsExpired++
+			}
+			c.dirty = true
+			continue
+		}
+		kept = append(kept, p)
+	}
+	c.proposals = kept
+	c.tickReports()
+	for _, w := range c.works {
+		c.tickWork(w)
+	}
+}
+
+// Ready acts on everything reported since the last call (streams whose owner was lost, recoveries to
+// start, answers to decide on) and returns the effects gathered. They stay valid until the next call
+// to Ready.
+func (c *Controller) Ready() *Effects {
+	if c.primary {
+		if c.dirty {
+			c.reconcile()
+		}
+		for _, w := range c.works {
+			c.decide(w)
+		}
+	}
+	out := c.fx
+	c.fx = c.spare
+	c.fx.reset()
+	c.spare = out
+	return &c.spare
+}
+
+// propose hands op out for stream and marks a proposal out for it.
+func (c *Controller) propose(stream uint64, op meta.Op) {
+	i, ok := c.proposalIndex(stream)
+	assert.True(!ok, "control: second proposal for one stream")
+	c.proposals = slices.Insert(c.proposals, i, proposalSlot{stream: stream, ticksLeft: c.cfg.ProposalTimeoutTicks})
+	c.fx.Proposals = append(c.fx.Proposals, Proposal{Stream: stream, Op: op})
+	c.stats.Proposals++
+}
+
+// proposing reports whether a proposal for stream is out (or backing off after a refusal).
+func (c *Controller) proposing(stream uint64) bool {
+	_, ok := c.proposalIndex(stream)
+	return ok
+}
+
+func (c *Controller) proposalIndex(stream uint64) (int, bool) {
+	return slices.BinarySearchFunc(c.proposals, stream, func(p proposalSlot, s uint64) int {
+		return cmp.Compare(p.stream, s)
+	})
+}

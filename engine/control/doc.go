@@ -1,0 +1,71 @@
+// Package control is the controller and recovery worker of the metadata primary (DESIGN sections 7
+// and 9, the stream-failover spec). It owns node liveness, the decision that a stream's owner is
+// lost, placement of replacement followers, the seal of a pending recovery, the choice of the new
+// owner, and attention: everything that waits for an operator or a node, with why. It decides; engine/meta
+// checks and records its decisions as guarded ops.
+//
+// It is a pure state machine: it never reads the clock, does no I/O, starts no goroutine, never
+// blocks and walks no map. Time is ticks. All methods run on the goroutine that applies committed ops
+// to the meta.State the controller was given (shard 0 of the metadata replica); the controller only
+// reads that state.
+//
+// Inputs: Tick; OnHeartbeat (a node heartbeat with every copy's published record and cursor tails);
+// OnLinkDown and OnLinkUp (the node's links, for eager failover); OnSealReply; OnOwnerSilent (a
+// follower's report); StateChanged (committed ops were applied); ProposalDone and ProposalDropped (the
+// outcome of each proposal); BecomePrimary and StepDown. Operator actions, AcceptOwnerLoss and
+// Withdraw, return the op for the host to propose. Output: Ready returns Effects: ops to propose and
+// seals to send (see Effects for the host's order). Attention lists the waits.
+//
+// What it does:
+//   - A node is lost when no heartbeat came for NodeLivenessTimeoutTicks, at once on a heartbeat
+//     flagged as a shutdown notice, or when its links closed and stayed closed for
+//     EagerFailoverGraceTicks. A heartbeat makes it alive again.
+//   - A replicated stream whose owner is lost gets a RecordRecovery op, not a move. A stream whose
+//     assignment has one copy waits for that node (attention).
+//   - The recovery worker seals every copy of the old assignment at once at FromEpoch+1 with the
+//     recovery's id as transition id, the seal carrying the stream's history starts. Copies that have
+//     not answered are sealed again every SealRetryTimeoutTicks. Answers count only for the current
+//     transition and fence; late answers are kept. Once at least R copies answered and every live
+//     copy answered (or SealTimeoutTicks passed) it picks the furthest copy (record tail, then cursor
+//     tail, then lowest node id). Below the latest history start it waits (the confirmed-prefix
+//     guard), reading the starts and their version from one snapshot; the version goes into the
+//     CommitRecovery op whose guard checks it. Streams recover independently and at once.
+//   - A withdrawn recovery is replaced (RecordRecovery with Replaces) before anything else changes.
+//   - A stream whose owner is alive gets the changes that need no recovery (meta.NeedsNoRecovery):
+//     replacement followers up to its copy count, and the cluster assignment policy stamped on a
+//     replicated assignment.
+//   - A new primary rebuilds from the replicated state and fresh heartbeats: every node gets a full
+//     liveness window, pending recoveries seal again at the same fence with the same transition id.
+//
+// Decisions where the design is silent:
+//   - The worker waits for every live copy's answer up to SealTimeoutTicks before deciding, so a
+//     decision keeps as many sealed copies as followers as it can; lost nodes are not waited for, so
+//     a crash of the owner costs no seal timeout.
+//   - The proposed members of a recovery are the old followers, the old owner if it is alive (a
+//     replacement after a withdraw), and replacement followers on live nodes up to the stream's copy
+//     count. New copies are placed on nodes heard from since this primary started, fewest copies
+//     first, then lowest id. The proposed owner is the live old follower with the furthest published
+//     tails; it is only the default for an accepted loss, the seal answers choose the real owner.
+//   - A follower addition that would raise W (local_durable grows with E) is a change that needs a
+//     recovery; the controller does not propose it, so such a stream stays short of its copy count
+//     until its next recovery adds members. A stricter cluster policy likewise reaches an existing
+//     assignment only at its next recovery.
+//   - A replacement for a withdrawn recovery carries reason operator.
+//   - One proposal per stream is out at a time. A refused one is looked at again after
+//     SealRetryTimeoutTicks; one never reported back is forgotten after ProposalTimeoutTicks.
+//   - A seal answer with status "no copy" (the node lost its copy) never counts toward R: a copy that
+//     lost its data may have lost confirmed records.
+//   - A follower's report of a silent owner is kept for one liveness timeout; a report about an older
+//     epoch does not replace a newer one. How it reaches the primary (a wire command) is not there yet.
+//   - Heartbeat tails are kept per node, sorted by stream, in memory that is reused: the heartbeat
+//     path allocates nothing in steady state.
+//
+// The stream-failover spec's known limits that remain: right after a failover the new owner may be
+// the only copy holding records confirmed under the old assignment, and losing it then waits (under
+// attention) for a copy holding the confirmed prefix or for an operator to accept the loss; an
+// accepted loss records the tails the new owner last published, which can lag its log, so a returning
+// copy may cut lower than needed and fetch again, and the promotion can land below the confirmed
+// prefix (meta's result warns). Not built here: the shard and simulator integration, the wire command
+// for a follower's silent-owner report, and operator accept-loss for a one-copy stream, which has no
+// recovery to accept.
+package control

@@ -1,0 +1,195 @@
+package control
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/ringstream/ringstream/engine/meta"
+)
+
+// reconcile looks at every stream against the current state and node liveness: it starts or resumes
+// the recovery worker of each pending recovery, replaces withdrawn recoveries, records a recovery for
+// each replicated stream whose owner is lost, and proposes the changes that need no recovery
+// (replacement followers, the cluster policy).
+func (c *Controller) reconcile() {
+	c.dirty = false
+	c.gen++
+	c.syncNodes()
+	streams := c.state.Streams()
+	c.countLoad(streams)
+	for _, st := range streams {
+		c.reconcileStream(st)
+	}
+	kept := c.works[:0]
+	for _, w := range c.works {
+		if w.gen == c.gen {
+			kept = append(kept, w)
+		}
+	}
+	clear(c.works[len(kept):])
+	c.works = kept
+}
+
+func (c *Controller) reconcileStream(st meta.Stream) {
+	a, ok := c.state.Assignment(st.ID)
+	if !ok {
+		return
+	}
+	if rec, ok := c.state.RecoveryOf(st.ID); ok {
+		if rec.Status == meta.RecoveryWithdrawn {
+			// A withdrawn recovery is followed by a replacement before any assignment change.
+			c.proposeRecovery(st, a, rec.ID, meta.ReasonOperator)
+			return
+		}
+		c.resumeWork(st, a, rec)
+		return
+	}
+	owner := c.node(a.Owner)
+	if owner == nil || owner.alive() {
+		c.proposePlacement(st, a)
+		return
+	}
+	if a.Copies() == 1 {
+		// Nothing else holds the stream: it waits for its node (listed under attention).
+		return
+	}
+	c.proposeRecovery(st, a, 0, owner.lostReason)
+}
+
+// proposeRecovery records a pending recovery of a's owner instead of moving the stream at once
+// (replacing the withdrawn recovery replaces, when not 0). The proposed members are the old
+// followers, the old owner if it is alive, and replacement followers on live nodes up to the
+// stream's copy count. The proposed owner is the live old follower with the furthest published
+// tails; the worker chooses the real one from the seal answers.
+func (c *Controller) proposeRecovery(st meta.Stream, a meta.Assignment, replaces uint64, reason meta.RecoveryReason) {
+	if c.proposing(st.ID) {
+		return
+	}
+	members := slices.Clone(a.Followers)
+	if c.nodeAlive(a.Owner) {
+		members = append(members, a.Owner)
+	}
+	if len(members) == 0 {
+		members = append(members, a.Owner)
+	}
+	exclude := append(slices.Clone(a.Followers), a.Owner)
+	members = append(members, c.place(int(st.Copies)-len(members), exclude)...)
+	slices.Sort(members)
+	members = members[:min(len(members), meta.CopiesMax)]
+	c.propose(st.ID, meta.RecordRecovery{
+		Stream:        st.ID,
+		Incarnation:   st.Incarnation,
+		ExpectedEpoch: a.Epoch,
+		Replaces:      replaces,
+		ProposedOwner: c.furthestPublished(st, a, members),
+		Members:       members,
+		Policy:        c.cfg.AssignmentPolicy,
+		Reason:        reason,
+	})
+}
+
+// furthestPublished picks, among the members that held a copy of a, the live one whose published
+// tails are furthest (record tail, then cursor tail, then lowest id); failing that, the first old
+// copy among the members; failing that, the first member.
+func (c *Controller) furthestPublished(st meta.Stream, a meta.Assignment, members []uint16) uint16 {
+	best, found := uint16(0), false
+	var bestRecord, bestCursor uint64
+	for _, m := range members {
+		n := c.node(m)
+		if !a.Includes(m) || n == nil || !n.alive() {
+			continue
+		}
+		var rec, cur uint64
+		if t, ok := n.tail(st.ID, st.Incarnation); ok {
+			rec, cur = t.RecordTail, t.CursorTail
+		}
+		if !found || rec > bestRecord || rec == bestRecord && cur > bestCursor {
+			best, bestRecord, bestCursor, found = m, rec, cur, true
+		}
+	}
+	if found {
+		return best
+	}
+	for _, m := range members {
+		if a.Includes(m) {
+			return m
+		}
+	}
+	return members[0]
+}
+
+// proposePlacement proposes the change that needs no recovery for a stream whose owner is alive:
+// replacement followers on live nodes up to the stream's copy count, and the cluster policy stamped
+// on a replicated assignment. It proposes only what meta.NeedsNoRecovery allows (no dropped copy, W
+// not growing); additions that would raise W wait for the stream's next recovery.
+func (c *Controller) proposePlacement(st meta.Stream, a meta.Assignment) {
+	if c.proposing(st.ID) {
+		return
+	}
+	next := a
+	next.Followers = slices.Clone(a.Followers)
+	if need := int(st.Copies) - a.Copies(); need > 0 {
+		next.Followers = append(next.Followers, c.place(need, append(slices.Clone(a.Followers), a.Owner))...)
+		slices.Sort(next.Followers)
+	}
+	stamp := func(x meta.Assignment) meta.Assignment {
+		if x.Copies() > 1 {
+			x.Policy = c.cfg.AssignmentPolicy
+		}
+		return x
+	}
+	for _, cand := range []meta.Assignment{stamp(next), stamp(a)} {
+		if sameAssignment(cand, a) {
+			continue
+		}
+		if _, ok := meta.NeedsNoRecovery(a, cand); !ok {
+			continue
+		}
+		c.propose(st.ID, meta.SetAssignment{Stream: st.ID, Incarnation: st.Incarnation, ExpectedEpoch: a.Epoch,
+			Owner: cand.Owner, Followers: cand.Followers, Policy: cand.Policy})
+		return
+	}
+}
+
+func sameAssignment(x, y meta.Assignment) bool {
+	return x.Owner == y.Owner && x.Policy == y.Policy && slices.Equal(x.Followers, y.Followers)
+}
+
+// place chooses up to need live nodes that have been heard from since this controller became primary
+// and are not in exclude: fewest copies held first, then lowest id. It counts the chosen copies in the
+// load, so streams placed in one pass spread out.
+func (c *Controller) place(need int, exclude []uint16) []uint16 {
+	if need <= 0 {
+		return nil
+	}
+	var cands []int
+	for i := range c.nodes {
+		n := &c.nodes[i]
+		if n.alive() && n.heard && !slices.Contains(exclude, n.id) {
+			cands = append(cands, i)
+		}
+	}
+	slices.SortFunc(cands, func(x, y int) int {
+		return cmp.Or(cmp.Compare(c.load[x], c.load[y]), cmp.Compare(c.nodes[x].id, c.nodes[y].id))
+	})
+	out := make([]uint16, 0, min(need, len(cands)))
+	for _, i := range cands[:min(need, len(cands))] {
+		out = append(out, c.nodes[i].id)
+		c.load[i]++
+	}
+	slices.Sort(out)
+	return out
+}
+
+// countLoad fills load with the number of copies each node holds under the current assignments.
+func (c *Controller) countLoad(streams []meta.Stream) {
+	c.load = append(c.load[:0], make([]int, len(c.nodes))...)
+	for _, st := range streams {
+		a, _ := c.state.Assignment(st.ID)
+		for i := range c.nodes {
+			if a.Includes(c.nodes[i].id) {
+				c.load[i]++
+			}
+		}
+	}
+}
