@@ -313,14 +313,14 @@ func (l *Log) queueWrites() {
 			break
 		}
 		l.commit.outstanding++
-		if err := l.r.Fsync(l, makeTag(tagCommitFsync, uint64(i)), pt.seg.fd, true, 0); err != nil {
+		if err := l.queueDataSync(i, pt.seg.fd); err != nil {
 			l.commitOpFailed(fmt.Errorf("queue fdatasync: %w", err))
 			break
 		}
 		l.commit.outstanding++
 	}
 	if l.commit.newSegs > 0 && l.commit.err == nil {
-		if err := l.r.Fsync(l, makeTag(tagCommitDirFsync, 0), l.dirfd, false, 0); err != nil {
+		if err := l.queueDirSync(); err != nil {
 			l.commitOpFailed(fmt.Errorf("queue dir fsync: %w", err))
 		} else {
 			l.commit.outstanding++
@@ -329,6 +329,27 @@ func (l *Log) queueWrites() {
 	if l.commit.outstanding == 0 {
 		l.finishCommit()
 	}
+}
+
+// brokenRules are deliberate bugs that only tests switch on (export_test.go), to prove that the
+// power-loss test catches them. They are all false outside those tests.
+type brokenRules struct {
+	noDataSync     bool // the group commit's fdatasync becomes a no-op
+	noRollDirFsync bool // a group that created a segment file skips the directory fsync
+}
+
+func (l *Log) queueDataSync(i int, fd int) error {
+	if l.broken.noDataSync {
+		return l.r.Nop(l, makeTag(tagCommitFsync, uint64(i)), 0)
+	}
+	return l.r.Fsync(l, makeTag(tagCommitFsync, uint64(i)), fd, true, 0)
+}
+
+func (l *Log) queueDirSync() error {
+	if l.broken.noRollDirFsync {
+		return l.r.Nop(l, makeTag(tagCommitDirFsync, 0), 0)
+	}
+	return l.r.Fsync(l, makeTag(tagCommitDirFsync, 0), l.dirfd, false, 0)
 }
 
 func (l *Log) commitOpFailed(err error) {

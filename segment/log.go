@@ -78,7 +78,8 @@ type Log struct {
 	held     bool   // the copy runs an exclusive rare operation: appends and reads get ErrBusy
 	minEpoch uint64 // the copy's fence: appends from lower epochs are refused
 
-	quiet quietListener // told when a group commit ends (the copy's seal waits for it)
+	quiet  quietListener // told when a group commit ends (the copy's seal waits for it)
+	broken brokenRules   // test-only bugs (export_test.go); zero otherwise
 
 	commit commitState
 	reads  readTable
