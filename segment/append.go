@@ -22,6 +22,7 @@ const (
 	tagSidecarClose
 	tagPrewrite
 	tagDigestTruncate
+	tagCommitRename
 )
 
 func makeTag(kind, index uint64) uint64 { return kind<<56 | index }
@@ -253,13 +254,17 @@ func (l *Log) room(n int) bool { return l.r.InFlight()+n <= l.opsMax }
 
 func (l *Log) startCommit() {
 	p := l.commit.pend
-	opens := 0
+	opens, ops := 0, 0
 	for i := range p.parts {
-		if p.parts[i].seg.fd < 0 {
+		if s := p.parts[i].seg; s.fd < 0 {
 			opens++
+			ops++
+			if s.spareName != "" || (l.recycles() && len(l.spares) > 0) {
+				ops++ // the rename linked before the open
+			}
 		}
 	}
-	if !l.room(max(opens, 2*len(p.parts)+1)) {
+	if !l.room(max(ops, 2*len(p.parts)+1)) {
 		return // retried at the next Flush
 	}
 	for i := range p.parts {
@@ -281,6 +286,12 @@ func (l *Log) startCommit() {
 	for i := range f.parts {
 		s := f.parts[i].seg
 		if s.fd >= 0 {
+			continue
+		}
+		if s.spareName != "" || l.takeSpare(s) {
+			if err := l.queueRecycledOpen(i, s); err != nil {
+				l.commitOpFailed(err)
+			}
 			continue
 		}
 		err := l.r.Openat(l, makeTag(tagCommitOpen, uint64(i)), l.dirfd, segmentName(s.base),
@@ -369,7 +380,13 @@ func (l *Log) onCommitOp(c ring.Completion) {
 	} else {
 		switch tagKind(c.Tag) {
 		case tagCommitOpen:
-			f.parts[i].seg.fd = int(c.Res)
+			s := f.parts[i].seg
+			s.fd = int(c.Res)
+			if s.spareName != "" {
+				// A recycled file: its old bytes count as written space, as prewritten zeros do.
+				s.filled = max(s.filled, s.spareSize)
+				s.spareName = ""
+			}
 		case tagCommitWrite:
 			if int(c.Res) != f.parts[i].to-f.parts[i].from {
 				l.commitOpFailed(fmt.Errorf("short writev: %d of %d bytes", c.Res, f.parts[i].to-f.parts[i].from))
@@ -444,7 +461,7 @@ func (l *Log) afterCommit() {
 // Complete routes the log's ring completions. It implements ring.Handler.
 func (l *Log) Complete(c ring.Completion) {
 	switch tagKind(c.Tag) {
-	case tagCommitOpen, tagCommitWrite, tagCommitFsync, tagCommitDirFsync:
+	case tagCommitOpen, tagCommitWrite, tagCommitFsync, tagCommitDirFsync, tagCommitRename:
 		l.onCommitOp(c)
 	case tagRead:
 		l.onRead(c)

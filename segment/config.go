@@ -27,6 +27,10 @@ type Config struct {
 	// 1 MiB, or SegmentBytes if smaller; -1 turns it off; otherwise 4 KiB..SegmentBytes). The
 	// cursor log never prewrites: its commits are rare. See BENCHMARKS.md, "segment benchmarks".
 	PrewriteBytes int
+	// RecycleSegments: the record log keeps up to this many retired segments (from retention)
+	// and renames one to the next segment's name on a roll, so commits overwrite written blocks
+	// (default 2; -1 turns it off). See BENCHMARKS.md, "segment benchmarks".
+	RecycleSegments int
 	// Logger receives recovery warnings. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -39,6 +43,7 @@ const (
 	defaultDigestChunkBytes   = 1 << 20
 	defaultCursorSyncBytes    = 256 << 10
 	defaultPrewriteBytes      = 1 << 20
+	defaultRecycleSegments    = 2
 )
 
 // withDefaults returns c with every zero field set to its default.
@@ -60,6 +65,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PrewriteBytes == 0 {
 		c.PrewriteBytes = int(min(defaultPrewriteBytes, c.SegmentBytes))
+	}
+	if c.RecycleSegments == 0 {
+		c.RecycleSegments = defaultRecycleSegments
 	}
 	if c.CursorSyncBytes == 0 {
 		c.CursorSyncBytes = defaultCursorSyncBytes
@@ -87,6 +95,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: DigestChunkBytes %d below 4 KiB", ErrConfig, c.DigestChunkBytes)
 	case c.PrewriteBytes != -1 && (c.PrewriteBytes < 4<<10 || int64(c.PrewriteBytes) > c.SegmentBytes):
 		return fmt.Errorf("%w: PrewriteBytes %d is neither -1 nor in 4 KiB..SegmentBytes", ErrConfig, c.PrewriteBytes)
+	case c.RecycleSegments < -1:
+		return fmt.Errorf("%w: RecycleSegments %d below -1", ErrConfig, c.RecycleSegments)
 	case c.CursorSyncBytes < 1:
 		return fmt.Errorf("%w: CursorSyncBytes %d below 1", ErrConfig, c.CursorSyncBytes)
 	}

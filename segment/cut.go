@@ -178,12 +178,16 @@ func (l *Log) segInUse(s *segment) bool {
 	return l.dig.sealing
 }
 
-// removeDetached removes the segments retainPick detached, oldest first, each removal made
-// durable before the next, so a crash leaves the log starting at one of their bases.
+// removeDetached removes (or retires as spares) the segments retainPick detached, oldest first,
+// each removal made durable before the next, so a crash leaves the log starting at one of their
+// bases.
 func (l *Log) removeDetached(segs []*segment) (int, error) {
 	for i, s := range segs {
-		if err := l.removeSegmentDurably(s); err != nil {
+		if err := l.retire(s); err != nil {
 			return i, err
+		}
+		if err := l.sr.fsync(l.dirfd, false); err != nil {
+			return i, fmt.Errorf("segment: fsync %s: %w", l.dir, err)
 		}
 	}
 	return len(segs), nil

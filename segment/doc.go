@@ -84,15 +84,20 @@
 //     says. Settled segments are trusted on open (their sidecar is checked against the file size
 //     only); Verify recomputes their digests.
 //   - Preallocation: segments are never fallocated. Measured on this machine (BENCHMARKS.md,
-//     "segment benchmarks", BenchmarkPrealloc), a 4 KiB write + fdatasync into fallocate'd space cost as much as or more
-//     than on a growing file (the unwritten extents' conversion is journalled), while prewritten
-//     blocks were about 2x cheaper. So the log can prewrite instead (Config.PrewriteBytes): zeros
-//     written through the ring ahead of the active segment's data, reaching the disk with the next
-//     group commit; a closed segment is cut back to its data (async ftruncate) before its digest
-//     and sidecar; a clean Close trims the active segment's zeros. It doubles the bytes written,
-//     but on this machine group commits measured faster with it at 14 of 16 (group size, backend,
-//     run) points, against the same write+fdatasync baseline (see the benchmark page), so the
-//     record log prewrites 1 MiB ahead by default; the cursor log never does. Recycling retired segments: not done.
+//     "segment benchmarks", BenchmarkPrealloc), a 4 KiB write + fdatasync into fallocate'd space
+//     cost as much as or more than on a growing file (the unwritten extents' conversion is
+//     journalled), while blocks already written were about 2x cheaper.
+//   - Two ways to commit onto written blocks, both on by default, measured by
+//     BenchmarkSegmentModes against a same-run plain write + fdatasync: prewriting
+//     (Config.PrewriteBytes: zeros written through the ring 1 MiB ahead of the active segment's
+//     data, reaching the disk with the next group commit) and recycling (Config.RecycleSegments:
+//     retention keeps retired record segments as spares and a roll renames one to the next name,
+//     see recycle.go). At 4 KiB commits both cost about 0.55-0.65x the growing-file baseline;
+//     at 4 MiB commits prewriting, which doubles the bytes written, cost about 1.0x and recycling
+//     about 0.4x. A log with a spare recycles it and does not prewrite over it; a log without
+//     one (a new copy, retention not yet run) prewrites. A closed segment is cut back to its data
+//     (async ftruncate) before its digest and sidecar; a clean Close trims the active segment.
+//     The cursor log does neither: its commits are rare.
 //   - The seal digest is xxhash64 over (base, size, file digest) of each retained segment, so two
 //     copies with the same bytes in the same segments agree. Appends queued before a seal are
 //     committed and covered; appends from an epoch below the fence are refused from the call on.

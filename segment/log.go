@@ -51,7 +51,9 @@ type segment struct {
 	digestKnown  bool
 	digestQueued bool
 	sidecarSaved bool
-	filled       int64 // bytes of the file known written: data, or prewritten zeros that completed
+	filled       int64  // bytes of the file known written: data, prewritten zeros, a spare's old bytes
+	spareName    string // the spare this new segment's file is renamed from (recycling), until open
+	spareSize    int64
 }
 
 // active says whether s is the log's last segment, the one appends go to; every other segment is
@@ -78,8 +80,10 @@ type Log struct {
 	held     bool   // the copy runs an exclusive rare operation: appends and reads get ErrBusy
 	minEpoch uint64 // the copy's fence: appends from lower epochs are refused
 
-	quiet  quietListener // told when a group commit ends (the copy's seal waits for it)
-	broken brokenRules   // test-only bugs (export_test.go); zero otherwise
+	quiet   quietListener // told when a group commit ends (the copy's seal waits for it)
+	broken  brokenRules   // test-only bugs (export_test.go); zero otherwise
+	renamer renamer       // the ring's RENAMEAT, for recycling
+	spares  []spare       // retired segments kept for reuse, oldest first
 
 	commit commitState
 	reads  readTable
@@ -118,6 +122,9 @@ type RecoveryReport struct {
 	CutPosition   int64  // byte position of the cut in CutFile
 	IndexRebuilds int    // sidecars rebuilt
 	ZeroTailBytes int64  // zeros past the last batch of a segment (prewritten space), truncated
+	// StaleTailBytes: bytes past the last batch of a segment the next one follows exactly (a
+	// recycled file's old bytes), truncated.
+	StaleTailBytes int64
 }
 
 // openLog opens or creates the log in the directory name under parentfd (parentDir) and
@@ -139,6 +146,10 @@ func openLog(kind LogKind, r ring.Ring, sr *syncRing, parentfd int, parentDir, n
 		return nil, rep, fmt.Errorf("segment: open dir %s: %w", dir, err)
 	}
 	l := &Log{kind: kind, cfg: cfg, log: cfg.Logger, r: r, sr: sr, events: ev, dir: dir, dirfd: dirfd}
+	l.renamer, _ = r.(renamer)
+	if kind == CursorLog {
+		l.cfg.RecycleSegments = -1 // cursor segments are small and rarely retired
+	}
 	l.opsMax = int(r.Info().SQEntries)
 	if l.opsMax < ringEntriesMin {
 		_ = sr.close(dirfd)
@@ -170,6 +181,9 @@ func (l *Log) load(rep *RecoveryReport) error {
 		}
 	}
 	slices.Sort(bases)
+	if err := l.loadSpares(entries); err != nil {
+		return err
+	}
 	if len(bases) == 0 {
 		return l.createFirst()
 	}
@@ -237,9 +251,18 @@ func (l *Log) recoverTail(settled int, rep *RecoveryReport) error {
 		rep.Scanned++
 		pos, err := l.scan(s)
 		if err == errZeroTail {
-			if err := l.truncateZeroTail(s, pos, rep); err != nil {
+			if err := l.truncateZeroTail(s, pos, &rep.ZeroTailBytes); err != nil {
 				return err
 			}
+			err = nil
+		}
+		if err != nil && i+1 < len(l.segs) && l.segs[i+1].base == s.end {
+			// The next segment starts where the valid batches end, so every batch written here
+			// is whole: what follows is a recycled file's old bytes, not a torn write.
+			if err := l.truncateZeroTail(s, pos, &rep.StaleTailBytes); err != nil {
+				return err
+			}
+			s.digestKnown, s.digestQueued = true, true
 			err = nil
 		}
 		if err != nil {
@@ -348,13 +371,14 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// truncateZeroTail drops the zeros past a segment's last batch (see scan) and makes it durable.
-func (l *Log) truncateZeroTail(s *segment, pos int64, rep *RecoveryReport) error {
+// truncateZeroTail drops the zeros or stale bytes past a segment's last batch (see scan) and
+// makes it durable, counting the bytes in count.
+func (l *Log) truncateZeroTail(s *segment, pos int64, count *int64) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(s.fd, &st); err != nil {
 		return fmt.Errorf("segment: fstat %s: %w", l.path(s.base), err)
 	}
-	rep.ZeroTailBytes += st.Size - pos
+	*count += st.Size - pos
 	if err := l.sr.ftruncate(s.fd, pos); err != nil {
 		return fmt.Errorf("segment: truncate %s: %w", l.path(s.base), err)
 	}
