@@ -80,6 +80,8 @@ func commandCases() []commandCase {
 	sealReply := wire.StreamSealReply{Stream: 77, Incarnation: 2, FenceEpoch: 6, Status: wire.SealSealed,
 		TransitionID: 0xDEADBEEF, RecordTail: 1003, CursorTail: 41, Digest: 0x0123456789ABCDEF}
 	hb := wire.NodeHeartbeat{Sequence: 123456, Flags: wire.FlagShuttingDown}
+	assignment := wire.StreamAssignment{Stream: 77, Incarnation: 2, Epoch: 6, Owner: 4, PolicyKind: 3,
+		PolicyCount: 2, StartsVersion: 9, FollowerCount: 3, Followers: [wire.AssignmentFollowersMax]uint16{1, 5, 65535}}
 	create := wire.CreateStream{RequestID: 1, Name: []byte("orders"), Copies: 3, Policy: wire.PolicyCount, ConfirmCount: 2}
 	idReply := wire.StreamIDReply{RequestID: 1, Stream: 77, Incarnation: 2}
 	nameReq := wire.StreamNameRequest{RequestID: 2, Name: []byte("orders")}
@@ -239,6 +241,13 @@ func commandCases() []commandCase {
 			func(d []byte) []byte { return wire.AppendErrorReply(d, fromNode, &errReply) },
 			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeErrorReply(h, b) }),
 			decoded{Msg: errReply}, false},
+		{"stream assignment", wire.CommandStreamAssignment,
+			func(d []byte) []byte { return wire.AppendStreamAssignment(d, fromNode, &assignment, testStarts) },
+			func(h *wire.Header, b []byte) (decoded, error) {
+				m, l, err := wire.DecodeStreamAssignment(h, b)
+				return decoded{m, historyOf(l)}, err
+			},
+			decoded{assignment, testStarts}, true},
 	}
 }
 

@@ -1,8 +1,8 @@
 // Package wire owns every byte that crosses a socket between ringstream nodes and between a client and a
 // node: the 256-byte frame header and its two checksums, the command numbers, the batched Commit and
 // CommitReply entries (R10, R13, R15 to R17, R21, R26, R29), the handshake (R18), stream replication, the
-// stream seal, the node heartbeat, the client requests and replies, and FrameReader, which cuts frames out
-// of a byte stream.
+// stream seal, the stream assignment, the node heartbeat, the client requests and replies, and
+// FrameReader, which cuts frames out of a byte stream.
 //
 // wire never does I/O, never reads the clock, never starts a goroutine, keeps no package-level mutable
 // state and imports nothing of this project but internal/assert. Encoders append into a buffer the caller

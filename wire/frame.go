@@ -81,6 +81,8 @@ const (
 	CommandStreamSeal      Command = 50
 	CommandStreamSealReply Command = 51
 	CommandNodeHeartbeat   Command = 52
+	// CommandStreamAssignment carries an assignment with its history starts (assignment.go).
+	CommandStreamAssignment Command = 53
 
 	CommandCreateStream      Command = 60
 	CommandCreateStreamReply Command = 61
@@ -123,6 +125,8 @@ func (c Command) name() string {
 		return "stream_seal_reply"
 	case CommandNodeHeartbeat:
 		return "node_heartbeat"
+	case CommandStreamAssignment:
+		return "stream_assignment"
 	case CommandCreateStream:
 		return "create_stream"
 	case CommandCreateStreamReply:

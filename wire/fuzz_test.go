@@ -42,6 +42,8 @@ func reencode(c wire.Command, d decoded, h *wire.Header) []byte {
 		return wire.AppendStreamSeal(nil, from, &m, d.List.([]wire.HistoryStart))
 	case wire.StreamSealReply:
 		return wire.AppendStreamSealReply(nil, from, &m, d.List.([]wire.LogEpoch))
+	case wire.StreamAssignment:
+		return wire.AppendStreamAssignment(nil, from, &m, d.List.([]wire.HistoryStart))
 	case wire.NodeHeartbeat:
 		return wire.AppendNodeHeartbeat(nil, from, &m, d.List.([]wire.CopyTail))
 	case wire.CreateStream:
@@ -141,6 +143,7 @@ func FuzzStreamPrepare(f *testing.F)     { fuzzDecoder(f, wire.CommandStreamPrep
 func FuzzStreamPrepareOK(f *testing.F)   { fuzzDecoder(f, wire.CommandStreamPrepareOK) }
 func FuzzStreamSeal(f *testing.F)        { fuzzDecoder(f, wire.CommandStreamSeal) }
 func FuzzStreamSealReply(f *testing.F)   { fuzzDecoder(f, wire.CommandStreamSealReply) }
+func FuzzStreamAssignment(f *testing.F)  { fuzzDecoder(f, wire.CommandStreamAssignment) }
 func FuzzNodeHeartbeat(f *testing.F)     { fuzzDecoder(f, wire.CommandNodeHeartbeat) }
 func FuzzCreateStream(f *testing.F)      { fuzzDecoder(f, wire.CommandCreateStream) }
 func FuzzCreateStreamReply(f *testing.F) { fuzzDecoder(f, wire.CommandCreateStreamReply) }
@@ -249,7 +252,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	}
 	targets := map[wire.Command]string{}
 	for _, name := range []string{"Handshake", "CommitBatch", "CommitReplyBatch", "StreamPrepare", "StreamPrepareOK",
-		"StreamSeal", "StreamSealReply", "NodeHeartbeat", "CreateStream", "CreateStreamReply", "DeleteStream",
+		"StreamSeal", "StreamSealReply", "StreamAssignment", "NodeHeartbeat", "CreateStream", "CreateStreamReply", "DeleteStream",
 		"DeleteStreamReply", "ListStreams", "ListStreamsReply", "LookupStream", "LookupStreamReply", "Produce",
 		"ProduceReply", "Fetch", "FetchReply", "CommitCursor", "CommitCursorReply", "GetCursor", "GetCursorReply",
 		"ErrorReply"} {

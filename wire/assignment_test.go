@@ -1,0 +1,57 @@
+package wire_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/ringstream/ringstream/wire"
+)
+
+// An assignment round-trips with its starts; every rule the decoder checks refuses the whole frame,
+// so a copy never applies an assignment whose starts it cannot read (stream-failover spec: an
+// unreadable list withholds the assignment).
+func TestStreamAssignment_Refusals(t *testing.T) {
+	good := wire.StreamAssignment{Stream: 9, Incarnation: 1, Epoch: 5, Owner: 3, PolicyKind: 2,
+		StartsVersion: 2, FollowerCount: 2, Followers: [wire.AssignmentFollowersMax]uint16{1, 4}}
+	starts := []wire.HistoryStart{{Epoch: 2, Node: 2, RecordStart: 10, CursorStart: 1}, {Epoch: 5, Node: 3, RecordStart: 12}}
+	frame := wire.AppendStreamAssignment(nil, fromNode, &good, starts)
+	h, body, err := wire.ParseFrame(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, l, err := wire.DecodeStreamAssignment(&h, body)
+	if err != nil || m != good || l.Len() != 2 || l.At(1) != starts[1] {
+		t.Fatalf("round trip %+v %v %v", m, l.AppendTo(nil), err)
+	}
+	if got := m.FollowerList(); len(got) != 2 || got[0] != 1 || got[1] != 4 {
+		t.Fatalf("followers %v", got)
+	}
+	cases := []struct {
+		name string
+		mut  func(h *wire.Header, body []byte) []byte
+		want error
+	}{
+		{"epoch 0", func(h *wire.Header, b []byte) []byte { h.Area[0] = 0; return b }, wire.ErrMalformed},
+		{"owner 0", func(h *wire.Header, b []byte) []byte { h.Area[4] = 0; return b }, wire.ErrMalformed},
+		{"too many followers", func(h *wire.Header, b []byte) []byte { h.Area[8] = 7; return b }, wire.ErrMalformed},
+		{"follower count past the listed ones", func(h *wire.Header, b []byte) []byte { h.Area[8] = 3; return b },
+			wire.ErrMalformed},
+		{"unused follower slot set", func(h *wire.Header, b []byte) []byte { h.Area[28] = 1; return b }, wire.ErrReserved},
+		{"followers not ascending", func(h *wire.Header, b []byte) []byte { h.Area[24] = 9; return b }, wire.ErrMalformed},
+		{"owner among followers", func(h *wire.Header, b []byte) []byte { h.Area[26] = 3; return b }, wire.ErrMalformed},
+		{"reserved byte", func(h *wire.Header, b []byte) []byte { h.Area[12] = 1; return b }, wire.ErrReserved},
+		{"start past the epoch", func(h *wire.Header, b []byte) []byte { h.Area[0] = 4; return b }, wire.ErrMalformed},
+		{"start reserved bytes", func(h *wire.Header, b []byte) []byte { b[24+6] = 1; return b }, wire.ErrBadEntry},
+		{"start list cut short", func(h *wire.Header, b []byte) []byte { return b[:30] }, wire.ErrEntryCount},
+		{"starts out of order", func(h *wire.Header, b []byte) []byte { b[0] = 9; return b }, wire.ErrMalformed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h2 := h
+			b := c.mut(&h2, append([]byte(nil), body...))
+			if _, _, err := wire.DecodeStreamAssignment(&h2, b); !errors.Is(err, c.want) {
+				t.Fatalf("got %v, want %v", err, c.want)
+			}
+		})
+	}
+}
