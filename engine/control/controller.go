@@ -39,14 +39,16 @@ type Controller struct {
 	primary bool
 	dirty   bool // something changed that the streams must be looked at again for
 
-	nodes     []nodeView     // registered nodes, ascending id
-	works     []*work        // pending recoveries being worked on, ascending stream id
-	proposals []proposalSlot // ascending stream id
-	reports   []silentReport // followers' reports of a silent owner, ascending (stream, node)
-	load      []int          // scratch: copies held per node, parallel to nodes
-	gen       uint64         // reconcile pass number
-	fx, spare Effects
-	stats     Stats
+	nodes       []nodeView     // registered nodes, ascending id
+	works       []*work        // pending recoveries being worked on, ascending stream id
+	proposals   []proposalSlot // ascending stream id
+	reports     []silentReport // followers' reports of a silent owner, ascending (stream, node)
+	deliveries  []delivery     // current assignments to deliver, ascending stream id
+	sinceResend uint32         // ticks since lagging members were sent their assignment again
+	load        []int          // scratch: copies held per node, parallel to nodes
+	gen         uint64         // reconcile pass number
+	fx, spare   Effects
+	stats       Stats
 }
 
 // New returns a controller over state, which the host keeps applying committed ops to. It starts as
@@ -77,7 +79,7 @@ func (c *Controller) BecomePrimary() {
 		n.heard, n.lost, n.lostReason, n.silentTicks = false, false, 0, 0
 		n.tails = n.tails[:0]
 	}
-	c.works, c.proposals, c.reports = nil, nil, nil
+	c.works, c.proposals, c.reports, c.deliveries = nil, nil, nil, nil
 	c.fx.reset()
 	c.dirty = true
 }
@@ -86,7 +88,7 @@ func (c *Controller) BecomePrimary() {
 // is dropped; the next primary resumes it from the replicated state.
 func (c *Controller) StepDown() {
 	c.primary = false
-	c.works, c.proposals, c.reports = nil, nil, nil
+	c.works, c.proposals, c.reports, c.deliveries = nil, nil, nil, nil
 	c.fx.reset()
 }
 
@@ -120,7 +122,8 @@ func (c *Controller) ProposalDropped(stream uint64) {
 }
 
 // Tick advances every timer by one tick: liveness and eager failover, proposal time-outs, seal
-// time-outs and reseals of copies that have not answered.
+// time-outs and reseals of copies that have not answered, and assignments sent again to members whose
+// heartbeats lag (every SealRetryTimeoutTicks).
 func (c *Controller) Tick() {
 	c.tickLiveness()
 	if !c.primary {
@@ -143,6 +146,10 @@ func (c *Controller) Tick() {
 	for _, w := range c.works {
 		c.tickWork(w)
 	}
+	if c.sinceResend++; c.sinceResend >= c.cfg.SealRetryTimeoutTicks {
+		c.sinceResend = 0
+		c.resendLagging()
+	}
 }
 
 // Ready acts on everything reported since the last call (streams whose owner was lost, recoveries to
@@ -153,6 +160,7 @@ func (c *Controller) Ready() *Effects {
 		if c.dirty {
 			c.reconcile()
 		}
+		c.sendNewDeliveries()
 		for _, w := range c.works {
 			c.decide(w)
 		}

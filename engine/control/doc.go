@@ -13,8 +13,9 @@
 // OnLinkDown and OnLinkUp (the node's links, for eager failover); OnSealReply; OnOwnerSilent (a
 // follower's report); StateChanged (committed ops were applied); ProposalDone and ProposalDropped (the
 // outcome of each proposal); BecomePrimary and StepDown. Operator actions, AcceptOwnerLoss and
-// Withdraw, return the op for the host to propose. Output: Ready returns Effects: ops to propose and
-// seals to send (see Effects for the host's order). Attention lists the waits.
+// Withdraw, return the op for the host to propose. Output: Ready returns Effects: ops to propose,
+// seals to send and assignments to deliver (see Effects for the host's order). Attention lists the
+// waits.
 //
 // What it does:
 //   - A node is lost when no heartbeat came for NodeLivenessTimeoutTicks, at once on a heartbeat
@@ -34,6 +35,9 @@
 //   - A stream whose owner is alive gets the changes that need no recovery (meta.NeedsNoRecovery):
 //     replacement followers up to its copy count, and the cluster assignment policy stamped on a
 //     replicated assignment.
+//   - Every assignment reaches its members as a wire.StreamAssignment carrying the history starts:
+//     at once when its epoch or starts version moves, and again every SealRetryTimeoutTicks to a
+//     live member whose heartbeat does not show the copy at that epoch.
 //   - A new primary rebuilds from the replicated state and fresh heartbeats: every node gets a full
 //     liveness window, pending recoveries seal again at the same fence with the same transition id.
 //

@@ -13,11 +13,15 @@ import (
 //     change). Each stream has at most one proposal out at a time.
 //  2. Sends every seal in Seals to its node as a wire.StreamSeal frame carrying Starts. A seal to a
 //     node whose links are down may be dropped: the worker seals again.
+//  3. Sends every assignment in Assignments to its node as a wire.StreamAssignment frame carrying
+//     Starts. One may be dropped too: it is sent again while the node's heartbeats show the copy
+//     below the assignment's epoch.
 //
 // The slices alias memory the controller reuses: use them before the next call into the controller.
 type Effects struct {
-	Proposals []Proposal
-	Seals     []Seal
+	Proposals   []Proposal
+	Seals       []Seal
+	Assignments []Assignment
 
 	starts []wire.HistoryStart // the Starts of Seals
 }
@@ -39,6 +43,7 @@ type Seal struct {
 func (fx *Effects) reset() {
 	fx.Proposals = fx.Proposals[:0]
 	fx.Seals = fx.Seals[:0]
+	fx.Assignments = fx.Assignments[:0]
 	fx.starts = fx.starts[:0]
 }
 

@@ -17,6 +17,7 @@ func (c *Controller) reconcile() {
 	c.syncNodes()
 	streams := c.state.Streams()
 	c.countLoad(streams)
+	c.updateDeliveries(streams)
 	for _, st := range streams {
 		c.reconcileStream(st)
 	}
