@@ -79,6 +79,11 @@ type MetaStatus struct {
 	Primary bool
 	Normal  bool
 	Digest  uint64
+	// Recovering: the replica lost its state (or could not prove it) and is learning the group's.
+	Recovering bool
+	// PersistErr is the persist failure that took the replica out of the group (it acknowledges
+	// nothing more and is never primary until the node restarts it); nil while its storage works.
+	PersistErr error
 }
 
 type proposal struct {
@@ -107,6 +112,8 @@ type MetaGroup struct {
 	stats    MetaGroupStats
 	digestAt uint64 // commit+1 the digest was taken at
 	digest   uint64
+	// persistErr is the store's failure once the replica heard of it.
+	persistErr error
 
 	mu     sync.Mutex
 	inbox  []proposal
@@ -145,9 +152,18 @@ func NewMetaGroup(cfg MetaGroupConfig) (*MetaGroup, error) {
 	if cfg.LogCompactBytes == 0 {
 		cfg.LogCompactBytes = 64 << 20
 	}
-	store, d, err := openMetaStore(cfg.Dir, cfg.LogCompactBytes, g.log)
+	store, d, err := openMetaStore(cfg.Dir, vsr.Identity{Cluster: cfg.Cluster, Node: cfg.Node, Replica: g.self},
+		cfg.LogCompactBytes, g.log)
 	if err != nil {
 		return nil, err
+	}
+	if d.Recovering {
+		if d.RecoveryNonce, err = recoveryNonce(); err != nil {
+			store.close()
+			return nil, err
+		}
+		g.log.Warn("metadata replica starts in recovery: it takes part in nothing until a quorum told it the "+
+			"group's state", "cause", d.Cause)
 	}
 	r, err := vsr.New(cfg.VSR, g.state, d)
 	if err != nil {
@@ -270,12 +286,23 @@ func (g *MetaGroup) OnTick(uint64) {
 			p.done <- ProposeResult{Err: err}
 		}
 	}
-	if done, err := g.store.durable(); err == nil && done > g.advanced {
+	g.takeDurable()
+	g.replica.Tick()
+	g.pump()
+}
+
+// takeDurable tells the replica which persists are durable and, after a failed one, that it must stop.
+func (g *MetaGroup) takeDurable() {
+	done, err := g.store.durable()
+	if done > g.advanced {
 		g.advanced = done
 		g.replica.Advance(done)
 	}
-	g.replica.Tick()
-	g.pump()
+	if err != nil && g.persistErr == nil {
+		g.persistErr = err
+		g.log.Error("metadata replica out of the group: a persist failed", "err", err)
+		g.replica.PersistFailed()
+	}
 }
 
 // pump carries out the replica's effects: persists to the store's queue, messages to the shard's links,
@@ -318,8 +345,7 @@ func (g *MetaGroup) pump() {
 
 // persist turns the effects' storage writes into bytes for the store, in a reused buffer.
 func (g *MetaGroup) persist(fx *vsr.Effects) {
-	p := metaPersist{id: fx.PersistID, sbSlot: int(fx.Superblock.Sequence % 2), snapSlot: fx.SnapshotSlot,
-		snapOp: fx.Superblock.SnapshotOp}
+	p := metaPersist{id: fx.PersistID, snapSlot: fx.SnapshotSlot, snapOp: fx.Superblock.SnapshotOp}
 	buf := g.store.buffer()
 	snapEnd := 0
 	if fx.Snapshot != nil {
@@ -330,7 +356,7 @@ func (g *MetaGroup) persist(fx *vsr.Effects) {
 		buf = vsr.AppendLogRecord(buf, &fx.Entries[i])
 	}
 	logEnd := len(buf)
-	buf = vsr.AppendSuperblock(buf, fx.Superblock)
+	buf = appendSuperblockCopies(buf, fx.Superblock)
 	if snapEnd > 0 {
 		p.snapshot = buf[:snapEnd]
 	}
@@ -347,7 +373,8 @@ func (g *MetaGroup) publish() {
 		g.digestAt, g.digest = c, g.replica.Digest()
 	}
 	st := MetaStatus{View: g.replica.View(), Op: g.replica.Op(), Commit: g.replica.Commit(),
-		Primary: g.replica.IsPrimary(), Normal: g.replica.Normal(), Digest: g.digest}
+		Primary: g.replica.IsPrimary(), Normal: g.replica.Normal(), Digest: g.digest,
+		Recovering: g.replica.Recovering(), PersistErr: g.persistErr}
 	g.mu.Lock()
 	g.status = st
 	g.mu.Unlock()

@@ -19,14 +19,23 @@ import (
 // persist the replica acknowledges nothing more (its held messages never leave); the node must restart.
 var ErrMetaStorage = errors.New("engine: metadata storage")
 
+// ErrMetaUnformatted: the metadata directory holds no formatted replica: it was never formatted, or its
+// disk was lost. The error says which command makes it usable.
+var ErrMetaUnformatted = errors.New("engine: metadata storage not formatted")
+
 // File names of the metadata group's storage under its directory (the format is engine/vsr's).
 const (
 	metaLogFile        = "log"
-	metaSuperblockFile = "superblock" // two slots of vsr.SuperblockSize, at 0 and vsr.SuperblockSize
+	metaSuperblockFile = "superblock" // vsr.SuperblockCopies copies, each at the start of its own 4 KiB
 	metaSnapshotFile   = "snapshot.%d"
 )
 
-// metaPersist is one vsr persist as bytes, in the order written: snapshot slot, log append, superblock.
+// metaSuperblockStride is the distance between two superblock copies in their file: one page, so one
+// bad sector or page damages one copy.
+const metaSuperblockStride = 4096
+
+// metaPersist is one vsr persist as bytes, in the order written: snapshot slot, log append, superblock
+// copies (one write from offset 0: every copy, each at the start of its own metaSuperblockStride).
 // The three slices lie in buf, which goes back to the store's free list once written.
 type metaPersist struct {
 	buf      []byte
@@ -36,7 +45,6 @@ type metaPersist struct {
 	snapOp   uint64 // the checkpoint the superblock names: log records at or below it are dead
 	log      []byte
 	sb       []byte
-	sbSlot   int
 }
 
 // metaStore keeps the metadata group's files. After open it lives on shard 0's goroutine: persists
@@ -85,21 +93,22 @@ type metaCompaction struct {
 // metaFreeMax bounds the written persists' buffers kept for reuse.
 const metaFreeMax = 8
 
-// openMetaStore reads dir (creating it), recovers the durable state and cuts the log's torn tail. It
-// runs before the shard starts: the reads are plain syscalls on the opening goroutine.
-func openMetaStore(dir string, compactBytes int64, logger *slog.Logger) (*metaStore, vsr.Durable, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, vsr.Durable{}, fmt.Errorf("%w: %w", ErrMetaStorage, err)
-	}
-	var sbs, snaps [2][]byte
+// openMetaStore reads dir, recovers the durable state and cuts the log's torn tail. The directory must
+// have been formatted (FormatMeta) for id: a missing or empty directory is ErrMetaUnformatted, never a
+// new replica. It runs before the shard starts: the reads are plain syscalls on the opening goroutine.
+func openMetaStore(dir string, id vsr.Identity, compactBytes int64, logger *slog.Logger) (*metaStore, vsr.Durable, error) {
+	var sbs [vsr.SuperblockCopies][]byte
+	var snaps [2][]byte
 	sbBytes, err := readOptional(filepath.Join(dir, metaSuperblockFile))
 	if err != nil {
 		return nil, vsr.Durable{}, err
 	}
-	for i := 0; i < 2; i++ {
-		if len(sbBytes) >= (i+1)*vsr.SuperblockSize {
-			sbs[i] = sbBytes[i*vsr.SuperblockSize : (i+1)*vsr.SuperblockSize]
+	for i := range sbs {
+		if off := i * metaSuperblockStride; len(sbBytes) >= off+vsr.SuperblockSize {
+			sbs[i] = sbBytes[off : off+vsr.SuperblockSize]
 		}
+	}
+	for i := range snaps {
 		if snaps[i], err = readOptional(filepath.Join(dir, fmt.Sprintf(metaSnapshotFile, i))); err != nil {
 			return nil, vsr.Durable{}, err
 		}
@@ -109,8 +118,16 @@ func openMetaStore(dir string, compactBytes int64, logger *slog.Logger) (*metaSt
 		return nil, vsr.Durable{}, err
 	}
 	d, valid, err := vsr.Recover(sbs, snaps, logBytes)
+	if errors.Is(err, vsr.ErrUnformatted) {
+		return nil, vsr.Durable{}, fmt.Errorf("%w: %s holds no superblock (%w): format it with `ringstream format`, "+
+			"with --recover if this replica's disk was lost or replaced", ErrMetaUnformatted, dir, err)
+	}
 	if err != nil {
 		return nil, vsr.Durable{}, fmt.Errorf("%w: %w", ErrMetaStorage, err)
+	}
+	if got := d.Superblock.Identity; got.Cluster != id.Cluster || got.Node != id.Node || got.Replica != id.Replica {
+		return nil, vsr.Durable{}, fmt.Errorf("%w: %s was formatted for cluster %d node %d replica %d, not cluster %d "+
+			"node %d replica %d", ErrMetaStorage, dir, got.Cluster, got.Node, got.Replica, id.Cluster, id.Node, id.Replica)
 	}
 	s := &metaStore{dir: dir, compactBytes: compactBytes, logFD: -1, sbFD: -1, snapFD: [2]int{-1, -1},
 		log: logger, compact: metaCompaction{fd: -1}}
@@ -135,7 +152,8 @@ func readOptional(path string) ([]byte, error) {
 // openFiles opens the four files and cuts the log to its valid prefix.
 func (s *metaStore) openFiles(dir string, logValid int64) error {
 	open := func(name string) (int, error) {
-		fd, err := unix.Open(filepath.Join(dir, name), unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+		// No O_CREAT: the format step made every file and synced the directory.
+		fd, err := unix.Open(filepath.Join(dir, name), unix.O_RDWR|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return -1, fmt.Errorf("%w: open %s: %w", ErrMetaStorage, name, err)
 		}
@@ -260,7 +278,7 @@ func (s *metaStore) queuePersist(p metaPersist) (int, error) {
 		steps[n], steps[n+1] = step{true, s.logFD, p.log, s.logEnd}, step{false, s.logFD, nil, 0}
 		n += 2
 	}
-	steps[n], steps[n+1] = step{true, s.sbFD, p.sb, int64(p.sbSlot * vsr.SuperblockSize)}, step{false, s.sbFD, nil, 0}
+	steps[n], steps[n+1] = step{true, s.sbFD, p.sb, 0}, step{false, s.sbFD, nil, 0}
 	n += 2
 	if s.rg.InFlight()+n > int(s.rg.Info().SQEntries) {
 		return 0, ring.ErrQueueFull

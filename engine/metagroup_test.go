@@ -46,6 +46,11 @@ func startMetaClusterTB(t testing.TB, dirs []string, tick time.Duration, tune fu
 	t.Helper()
 	var nodes []*metaNode
 	for i, dir := range dirs {
+		if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 42, Node: uint16(i + 1), Replica: uint8(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, dir := range dirs {
 		nodes = append(nodes, newMetaNode(t, uint16(i+1), dir, tick, netip.MustParseAddrPort("127.0.0.1:0"), tune))
 	}
 	for _, n := range nodes {
@@ -365,7 +370,10 @@ func storeRing(t *testing.T, entries uint32) (*metaStore, ring.Ring, string) {
 	t.Cleanup(runtime.UnlockOSThread)
 	dir := t.TempDir()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, _, err := openMetaStore(dir, 64<<20, logger)
+	if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 1, Node: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := openMetaStore(dir, vsr.Identity{Cluster: 1, Node: 1}, 64<<20, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +388,7 @@ func storeRing(t *testing.T, entries uint32) (*metaStore, ring.Ring, string) {
 
 // testPersist is persist id: a log append of logBytes bytes of id and a superblock slot of id.
 func testPersist(id uint64, logBytes int) metaPersist {
-	p := metaPersist{id: id, sbSlot: int(id % 2), sb: bytes.Repeat([]byte{byte(id)}, vsr.SuperblockSize)}
+	p := metaPersist{id: id, sb: bytes.Repeat([]byte{byte(id)}, vsr.SuperblockSize)}
 	if logBytes > 0 {
 		p.log = bytes.Repeat([]byte{byte(id)}, logBytes)
 	}
@@ -446,8 +454,8 @@ func TestMetaStore_PersistsRunOnTheRingOneChainAtATime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sb) != 2*vsr.SuperblockSize || sb[0] != 2 || sb[vsr.SuperblockSize] != 3 {
-		t.Fatalf("superblock slots hold %d bytes, first bytes %v", len(sb), sb[:1])
+	if sb[0] != 3 || sb[vsr.SuperblockSize-1] != 3 {
+		t.Fatalf("superblock file starts with %v, want persist 3's bytes (the last written)", sb[:1])
 	}
 }
 

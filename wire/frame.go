@@ -67,14 +67,14 @@ var (
 // Command is a frame's command number. The numbers are fixed across the project (see the constants).
 type Command uint16
 
-// Command numbers. 20 to 29 are the metadata group's VSR messages, declared in vsr.go.
+// Command numbers. 20 to 31 are the metadata group's VSR messages, declared in vsr.go.
 const (
 	CommandHandshake   Command = 1
 	CommandCommit      Command = 9  // batch of 40-byte Commit entries (R10)
 	CommandCommitReply Command = 10 // batch of 32-byte CommitReply entries (R26)
 
 	CommandVSRMin Command = 20 // first number of the metadata group's VSR messages
-	CommandVSRMax Command = 29 // last number of the metadata group's VSR messages
+	CommandVSRMax Command = 31 // last number of the metadata group's VSR messages
 
 	CommandStreamPrepare   Command = 40
 	CommandStreamPrepareOK Command = 41

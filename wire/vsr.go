@@ -1,6 +1,6 @@
 package wire
 
-// VSR messages of the metadata group (commands 20 to 29). engine/vsr builds and consumes VSRMessage
+// VSR messages of the metadata group (commands 20 to 31). engine/vsr builds and consumes VSRMessage
 // values; this file turns them into frames and back. The metadata group's Commit heartbeats and their
 // replies are not here: they are the 40-byte Commit and 32-byte CommitReply entries of the shard's
 // batches (R4).
@@ -19,7 +19,7 @@ package wire
 
 import "github.com/ringstream/ringstream/internal/assert"
 
-// The VSR commands (20 to 29).
+// The VSR commands (20 to 31).
 const (
 	// CommandVSRRequest: a node asks the primary to order an op. Client, Request, Payload (the op).
 	CommandVSRRequest Command = 20
@@ -43,6 +43,13 @@ const (
 	CommandVSRSnapshot Command = 28
 	// CommandVSRRequestStartView: the sender is in View but missed its start-view.
 	CommandVSRRequestStartView Command = 29
+	// CommandVSRRecovery: the sender lost its state and asks the group for it (VR Revisited's recovery).
+	// View (the highest the sender knows, 0 if none), Request (the nonce of this recovery).
+	CommandVSRRecovery Command = 30
+	// CommandVSRRecoveryResponse: a replica in normal status answers a recovery. View, Request (the
+	// nonce); the primary of View adds its log: LogView, Op, Commit, Checksum (head), LogBase, entries.
+	// Other replicas leave the log fields zero.
+	CommandVSRRecoveryResponse Command = 31
 )
 
 const (
@@ -120,7 +127,7 @@ func DecodeVSREntry(b []byte) (VSREntry, int, error) {
 // AppendVSRFrame appends one frame holding m, sent by from, addressed to group (the metadata group's
 // id, so a shard routes it by header), and returns dst.
 func AppendVSRFrame(dst []byte, from From, group uint64, m *VSRMessage) []byte {
-	assert.True(m.Command.IsVSR(), "wire: vsr frame with a command outside 20..29")
+	assert.True(m.Command.IsVSR(), "wire: vsr frame with a command outside 20..31")
 	h := Header{Command: m.Command, Group: group}
 	dst, start := startFrame(dst, from, &h)
 	dst = append(dst, m.Replica, 0, 0, 0)
@@ -212,7 +219,7 @@ func checkVSRShape(m *VSRMessage) error {
 		if len(m.Entries) != 1 {
 			return ErrEntryCount
 		}
-	case CommandVSRDoViewChange, CommandVSRStartView:
+	case CommandVSRDoViewChange, CommandVSRStartView, CommandVSRRecoveryResponse:
 		if uint64(len(m.Entries)) != m.Op-m.LogBase || m.LogBase > m.Op {
 			return ErrEntryCount
 		}

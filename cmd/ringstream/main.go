@@ -40,6 +40,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	root.AddCommand(newRingCommand())
 	root.AddCommand(newSimCommand())
+	root.AddCommand(newFormatCommand())
 	return root
 }
 

@@ -30,10 +30,18 @@ type job struct {
 // disk is one replica's storage. Its byte slices are what survives a crash; jobs are what has not
 // been synced yet.
 type disk struct {
-	superblocks [2][]byte
+	superblocks [vsr.SuperblockCopies][]byte
 	snapshots   [2][]byte
 	log         []byte
 	jobs        []job
+}
+
+// format writes the format step's superblock to every copy: replica i of a cluster being created.
+func (d *disk) format(i int) {
+	sb := vsr.AppendSuperblock(nil, vsr.FormatSuperblock(vsr.Identity{Cluster: 1, Node: uint16(i + 1), Replica: uint8(i)}, false))
+	for c := range d.superblocks {
+		d.superblocks[c] = sb
+	}
 }
 
 // persist turns an Effects persist into a job due at doneAt (after every earlier job).
@@ -53,8 +61,10 @@ func (d *disk) persist(fx *vsr.Effects, doneAt uint64) {
 	if log != nil {
 		j.writes = append(j.writes, write{target: targetLog, data: log})
 	}
-	j.writes = append(j.writes, write{target: targetSuperblock, slot: int(fx.Superblock.Sequence % 2),
-		data: vsr.AppendSuperblock(nil, fx.Superblock)})
+	sb := vsr.AppendSuperblock(nil, fx.Superblock)
+	for i := range d.superblocks {
+		j.writes = append(j.writes, write{target: targetSuperblock, slot: i, data: sb})
+	}
 	d.jobs = append(d.jobs, j)
 }
 

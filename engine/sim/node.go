@@ -49,6 +49,9 @@ func (s *Sim) start(n *node) error {
 		return fmt.Errorf("recover replica %d: %w", n.index, err)
 	}
 	n.disk.log = n.disk.log[:valid] // cut the torn tail before appending after it
+	if d.Recovering {
+		d.RecoveryNonce = s.rng.Uint64() | 1
+	}
 	m := s.newMachine()
 	r, err := vsr.New(s.opts.VSR(s.opts.Replicas, uint8(n.index)), m, d)
 	if err != nil {

@@ -67,6 +67,7 @@ func Run(opts Options) (Stats, error) {
 	s.net = newNetwork(s, opts.Replicas)
 	for i := 0; i < opts.Replicas; i++ {
 		n := &node{index: i}
+		n.disk.format(i)
 		s.nodes = append(s.nodes, n)
 		if err := s.startRetrying(n); err != nil {
 			return s.stats, err

@@ -9,8 +9,10 @@ import (
 // Ready returns it; the driver must keep this order:
 //
 //  1. If PersistID is not zero: write Snapshot (when not nil) to the snapshot slot SnapshotSlot, append
-//     Entries to the log, fsync; then write Superblock to slot Superblock.Sequence%2, fsync. Only when
-//     all of it is durable, call Advance(PersistID). Persists complete in PersistID order.
+//     Entries to the log, fsync; then write Superblock to every one of the SuperblockCopies copies,
+//     fsync. Only when all of it is durable, call Advance(PersistID). Persists complete in PersistID
+//     order. A persist that fails (EIO, ENOSPC) must never be reported to Advance: the driver calls
+//     PersistFailed instead, and the replica stops taking part (see PersistFailed).
 //  2. Send Messages. Every message that depends on durable state (prepare-ok, start-view-change,
 //     do-view-change, start-view) is held inside the replica until Advance covers the persist that made
 //     that state durable, so everything in Messages may leave at once, before or during step 1.
@@ -137,6 +139,9 @@ func (r *Replica) Ready() *Effects {
 // Ready, and the primary counts its own durable ops toward commits.
 func (r *Replica) Advance(id uint64) {
 	assert.True(id <= r.persistNext, "vsr: advance past the last persist handed out")
+	if r.status == statusFailed {
+		return // a later persist failed: nothing after it counts
+	}
 	if id <= r.persistDurable {
 		return
 	}
@@ -166,5 +171,6 @@ func (r *Replica) Advance(id uint64) {
 // superblock is the durable state as of now.
 func (r *Replica) superblock() Superblock {
 	return Superblock{Sequence: r.sequence, View: r.view, LogView: r.logView, Op: r.op, Head: r.headAt(r.op),
-		Commit: r.commit, SnapshotOp: r.snapOp, SnapshotChecksum: r.snapChecksum}
+		Commit: r.commit, SnapshotOp: r.snapOp, SnapshotChecksum: r.snapChecksum, Identity: r.identity,
+		Recovering: r.status == statusRecovering}
 }

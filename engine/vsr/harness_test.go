@@ -61,7 +61,7 @@ func (m *counterMachine) Digest() uint64 { return xxhash.Sum64(m.AppendSnapshot(
 // memDisk is a replica's storage as bytes, written synchronously (the unit tests' disk; engine/sim has
 // the faulty one).
 type memDisk struct {
-	superblocks [2][]byte
+	superblocks [SuperblockCopies][]byte
 	snapshots   [2][]byte
 	log         []byte
 }
@@ -76,7 +76,9 @@ func (d *memDisk) persist(fx *Effects) {
 	for i := range fx.Entries {
 		d.log = AppendLogRecord(d.log, &fx.Entries[i])
 	}
-	d.superblocks[fx.Superblock.Sequence%2] = AppendSuperblock(nil, fx.Superblock)
+	for i := range d.superblocks {
+		d.superblocks[i] = AppendSuperblock(nil, fx.Superblock)
+	}
 }
 
 // cluster is three or five replicas wired by a message queue the test controls.
@@ -91,6 +93,7 @@ type cluster struct {
 	// autoPersist makes every Ready's persist durable at once.
 	autoPersist bool
 	cut         func(from, to uint8) bool
+	nonce       uint64 // the last recovery nonce handed out
 }
 
 func testConfig(n int, self uint8) Config {
@@ -106,13 +109,18 @@ func newCluster(t *testing.T, n int) *cluster {
 	c := &cluster{t: t, autoPersist: true}
 	for i := 0; i < n; i++ {
 		m := newCounterMachine()
-		r, err := New(testConfig(n, uint8(i)), m, Durable{Fresh: true})
+		disk := formatted(i, false)
+		d, _, err := Recover(disk.superblocks, disk.snapshots, disk.log)
+		if err != nil || !d.Fresh {
+			t.Fatalf("formatted storage: %+v %v", d, err)
+		}
+		r, err := New(testConfig(n, uint8(i)), m, d)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.replicas = append(c.replicas, r)
 		c.machines = append(c.machines, m)
-		c.disks = append(c.disks, &memDisk{})
+		c.disks = append(c.disks, disk)
 		c.down = append(c.down, false)
 		c.drain(i) // the first superblock
 	}
@@ -232,10 +240,37 @@ func (c *cluster) restart(i int) {
 	if err != nil {
 		c.t.Fatalf("recover replica %d: %v", i, err)
 	}
+	if dur.Recovering {
+		c.nonce++
+		dur.RecoveryNonce = c.nonce<<8 | uint64(i)
+	}
 	m := newCounterMachine()
 	r, err := New(testConfig(len(c.replicas), uint8(i)), m, dur)
 	if err != nil {
 		c.t.Fatalf("restart replica %d: %v", i, err)
 	}
 	c.replicas[i], c.machines[i], c.down[i] = r, m, false
+}
+
+// formatted is storage as the format step leaves it for replica i.
+func formatted(i int, recovering bool) *memDisk {
+	d := &memDisk{}
+	sb := AppendSuperblock(nil, FormatSuperblock(Identity{Cluster: 1, Node: uint16(i + 1), Replica: uint8(i)}, recovering))
+	for j := range d.superblocks {
+		d.superblocks[j] = sb
+	}
+	return d
+}
+
+// wipe takes replica i down, loses its whole disk, formats a new one to replace it (in recovery) and
+// brings the replica back from it.
+func (c *cluster) wipe(i int) {
+	c.down[i] = true
+	c.disks[i] = formatted(i, true)
+	c.restart(i)
+}
+
+// corruptNewestSuperblock flips one byte of replica i's newest superblock copy (every copy holds it).
+func (c *cluster) corruptNewestSuperblock(i int) {
+	c.disks[i].superblocks[0][20] ^= 0x40
 }

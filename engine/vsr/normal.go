@@ -255,6 +255,8 @@ func (r *Replica) onRepairTimeout() {
 	case r.awaitingSnapshot:
 		r.send(r.snapshotFrom, wire.VSRMessage{Command: wire.CommandVSRRequestPrepare, View: r.view,
 			Op: r.commit + 1}, false)
+	case r.status == statusRecovering:
+		r.broadcastRecovery()
 	case r.status == statusViewChange:
 		r.resendViewChange()
 	case !r.isPrimary() && r.commitMax > r.op:

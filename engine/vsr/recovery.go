@@ -85,9 +85,21 @@ func (r *Replica) onSnapshot(m *wire.VSRMessage) {
 	}
 	r.logBase, r.logBaseHead = m.Op, m.Checksum
 	r.commit = m.Op
-	r.commitMax = max(r.commitMax, m.Commit, m.Op)
+	r.commitMax = max(r.commitMax, r.snapshotCommitJustified(m))
 	r.dirty = true
 	r.afterSnapshot()
+}
+
+// snapshotCommitJustified is how far installing m lets this replica's commit point go. The checkpoint
+// itself is committed, so always up to m.Op. The sender's commit point counts too only when it is the
+// commit of the log this replica holds: both in the same view, and this replica normal in it (its log is
+// then a prefix of that view's log). A backup still normal in an older view keeps entries past the
+// checkpoint that the sender's view may have replaced: the sender's commit says nothing about them.
+func (r *Replica) snapshotCommitJustified(m *wire.VSRMessage) uint64 {
+	if r.status == statusNormal && r.logView == r.view && m.View == r.view {
+		return max(m.Op, m.Commit)
+	}
+	return m.Op
 }
 
 // afterSnapshot resumes what waited for the checkpoint.
@@ -96,6 +108,10 @@ func (r *Replica) afterSnapshot() {
 		return
 	}
 	r.awaitingSnapshot = false
+	if r.status == statusRecovering {
+		r.tryCompleteRecovery()
+		return
+	}
 	if r.isPrimaryOf(r.view) {
 		r.tryCompleteViewChange()
 		return

@@ -17,6 +17,8 @@ var (
 	ErrPipelineFull = errors.New("vsr: pipeline full")
 	// ErrStaleRequest: the client's request is older than its last, or already in the pipeline.
 	ErrStaleRequest = errors.New("vsr: stale or duplicate request")
+	// ErrPersistFailed: a persist of this replica failed; it takes part in nothing until restarted.
+	ErrPersistFailed = errors.New("vsr: a persist failed")
 )
 
 type status uint8
@@ -24,13 +26,23 @@ type status uint8
 const (
 	statusNormal status = iota + 1
 	statusViewChange
+	// statusRecovering: the replica lost its state (or cannot prove it holds its latest) and learns
+	// the group's from a quorum before it takes part in anything (recovering.go).
+	statusRecovering
+	// statusFailed: a persist failed (PersistFailed); the replica takes part in nothing more.
+	statusFailed
 )
 
 func (s status) String() string {
-	if s == statusNormal {
+	switch s {
+	case statusNormal:
 		return "normal"
+	case statusViewChange:
+		return "view_change"
+	case statusRecovering:
+		return "recovering"
 	}
-	return "view_change"
+	return "failed"
 }
 
 // dvcRecord is one do-view-change the prospective primary holds (its entries copied).
@@ -86,11 +98,16 @@ type Replica struct {
 	repairAsked      uint64 // op last asked for outside the repair timeout
 	startViewAsked   uint32 // view whose start-view was last asked for outside the repair timeout
 
+	// Recovery (recovering.go): this start's nonce and the answers heard to it, by member.
+	nonce     uint64
+	responses [MembersMax]recoveryResponse
+
 	prepareTimeout    Timeout
 	repairTimeout     Timeout
 	viewChangeTimeout Timeout
 
 	// Persistence.
+	identity        Identity
 	fresh           bool // started with no durable state: every message waits for the first persist
 	dirty           bool
 	sequence        uint64
@@ -117,15 +134,26 @@ type Stats struct {
 	Checkpoints   uint64
 	SnapshotsSent uint64
 	SnapshotsIn   uint64
+	Recoveries    uint64 // recoveries completed (recovering.go)
 }
 
-// New returns a replica that resumes from d (Recover's result; the zero Durable with Fresh set for a
-// new replica). sm must hold the initial state: New restores d's checkpoint into it and replays the
-// log's committed ops. A replica that was primary of its view when it stopped does not resume as
-// primary: it starts a view change, since it may have lost ops it had prepared but not persisted.
+// New returns a replica that resumes from d (Recover's result). sm must hold the initial state: New
+// restores d's checkpoint into it and replays the log's committed ops. A replica that was primary of its
+// view when it stopped does not resume as primary: it starts a view change, since it may have lost ops
+// it had prepared but not persisted. With d.Recovering it starts in recovery (recovering.go): it acts on
+// nothing (no vote, no prepare-ok, no view change) until a quorum has told it the group's state, and
+// d.RecoveryNonce must be a number drawn at random for this start. The zero Durable with Fresh set is a
+// new replica whose identity nobody checks (tests and the simulator).
 func New(cfg Config, sm StateMachine, d Durable) (*Replica, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if d.Superblock.Sequence != 0 && d.Superblock.Replica != cfg.Self {
+		return nil, fmt.Errorf("%w: formatted for replica %d, opened as replica %d", ErrIdentity,
+			d.Superblock.Replica, cfg.Self)
+	}
+	if d.Recovering && d.RecoveryNonce == 0 {
+		return nil, fmt.Errorf("%w: recovering with a zero nonce", ErrConfig)
 	}
 	r := &Replica{cfg: cfg, sm: sm, quorum: quorumOf(cfg.ReplicaCount), status: statusNormal,
 		clients:           clientTable{max: cfg.ClientsMax},
@@ -133,13 +161,19 @@ func New(cfg Config, sm StateMachine, d Durable) (*Replica, error) {
 		repairTimeout:     newTimeout("repair", cfg.RepairTimeoutTicks),
 		viewChangeTimeout: newTimeout("view_change", cfg.ViewChangeTimeoutTicks+uint64(cfg.Self)*cfg.RepairTimeoutTicks),
 		stats:             Stats{Dropped: make(map[string]uint64)},
+		identity:          d.Superblock.Identity,
+		sequence:          max(d.Superblock.Sequence, FormatSequence), // a replica's own persists follow the format's
 	}
 	r.log = make([]wire.VSREntry, 0, 2*cfg.CheckpointOps+uint64(cfg.PipelineOpsMax)+1)
 	r.repairTimeout.Start()
-	if d.Fresh {
+	switch {
+	case d.Recovering:
+		r.startRecovery(d.Superblock.View, d.RecoveryNonce)
+		return r, nil
+	case d.Fresh:
 		// Nothing leaves a fresh replica before its first superblock is durable. So a replica that
-		// restarts with no superblock sent nothing before, and may resume as primary of view 0: no
-		// backup holds a prepare of its that it has forgotten.
+		// restarts with only the format's superblock sent nothing before, and may resume as primary of
+		// view 0: no backup holds a prepare of its that it has forgotten.
 		r.fresh, r.dirty = true, true
 		if r.isPrimary() {
 			r.prepareTimeout.Start()
@@ -169,7 +203,6 @@ func (r *Replica) restore(d Durable) error {
 		r.snapChecksum = sb.SnapshotChecksum
 	}
 	r.snapOp, r.logBase, r.snapSlot = sb.SnapshotOp, sb.SnapshotOp, d.SnapSlot
-	r.sequence = sb.Sequence
 	r.view, r.logView = sb.View, sb.LogView
 	if !validChain(r.logBase, r.logBaseHead, true, d.Entries) || uint64(len(d.Entries)) != sb.Op-sb.SnapshotOp {
 		return fmt.Errorf("%w: log chain", ErrStorageCorrupt)
@@ -232,6 +265,7 @@ func (r *Replica) Op() uint64          { return r.op }
 func (r *Replica) Commit() uint64      { return r.commit }
 func (r *Replica) Self() uint8         { return r.cfg.Self }
 func (r *Replica) Normal() bool        { return r.status == statusNormal }
+func (r *Replica) Recovering() bool    { return r.status == statusRecovering }
 func (r *Replica) IsPrimary() bool     { return r.isPrimary() }
 func (r *Replica) PrimaryIndex() uint8 { return primaryIndex(r.view, r.cfg.ReplicaCount) }
 func (r *Replica) Stats() *Stats       { return &r.stats }
@@ -296,6 +330,14 @@ func (r *Replica) Step(m *wire.VSRMessage) {
 		r.drop("view at its limit") // a view change from it would wrap
 		return
 	}
+	switch r.status {
+	case statusFailed:
+		r.drop("persist failed")
+		return
+	case statusRecovering:
+		r.stepRecovering(m)
+		return
+	}
 	switch m.Command {
 	case wire.CommandVSRRequest:
 		_ = r.propose(m.Client, m.Request, m.Payload)
@@ -315,6 +357,10 @@ func (r *Replica) Step(m *wire.VSRMessage) {
 		r.onSnapshot(m)
 	case wire.CommandVSRRequestStartView:
 		r.onRequestStartView(m)
+	case wire.CommandVSRRecovery:
+		r.onRecovery(m)
+	case wire.CommandVSRRecoveryResponse:
+		r.drop("recovery_response: not recovering")
 	default:
 		r.drop("command not for a replica")
 	}
@@ -322,6 +368,9 @@ func (r *Replica) Step(m *wire.VSRMessage) {
 
 // Tick advances every running timeout by one tick, then runs the handlers of those due.
 func (r *Replica) Tick() {
+	if r.status == statusFailed {
+		return
+	}
 	r.prepareTimeout.tick()
 	r.repairTimeout.tick()
 	r.viewChangeTimeout.tick()
@@ -339,6 +388,9 @@ func (r *Replica) Tick() {
 // Propose orders op for client's request (the local controller's path; peers use CommandVSRRequest).
 // Its result comes back as a Reply once committed.
 func (r *Replica) Propose(client, request uint64, op []byte) error {
+	if r.status == statusFailed {
+		return ErrPersistFailed
+	}
 	return r.propose(client, request, op)
 }
 
@@ -346,6 +398,8 @@ func (r *Replica) Propose(client, request uint64, op []byte) error {
 // as from a newer view): the primary's commit point.
 func (r *Replica) OnCommitEntry(view uint32, commit uint64) {
 	switch {
+	case r.status == statusRecovering || r.status == statusFailed:
+		r.drop("commit entry: recovering or failed")
 	case view < r.view:
 		r.drop("commit entry: older view")
 	case view > r.view || r.status != statusNormal:
@@ -381,6 +435,27 @@ func (r *Replica) OnQuorumLost() {
 	}
 	r.startViewChange(r.view + 1)
 }
+
+// PersistFailed reports that a persist failed (EIO, ENOSPC, a short write): what it held may not be on
+// disk, and no later persist can be trusted to follow it. The replica takes no further part in the
+// group until its node restarts it from its storage: it acknowledges nothing (messages held for a
+// persist never leave), votes in no view change, answers nothing, and stops being primary, so the
+// shard stops its Commit heartbeats and the backups' timeout moves the group to a new view. Ready
+// hands out nothing more.
+func (r *Replica) PersistFailed() {
+	if r.status == statusFailed {
+		return
+	}
+	r.status = statusFailed
+	r.prepareTimeout.Stop()
+	r.viewChangeTimeout.Stop()
+	r.repairTimeout.Stop()
+	r.held, r.persists, r.pendingEntries, r.pendingSnapshot, r.dirty = nil, nil, nil, nil, false
+	r.fx.Messages, r.fx.Replies = r.fx.Messages[:0], r.fx.Replies[:0]
+}
+
+// Failed reports whether a persist failed (PersistFailed).
+func (r *Replica) Failed() bool { return r.status == statusFailed }
 
 // Digest is the state machine's digest at Commit.
 func (r *Replica) Digest() uint64 { return r.sm.Digest() }

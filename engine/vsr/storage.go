@@ -16,11 +16,21 @@ import (
 //     the entries of a new log are appended, and the superblock's head picks the chain that counts. Open
 //     cuts a torn tail (the first record that does not decode) and ignores entries off the chain.
 //   - two snapshot slots: a checkpoint is written to the slot the current superblock does not name.
-//   - two superblock slots: the superblock is written to slot Sequence%2. Open takes the valid copy with
-//     the highest sequence, so a torn superblock write leaves the previous one in force.
+//   - SuperblockCopies copies of the superblock, every one rewritten with the same bytes on each persist.
+//     The driver keeps them in separate sectors (engine: 4 KiB apart), so one bad sector or one torn
+//     write damages at most one copy. Recover takes the newest superblock that at least SuperblockQuorum
+//     copies hold byte for byte: a persist's superblock is durable only once all copies are, so a quorum
+//     of copies of an older one means no newer one was ever durable, and one bad copy never rolls the
+//     replica back. When no superblock has a quorum, the replica cannot prove which state is its
+//     latest and recovers from the group (Durable.Recovering).
 //
-// Write order for one persist (Effects): snapshot, log records, fsync; then the superblock, fsync. The
-// superblock never names a log entry or a snapshot that is not durable before it.
+// The format step (FormatSuperblock, written to every copy before the replica first starts) records the
+// identity (cluster, node, replica) and tells a member of a new cluster from one that replaces a lost
+// replica: the first starts fresh, the second in recovery. Storage with no superblock at all is
+// ErrUnformatted: a wiped or never formatted replica never starts as if new.
+//
+// Write order for one persist (Effects): snapshot, log records, fsync; then the superblock copies, fsync.
+// The superblock never names a log entry or a snapshot that is not durable before it.
 
 // Sentinel errors of the storage format. Each has one meaning.
 var (
@@ -28,6 +38,10 @@ var (
 	ErrStorageCorrupt = errors.New("vsr: storage corrupt")
 	// ErrRecord: a record does not decode (torn, wrong magic, bad checksum); for a log, where the tail is cut.
 	ErrRecord = errors.New("vsr: bad record")
+	// ErrUnformatted: no superblock copy decodes: the storage was never formatted, or it was lost.
+	ErrUnformatted = errors.New("vsr: storage not formatted")
+	// ErrIdentity: the storage was formatted for another replica than the one opening it.
+	ErrIdentity = errors.New("vsr: storage formatted for another replica")
 )
 
 const (
@@ -36,15 +50,24 @@ const (
 	snapshotMagic   = 0x53535256 // "VRSS"
 	checkpointMagic = 0x50435356 // "VSCP"
 
-	// SuperblockSize is the size of one superblock slot.
+	// SuperblockSize is the size of one superblock copy.
 	SuperblockSize = 96
+	// SuperblockCopies is how many copies of the superblock the driver keeps, each in its own sector.
+	SuperblockCopies = 4
+	// SuperblockQuorum is how many identical copies prove a superblock.
+	SuperblockQuorum = 2
+	// FormatSequence is the sequence of the superblock the format step writes.
+	FormatSequence = 1
+
+	superblockVersion  = 2
+	superblockRecovers = 1 << 0 // flags: the replica is recovering
 	// LogRecordHeaderSize is the bytes a log record adds before its entry.
 	LogRecordHeaderSize = 8
 )
 
-// Superblock is the replica's durable protocol state.
+// Superblock is the replica's durable protocol state and its identity.
 type Superblock struct {
-	Sequence         uint64 // grows by one per write; picks the newest slot
+	Sequence         uint64 // grows by one per write; FormatSequence for the format step's
 	View             uint32
 	LogView          uint32 // the view whose log the replica holds
 	Op               uint64 // head of the log
@@ -52,13 +75,34 @@ type Superblock struct {
 	Commit           uint64
 	SnapshotOp       uint64 // op of the checkpoint in force; 0 for none
 	SnapshotChecksum uint64 // checksum of that snapshot record's payload
+
+	Identity
+	// Recovering: the replica has not yet learnt the group's state since it lost its own (formatted to
+	// replace a lost replica, or restarted unable to prove its latest superblock). It stays set until
+	// recovery completes, across restarts.
+	Recovering bool
 }
 
-// AppendSuperblock appends sb as one SuperblockSize slot.
+// Identity is what the format step records: the cluster, the node and the replica index this storage
+// belongs to. engine checks Cluster and Node; New checks Replica against Config.Self.
+type Identity struct {
+	Cluster uint64
+	Node    uint16
+	Replica uint8
+}
+
+// FormatSuperblock is the superblock the format step writes to every copy. A member of a cluster being
+// created starts from it fresh; with recovering set (a replica that replaces a lost one in a running
+// group), it starts in recovery and acts on nothing before a quorum told it the group's state.
+func FormatSuperblock(id Identity, recovering bool) Superblock {
+	return Superblock{Sequence: FormatSequence, Identity: id, Recovering: recovering}
+}
+
+// AppendSuperblock appends sb as one SuperblockSize copy.
 func AppendSuperblock(dst []byte, sb Superblock) []byte {
 	start := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, superblockMagic)
-	dst = binary.LittleEndian.AppendUint32(dst, 1)
+	dst = binary.LittleEndian.AppendUint32(dst, superblockVersion)
 	dst = binary.LittleEndian.AppendUint64(dst, sb.Sequence)
 	dst = binary.LittleEndian.AppendUint32(dst, sb.View)
 	dst = binary.LittleEndian.AppendUint32(dst, sb.LogView)
@@ -67,19 +111,26 @@ func AppendSuperblock(dst []byte, sb Superblock) []byte {
 	dst = binary.LittleEndian.AppendUint64(dst, sb.Commit)
 	dst = binary.LittleEndian.AppendUint64(dst, sb.SnapshotOp)
 	dst = binary.LittleEndian.AppendUint64(dst, sb.SnapshotChecksum)
+	dst = binary.LittleEndian.AppendUint64(dst, sb.Cluster)
+	dst = binary.LittleEndian.AppendUint16(dst, sb.Node)
+	flags := byte(0)
+	if sb.Recovering {
+		flags |= superblockRecovers
+	}
+	dst = append(dst, sb.Replica, flags)
 	for len(dst)-start < SuperblockSize-8 {
 		dst = append(dst, 0)
 	}
 	return binary.LittleEndian.AppendUint64(dst, xxhash.Sum64(dst[start:]))
 }
 
-// DecodeSuperblock decodes one slot.
+// DecodeSuperblock decodes one copy.
 func DecodeSuperblock(b []byte) (Superblock, error) {
 	if len(b) < SuperblockSize {
 		return Superblock{}, fmt.Errorf("%w: superblock of %d bytes", ErrRecord, len(b))
 	}
 	b = b[:SuperblockSize]
-	if binary.LittleEndian.Uint32(b) != superblockMagic || binary.LittleEndian.Uint32(b[4:]) != 1 {
+	if binary.LittleEndian.Uint32(b) != superblockMagic || binary.LittleEndian.Uint32(b[4:]) != superblockVersion {
 		return Superblock{}, fmt.Errorf("%w: superblock magic", ErrRecord)
 	}
 	if xxhash.Sum64(b[:SuperblockSize-8]) != binary.LittleEndian.Uint64(b[SuperblockSize-8:]) {
@@ -90,11 +141,52 @@ func DecodeSuperblock(b []byte) (Superblock, error) {
 		LogView: binary.LittleEndian.Uint32(b[20:]), Op: binary.LittleEndian.Uint64(b[24:]),
 		Head: binary.LittleEndian.Uint64(b[32:]), Commit: binary.LittleEndian.Uint64(b[40:]),
 		SnapshotOp: binary.LittleEndian.Uint64(b[48:]), SnapshotChecksum: binary.LittleEndian.Uint64(b[56:]),
+		Identity: Identity{Cluster: binary.LittleEndian.Uint64(b[64:]), Node: binary.LittleEndian.Uint16(b[72:]),
+			Replica: b[74]},
+		Recovering: b[75]&superblockRecovers != 0,
 	}
-	if sb.LogView > sb.View || sb.Commit > sb.Op || sb.SnapshotOp > sb.Commit {
+	if sb.LogView > sb.View || sb.Commit > sb.Op || sb.SnapshotOp > sb.Commit || sb.Sequence < FormatSequence {
 		return Superblock{}, fmt.Errorf("%w: superblock fields out of order", ErrRecord)
 	}
+	if b[75]&^superblockRecovers != 0 || !zero(b[76:SuperblockSize-8]) {
+		return Superblock{}, fmt.Errorf("%w: superblock reserved bytes", ErrRecord)
+	}
 	return sb, nil
+}
+
+func zero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// superblockQuorum returns the newest superblock that at least SuperblockQuorum copies hold byte for
+// byte, and whether any copy decoded at all (then best is the newest copy that did, for its identity
+// and view).
+func superblockQuorum(copies [SuperblockCopies][]byte) (sb Superblock, ok bool, best Superblock, any bool) {
+	for i, b := range copies {
+		s, err := DecodeSuperblock(b)
+		if err != nil {
+			continue
+		}
+		if !any || s.Sequence > best.Sequence {
+			best = s
+		}
+		any = true
+		same := 1
+		for j := i + 1; j < len(copies); j++ {
+			if len(copies[j]) >= SuperblockSize && string(copies[j][:SuperblockSize]) == string(b[:SuperblockSize]) {
+				same++
+			}
+		}
+		if same >= SuperblockQuorum && (!ok || s.Sequence > sb.Sequence) {
+			sb, ok = s, true
+		}
+	}
+	return sb, ok, best, any
 }
 
 // AppendLogRecord appends e as one log record: magic u32 | record size u32 | the entry's wire layout.
@@ -154,34 +246,60 @@ func DecodeSnapshotRecord(b []byte) ([]byte, uint64, error) {
 }
 
 // Durable is what Recover found: the superblock in force, the checkpoint it names and the log chain
-// from the checkpoint up to its head. Fresh means no superblock was ever written completely.
+// from the checkpoint up to its head.
 type Durable struct {
-	Fresh      bool
+	// Fresh: the superblock in force is the format step's; the replica never persisted anything.
+	Fresh bool
+	// Recovering: the replica must learn the group's state before it acts (the format step said so, an
+	// earlier recovery did not finish, or the storage cannot prove its latest state). Superblock is then
+	// the best copy found, kept for its identity; Snapshot and Entries are empty.
+	Recovering bool
+	// Cause says why the storage could not prove its state, when that is why Recovering is set.
+	Cause error
+	// RecoveryNonce is the driver's, not Recover's: a number the driver draws at random for each start in
+	// recovery, which tells this recovery's answers from those of an earlier one. New refuses 0 when
+	// Recovering is set.
+	RecoveryNonce uint64
+
 	Superblock Superblock
 	Snapshot   []byte          // checkpoint payload; nil when Superblock.SnapshotOp is 0
 	SnapSlot   int             // slot the snapshot came from; the next checkpoint goes to the other
 	Entries    []wire.VSREntry // ops SnapshotOp+1 .. Op, bodies aliasing the log bytes
 }
 
-// Recover reads a replica's storage: the two superblock slots, the two snapshot slots and the whole log.
+// Recover reads a replica's storage: the superblock copies, the two snapshot slots and the whole log.
 // It returns the durable state and the length of the log's valid prefix: the caller cuts the log file
-// there before appending (a torn tail). Empty slots are nil or zero-length. Bytes from a disk are
+// there before appending (a torn tail). Empty slots are nil or zero-length.
+//
+// Storage where no superblock copy decodes is ErrUnformatted. When no superblock has a quorum of
+// copies, or the one in force names a snapshot or log entries the storage does not hold, the replica
+// cannot prove its latest state: Recover returns Recovering with the Cause, and no error, so that the
+// replica rejoins through the group instead of resuming from an older state. Bytes from a disk are
 // input: Recover returns errors and never panics.
-func Recover(superblocks [2][]byte, snapshots [2][]byte, log []byte) (Durable, int, error) {
-	var d Durable
-	found := false
-	for _, b := range superblocks {
-		sb, err := DecodeSuperblock(b)
-		if err == nil && (!found || sb.Sequence > d.Superblock.Sequence) {
-			d.Superblock, found = sb, true
-		}
-	}
+func Recover(superblocks [SuperblockCopies][]byte, snapshots [2][]byte, log []byte) (Durable, int, error) {
 	valid, byChecksum := scanLog(log)
-	if !found {
-		d.Fresh = true
-		return d, valid, nil
+	sb, ok, best, any := superblockQuorum(superblocks)
+	switch {
+	case !any:
+		return Durable{}, 0, fmt.Errorf("%w: no superblock copy decodes", ErrUnformatted)
+	case !ok:
+		return Durable{Recovering: true, Superblock: best,
+			Cause: fmt.Errorf("%w: no superblock held by %d copies", ErrStorageCorrupt, SuperblockQuorum)}, valid, nil
+	case sb.Recovering:
+		return Durable{Recovering: true, Superblock: sb}, valid, nil
+	case sb.Sequence == FormatSequence:
+		return Durable{Fresh: true, Superblock: sb}, valid, nil
 	}
-	sb := d.Superblock
+	d, err := recoverState(sb, snapshots, byChecksum)
+	if err != nil {
+		return Durable{Recovering: true, Superblock: sb, Cause: err}, valid, nil
+	}
+	return d, valid, nil
+}
+
+// recoverState loads the checkpoint and the log chain sb names.
+func recoverState(sb Superblock, snapshots [2][]byte, byChecksum map[uint64]wire.VSREntry) (Durable, error) {
+	d := Durable{Superblock: sb}
 	root := uint64(0)
 	if sb.SnapshotOp > 0 {
 		ok := false
@@ -193,21 +311,20 @@ func Recover(superblocks [2][]byte, snapshots [2][]byte, log []byte) (Durable, i
 			}
 		}
 		if !ok {
-			return Durable{}, 0, fmt.Errorf("%w: no snapshot slot holds checkpoint op %d", ErrStorageCorrupt,
-				sb.SnapshotOp)
+			return Durable{}, fmt.Errorf("%w: no snapshot slot holds checkpoint op %d", ErrStorageCorrupt, sb.SnapshotOp)
 		}
 		cp, err := decodeCheckpointHead(d.Snapshot)
 		if err != nil || cp.op != sb.SnapshotOp {
-			return Durable{}, 0, fmt.Errorf("%w: checkpoint op %d does not decode", ErrStorageCorrupt, sb.SnapshotOp)
+			return Durable{}, fmt.Errorf("%w: checkpoint op %d does not decode", ErrStorageCorrupt, sb.SnapshotOp)
 		}
 		root = cp.head
 	}
 	entries, err := walkChain(byChecksum, sb, root)
 	if err != nil {
-		return Durable{}, 0, err
+		return Durable{}, err
 	}
 	d.Entries = entries
-	return d, valid, nil
+	return d, nil
 }
 
 // scanLog decodes records from the start of log up to the first that does not decode, and indexes

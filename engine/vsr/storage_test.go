@@ -21,6 +21,15 @@ func chain(base, baseHead uint64, n int, view uint32) []wire.VSREntry {
 	return out
 }
 
+// allCopies is sb in every superblock copy.
+func allCopies(sb []byte) [SuperblockCopies][]byte {
+	var c [SuperblockCopies][]byte
+	for i := range c {
+		c[i] = sb
+	}
+	return c
+}
+
 func TestStorage_RecoverFollowsTheSuperblockHeadPastAnOlderBranch(t *testing.T) {
 	// The log holds ops 1..4 of view 1, then a new view's ops 3'..5' appended after them.
 	old := chain(0, 0, 4, 1)
@@ -33,7 +42,7 @@ func TestStorage_RecoverFollowsTheSuperblockHeadPastAnOlderBranch(t *testing.T) 
 		log = AppendLogRecord(log, &newer[i])
 	}
 	sb := Superblock{Sequence: 7, View: 2, LogView: 2, Op: 5, Head: newer[2].Checksum, Commit: 2}
-	d, valid, err := Recover([2][]byte{AppendSuperblock(nil, sb), nil}, [2][]byte{}, log)
+	d, valid, err := Recover(allCopies(AppendSuperblock(nil, sb)), [2][]byte{}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +67,8 @@ func TestStorage_TornTailIsCutAndTornSuperblockFallsBack(t *testing.T) {
 
 	sbOld := AppendSuperblock(nil, Superblock{Sequence: 4, View: 1, LogView: 1, Op: 3, Head: entries[2].Checksum})
 	sbNew := AppendSuperblock(nil, Superblock{Sequence: 5, View: 1, LogView: 1, Op: 4, Head: extra[0].Checksum})
-	sbNew = sbNew[:40] // torn write: only a prefix reached the slot
-	d, valid, err := Recover([2][]byte{sbOld, sbNew}, [2][]byte{}, log)
+	sbNew = sbNew[:40] // torn write: only a prefix reached the first copy, none the others
+	d, valid, err := Recover([SuperblockCopies][]byte{sbNew, sbOld, sbOld, sbOld}, [2][]byte{}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,29 +80,98 @@ func TestStorage_TornTailIsCutAndTornSuperblockFallsBack(t *testing.T) {
 	}
 }
 
-func TestStorage_MissingEntryOrSnapshotIsCorrupt(t *testing.T) {
+// A superblock that names log entries or a snapshot the storage does not hold proves nothing: the
+// replica recovers from the group, and Cause says why.
+func TestStorage_MissingEntryOrSnapshotRecovers(t *testing.T) {
 	entries := chain(0, 0, 2, 1)
 	log := AppendLogRecord(nil, &entries[0])
-	sb := AppendSuperblock(nil, Superblock{Sequence: 1, View: 1, LogView: 1, Op: 2, Head: entries[1].Checksum})
-	if _, _, err := Recover([2][]byte{sb, nil}, [2][]byte{}, log); !errors.Is(err, ErrStorageCorrupt) {
-		t.Fatalf("missing head entry: %v, want ErrStorageCorrupt", err)
+	sb := AppendSuperblock(nil, Superblock{Sequence: 2, View: 1, LogView: 1, Op: 2, Head: entries[1].Checksum})
+	d, _, err := Recover(allCopies(sb), [2][]byte{}, log)
+	if err != nil || !d.Recovering || !errors.Is(d.Cause, ErrStorageCorrupt) || d.Superblock.View != 1 {
+		t.Fatalf("missing head entry: %+v %v, want recovering because of ErrStorageCorrupt", d, err)
 	}
-	sb = AppendSuperblock(nil, Superblock{Sequence: 1, View: 1, LogView: 1, Op: 2, Commit: 2, SnapshotOp: 2,
+	sb = AppendSuperblock(nil, Superblock{Sequence: 2, View: 1, LogView: 1, Op: 2, Commit: 2, SnapshotOp: 2,
 		SnapshotChecksum: 99})
-	if _, _, err := Recover([2][]byte{sb, nil}, [2][]byte{}, nil); !errors.Is(err, ErrStorageCorrupt) {
-		t.Fatalf("missing snapshot: %v, want ErrStorageCorrupt", err)
+	d, _, err = Recover(allCopies(sb), [2][]byte{}, nil)
+	if err != nil || !d.Recovering || !errors.Is(d.Cause, ErrStorageCorrupt) {
+		t.Fatalf("missing snapshot: %+v %v, want recovering because of ErrStorageCorrupt", d, err)
 	}
 }
 
-func TestStorage_EmptyIsFresh(t *testing.T) {
-	d, valid, err := Recover([2][]byte{}, [2][]byte{}, nil)
-	if err != nil || !d.Fresh || valid != 0 {
-		t.Fatalf("fresh %v valid %d err %v", d.Fresh, valid, err)
+// Storage with no superblock (a wiped or never formatted disk) never starts: only the format step
+// makes a replica.
+func TestStorage_EmptyIsUnformatted(t *testing.T) {
+	if _, _, err := Recover([SuperblockCopies][]byte{}, [2][]byte{}, nil); !errors.Is(err, ErrUnformatted) {
+		t.Fatalf("empty storage: %v, want ErrUnformatted", err)
+	}
+	junk := [SuperblockCopies][]byte{make([]byte, SuperblockSize), {1, 2, 3}}
+	if _, _, err := Recover(junk, [2][]byte{}, nil); !errors.Is(err, ErrUnformatted) {
+		t.Fatalf("undecodable copies: %v, want ErrUnformatted", err)
+	}
+}
+
+// The format step's superblock starts a member of a new cluster fresh, or a replacement in recovery;
+// both keep the identity.
+func TestStorage_FormatFreshOrRecovering(t *testing.T) {
+	id := Identity{Cluster: 42, Node: 7, Replica: 2}
+	d, _, err := Recover(allCopies(AppendSuperblock(nil, FormatSuperblock(id, false))), [2][]byte{}, nil)
+	if err != nil || !d.Fresh || d.Recovering || d.Superblock.Identity != id {
+		t.Fatalf("new member: %+v %v", d, err)
+	}
+	d, _, err = Recover(allCopies(AppendSuperblock(nil, FormatSuperblock(id, true))), [2][]byte{}, nil)
+	if err != nil || d.Fresh || !d.Recovering || d.Cause != nil || d.Superblock.Identity != id {
+		t.Fatalf("replacement: %+v %v", d, err)
+	}
+	if _, err := New(testConfig(3, 1), newCounterMachine(), d); !errors.Is(err, ErrIdentity) {
+		t.Fatalf("opened as replica 1: %v, want ErrIdentity", err)
+	}
+	if _, err := New(testConfig(3, 2), newCounterMachine(), d); !errors.Is(err, ErrConfig) {
+		t.Fatalf("recovering without a nonce: %v, want ErrConfig", err)
+	}
+}
+
+// The superblock copies are read as a quorum: the newest superblock that SuperblockQuorum copies hold
+// byte for byte is in force; with none, the replica recovers. One bad copy never rolls it back.
+func TestStorage_SuperblockCopiesReadAsAQuorum(t *testing.T) {
+	entries := chain(0, 0, 2, 1)
+	log := AppendLogRecord(AppendLogRecord(nil, &entries[0]), &entries[1])
+	old := AppendSuperblock(nil, Superblock{Sequence: 5, View: 1, LogView: 1, Op: 1, Head: entries[0].Checksum})
+	cur := AppendSuperblock(nil, Superblock{Sequence: 6, View: 1, LogView: 1, Op: 2, Head: entries[1].Checksum})
+	bad := append([]byte(nil), cur...)
+	bad[30] ^= 1
+	cases := []struct {
+		name   string
+		copies [SuperblockCopies][]byte
+		want   uint64 // sequence in force; 0: recovering
+	}{
+		{"all four current", [SuperblockCopies][]byte{cur, cur, cur, cur}, 6},
+		{"one bad copy of four", [SuperblockCopies][]byte{bad, cur, cur, cur}, 6},
+		{"two bad copies of four", [SuperblockCopies][]byte{cur, bad, cur, bad}, 6},
+		{"three bad copies: one current copy proves nothing", [SuperblockCopies][]byte{bad, cur, bad, bad}, 0},
+		{"write stopped after one copy", [SuperblockCopies][]byte{cur, old, old, old}, 5},
+		{"write stopped after two copies", [SuperblockCopies][]byte{cur, cur, old, old}, 6},
+		{"written out of order, one reached", [SuperblockCopies][]byte{old, old, old, cur}, 5},
+		{"one of each and two torn", [SuperblockCopies][]byte{cur, old, bad, cur[:50]}, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, _, err := Recover(c.copies, [2][]byte{}, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case c.want == 0 && (!d.Recovering || !errors.Is(d.Cause, ErrStorageCorrupt)):
+				t.Fatalf("%+v, want recovering: no superblock has a quorum of copies", d)
+			case c.want != 0 && (d.Recovering || d.Superblock.Sequence != c.want):
+				t.Fatalf("sequence %d recovering %v, want %d in force", d.Superblock.Sequence, d.Recovering, c.want)
+			}
+		})
 	}
 }
 
 func TestStorage_SuperblockRoundTripAndBadFieldsRefused(t *testing.T) {
-	sb := Superblock{Sequence: 9, View: 4, LogView: 3, Op: 20, Head: 77, Commit: 18, SnapshotOp: 16, SnapshotChecksum: 5}
+	sb := Superblock{Sequence: 9, View: 4, LogView: 3, Op: 20, Head: 77, Commit: 18, SnapshotOp: 16, SnapshotChecksum: 5,
+		Identity: Identity{Cluster: 1 << 60, Node: 300, Replica: 4}, Recovering: true}
 	got, err := DecodeSuperblock(AppendSuperblock(nil, sb))
 	if err != nil || got != sb {
 		t.Fatalf("round trip %+v %v", got, err)
@@ -150,18 +228,23 @@ func FuzzVSRStorageRecover(f *testing.F) {
 	for i := range entries {
 		log = AppendLogRecord(log, &entries[i])
 	}
-	sb := AppendSuperblock(nil, Superblock{Sequence: 1, View: 1, LogView: 1, Op: 3, Head: entries[2].Checksum, Commit: 1})
+	sb := AppendSuperblock(nil, Superblock{Sequence: 2, View: 1, LogView: 1, Op: 3, Head: entries[2].Checksum, Commit: 1})
 	f.Add(sb, []byte{}, log)
 	f.Add([]byte{}, AppendSnapshotRecord(nil, []byte("x")), []byte{1, 2, 3})
+	f.Add(AppendSuperblock(nil, FormatSuperblock(Identity{Cluster: 3, Node: 1}, true)), []byte{}, log)
 	f.Fuzz(func(t *testing.T, sb, snap, log []byte) {
-		d, valid, err := Recover([2][]byte{sb, nil}, [2][]byte{snap, nil}, log)
+		// Two copies of sb make a quorum; the third is sb's first half, the fourth missing.
+		d, valid, err := Recover([SuperblockCopies][]byte{sb, sb, sb[:len(sb)/2]}, [2][]byte{snap, nil}, log)
 		if err != nil {
 			return
 		}
 		if valid > len(log) {
 			t.Fatalf("valid %d past %d", valid, len(log))
 		}
-		if !d.Fresh && !validChain(d.Superblock.SnapshotOp, 0, false, d.Entries) {
+		if d.Fresh && d.Recovering {
+			t.Fatal("fresh and recovering at once")
+		}
+		if !d.Fresh && !d.Recovering && !validChain(d.Superblock.SnapshotOp, 0, false, d.Entries) {
 			t.Fatal("recovered entries are not a chain")
 		}
 	})

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringstream/ringstream/engine/vsr"
+)
+
+// MetaFormat is what the format step records in a metadata replica's directory.
+type MetaFormat struct {
+	Dir     string
+	Cluster uint64
+	Node    uint16
+	Replica uint8 // the replica's member index in the metadata group
+	// Recover: the replica replaces one whose disk was lost, in a group that is running. It starts in
+	// recovery and acts on nothing until a quorum has told it the group's state. Without it the
+	// replica is a member of a cluster being created: it starts fresh, at view 0 with an empty log,
+	// which is safe only while no member of the group has acknowledged anything.
+	Recover bool
+}
+
+// ErrMetaFormatted: FormatMeta found a superblock in the directory; a formatted replica is never
+// formatted over.
+var ErrMetaFormatted = errors.New("engine: metadata directory already formatted")
+
+// FormatMeta makes a metadata replica's directory: the empty log and snapshot files first, then the
+// superblock file with the format step's superblock in every copy, each file fsynced, then the
+// directory and its parent fsynced, so that the files outlive a power loss right after it returns. A
+// directory where any superblock copy decodes is refused (ErrMetaFormatted); a format that stopped
+// half way (no superblock written) is done again.
+//
+// This is how a replica that lost its state is told apart from a new one: only a format makes a
+// directory a replica can start from, and the operator (or cluster creation) says with Recover which
+// of the two it is. A directory found missing or empty at start never starts (ErrMetaUnformatted).
+func FormatMeta(f MetaFormat) error {
+	if f.Cluster == 0 || f.Node == 0 || int(f.Replica) >= vsr.MembersMax {
+		return fmt.Errorf("%w: format needs a cluster id, a node id and a replica index below %d", ErrMetaConfig,
+			vsr.MembersMax)
+	}
+	sbPath := filepath.Join(f.Dir, metaSuperblockFile)
+	if b, err := os.ReadFile(sbPath); err == nil {
+		for i := 0; i+vsr.SuperblockSize <= len(b); i += metaSuperblockStride {
+			if sb, err := vsr.DecodeSuperblock(b[i : i+vsr.SuperblockSize]); err == nil {
+				return fmt.Errorf("%w: %s holds the superblock of cluster %d node %d replica %d", ErrMetaFormatted,
+					f.Dir, sb.Cluster, sb.Node, sb.Replica)
+			}
+		}
+	}
+	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
+		return fmt.Errorf("%w: format: %w", ErrMetaStorage, err)
+	}
+	for _, name := range []string{metaLogFile, fmt.Sprintf(metaSnapshotFile, 0), fmt.Sprintf(metaSnapshotFile, 1)} {
+		if err := writeSynced(filepath.Join(f.Dir, name), nil); err != nil {
+			return err
+		}
+	}
+	id := vsr.Identity{Cluster: f.Cluster, Node: f.Node, Replica: f.Replica}
+	sb := appendSuperblockCopies(nil, vsr.FormatSuperblock(id, f.Recover))
+	if err := writeSynced(sbPath, sb); err != nil {
+		return err
+	}
+	if err := syncDir(f.Dir); err != nil {
+		return fmt.Errorf("%w: format: fsync %s: %w", ErrMetaStorage, f.Dir, err)
+	}
+	if err := syncDir(filepath.Dir(filepath.Clean(f.Dir))); err != nil {
+		return fmt.Errorf("%w: format: fsync the parent of %s: %w", ErrMetaStorage, f.Dir, err)
+	}
+	return nil
+}
+
+// appendSuperblockCopies appends the superblock file's bytes: sb in each of vsr.SuperblockCopies copies,
+// each at the start of its own metaSuperblockStride.
+func appendSuperblockCopies(dst []byte, sb vsr.Superblock) []byte {
+	for i := 0; i < vsr.SuperblockCopies; i++ {
+		start := len(dst)
+		dst = vsr.AppendSuperblock(dst, sb)
+		if i < vsr.SuperblockCopies-1 {
+			for len(dst)-start < metaSuperblockStride {
+				dst = append(dst, 0)
+			}
+		}
+	}
+	return dst
+}
+
+// writeSynced creates (or truncates) path with b and fsyncs it.
+func writeSynced(path string, b []byte) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return fmt.Errorf("%w: format: %w", ErrMetaStorage, err)
+	}
+	defer unix.Close(fd)
+	for off := 0; off < len(b); {
+		n, err := unix.Pwrite(fd, b[off:], int64(off))
+		if err != nil {
+			return fmt.Errorf("%w: format: write %s: %w", ErrMetaStorage, path, err)
+		}
+		off += n
+	}
+	if err := unix.Fsync(fd); err != nil {
+		return fmt.Errorf("%w: format: fsync %s: %w", ErrMetaStorage, path, err)
+	}
+	return nil
+}
+
+// recoveryNonce draws the nonce of a recovery (vsr.Durable.RecoveryNonce): random, never 0.
+func recoveryNonce() (uint64, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, fmt.Errorf("%w: recovery nonce: %w", ErrMetaStorage, err)
+	}
+	return binary.LittleEndian.Uint64(b[:]) | 1, nil
+}
