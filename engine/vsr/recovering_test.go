@@ -112,3 +112,65 @@ func TestRecovering_WaitsForTheLatestPrimary(t *testing.T) {
 		t.Fatalf("normal %v op %d view %d: want recovered into a later view with op 3", r.Normal(), r.Op(), r.View())
 	}
 }
+
+// recoveringReplica is replica 2 of three, wiped and recovering with nonce 77, its first messages taken.
+func recoveringReplica(t *testing.T) *Replica {
+	t.Helper()
+	d := formatted(2, true)
+	dur, _, err := Recover(d.superblocks, d.snapshots, d.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dur.RecoveryNonce = 77
+	r, err := New(testConfig(3, 2), newCounterMachine(), dur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Ready()
+	return r
+}
+
+func response(from uint8, view uint32, nonce uint64, log []wire.VSREntry) wire.VSRMessage {
+	m := wire.VSRMessage{Command: wire.CommandVSRRecoveryResponse, Replica: from, View: view, Request: nonce}
+	if log != nil {
+		m.LogView, m.Op, m.Entries = view, uint64(len(log)), log
+		m.Checksum = log[len(log)-1].Checksum
+	}
+	return m
+}
+
+// The answers that complete a recovery: a quorum of other members, with the latest view's primary and
+// its log among them, all to this recovery's nonce.
+func TestRecovering_CompletesOnlyOnAQuorumWithTheLatestPrimary(t *testing.T) {
+	log := chain(0, 0, 3, 4)
+	cases := []struct {
+		name      string
+		responses []wire.VSRMessage
+		want      bool // recovered
+	}{
+		{"the old primary alone", []wire.VSRMessage{response(0, 3, 77, log)}, false},
+		{"latest view's primary answered from an older view", []wire.VSRMessage{response(0, 4, 77, nil),
+			response(1, 3, 77, nil)}, false},
+		{"a quorum to another nonce", []wire.VSRMessage{response(0, 4, 78, nil), response(1, 4, 78, log)}, false},
+		{"a quorum of old views, the latest primary not among them", []wire.VSRMessage{response(0, 3, 77, log),
+			response(1, 7, 77, nil)}, false},
+		{"a quorum with the latest primary's log", []wire.VSRMessage{response(0, 4, 77, nil),
+			response(1, 4, 77, log)}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := recoveringReplica(t)
+			for i := range c.responses {
+				r.Step(&c.responses[i])
+				r.CheckInvariants()
+			}
+			if got := r.Normal(); got != c.want {
+				t.Fatalf("recovered %v (view %d op %d), want %v; drops %v", got, r.View(), r.Op(), c.want,
+					r.Stats().Dropped)
+			}
+			if c.want && (r.View() != 4 || r.Op() != 3 || r.Recovering()) {
+				t.Fatalf("recovered to view %d op %d, want view 4 op 3", r.View(), r.Op())
+			}
+		})
+	}
+}

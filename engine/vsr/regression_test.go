@@ -231,4 +231,8 @@ func TestIssue10_FailedPersistTakesTheReplicaOut(t *testing.T) {
 			t.Fatalf("replica %d commit %d: the group did not move on", i, c.replicas[i].Commit())
 		}
 	}
+	// The new view's start-view and prepares reached the failed replica too: it took none of them.
+	if !p.Failed() || p.Normal() || p.View() != 0 || p.Op() != 2 {
+		t.Fatalf("failed replica moved: failed %v normal %v view %d op %d", p.Failed(), p.Normal(), p.View(), p.Op())
+	}
 }
