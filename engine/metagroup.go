@@ -15,8 +15,7 @@
 //     ring has room for all of it; otherwise (ErrQueueFull) the persist stays queued and the next
 //     tick tries again. The shard's superblock saves (R12) are not used: they run only for
 //     primaries that owe Commit entries, while a VSR backup must persist every prepare before it
-//     acknowledges it. A short write or any failed step stops the store: it logs the error and the
-//     replica acknowledges nothing more.
+//     acknowledges it.
 //   - PendingSuperblock is always empty: the replica's own superblock is written before any message
 //     that depends on it, and the commit point in a Commit entry needs no save (a replica that forgets
 //     it learns it again).
@@ -27,7 +26,16 @@
 //     no renameat, and the directory fsync follows the rename at once). When the ring has no room for
 //     the read or the chain, that compaction is skipped and the next checkpoint tries again.
 //   - Opening and recovering the files runs before the shard starts, with plain syscalls on the
-//     opening goroutine.
+//     opening goroutine. Only a directory made by FormatMeta (`ringstream format`) opens: a missing or
+//     empty one is ErrMetaUnformatted, so a replica that lost its disk never starts as a new one. The
+//     format says whether the replica is a member of a cluster being created (fresh) or replaces a
+//     lost one (it recovers through the group, vsr's recovering status, before it acts).
+//   - The superblock file holds vsr.SuperblockCopies copies, each at the start of its own 4 KiB, all
+//     written by one write and one fdatasync per persist.
+//   - A failed persist (any step of the chain: EIO, ENOSPC, a short write) stops the store and the
+//     replica hears of it at the next tick (vsr.Replica.PersistFailed): it acknowledges nothing more and
+//     is never primary again until the node restarts it; Status reports the error. The recovery nonce
+//     is drawn from crypto/rand at open.
 //   - The metadata group's Commit entries carry incarnation 0.
 //   - Propose and Status may be called from any goroutine: a proposal waits in a locked inbox until the
 //     next tick; Status is a copy the shard goroutine publishes after each event.

@@ -22,6 +22,10 @@ func vsrSamples() []VSRMessage {
 		{Command: CommandVSRRequestPrepare, Replica: 1, View: 7, Op: 4},
 		{Command: CommandVSRSnapshot, Replica: 0, View: 7, Op: 64, Commit: 70, Checksum: 99, Payload: []byte("state")},
 		{Command: CommandVSRRequestStartView, Replica: 2, View: 7},
+		{Command: CommandVSRRecovery, Replica: 1, View: 6, Request: 0xfeed},
+		{Command: CommandVSRRecoveryResponse, Replica: 0, View: 7, Request: 0xfeed},
+		{Command: CommandVSRRecoveryResponse, Replica: 1, View: 7, LogView: 7, Op: 5, Commit: 4, Checksum: 13,
+			LogBase: 3, Request: 0xfeed, Entries: []VSREntry{e1, e2}},
 	}
 }
 

@@ -17,9 +17,12 @@
 //   - View change: start-view-change, do-view-change (the sender's whole log above its checkpoint), and
 //     start-view. The log with the highest (log view, op) wins. A stalled view change moves on to the
 //     next view after ViewChangeTimeoutTicks (backing off per attempt, offset per replica).
-//   - Persistence: a superblock {view, log view, op, head, commit, checkpoint} and an append-only log
-//     (storage.go). Every message that vouches for durable state (prepare-ok, start-view-change,
+//   - Persistence: a superblock {view, log view, op, head, commit, checkpoint, identity, recovering}
+//     in SuperblockCopies copies read as a quorum, and an append-only log (storage.go). Every message that vouches for durable state (prepare-ok, start-view-change,
 //     do-view-change, start-view) is held until Advance covers the persist that made it durable.
+//   - Recovery (recovering.go): a replica that lost its state, or cannot prove it holds its latest,
+//     learns the group's from a quorum of other members, the latest view's primary among them, before
+//     it votes, acknowledges or applies anything (VR Revisited's recovery, with a nonce).
 //   - Repair and state transfer: a backup missing ops sends request-prepare; one whose missing ops are
 //     at or below the sender's checkpoint gets the checkpoint (snapshot) instead.
 //   - A client table: the latest committed request per client with its result. A retried request is
@@ -39,6 +42,24 @@
 //     may have prepared ops it never persisted. A fresh replica (no superblock) sends nothing before its
 //     first superblock is durable, so one that restarts fresh sent nothing before and may resume as
 //     primary of view 0 without contradicting a prepare a backup holds.
+//   - A wiped replica is told apart from a new one by the format step, not by what the replica finds:
+//     storage with no superblock is ErrUnformatted and never starts. FormatSuperblock writes either a
+//     fresh member of a cluster being created (it starts at view 0, as before) or, with recovering
+//     set, a replacement for a lost replica (it starts in recovery). Recovery waits for a quorum of
+//     members other than itself (VR Revisited): in a group of three, a wiped replica recovers only when
+//     both others are in normal status. A replica that restarts in the middle of a recovery recovers
+//     again (the superblock keeps the recovering flag until the recovery's own persist clears it).
+//   - A recovering replica discards whatever its storage held and starts from the empty state: the
+//     latest primary's log, after its checkpoint when the log starts above op 0, is all it keeps.
+//   - A recovering replica takes the view its answers name, even when its own storage knew a higher
+//     one: a view that no quorum answers from never started.
+//   - A disk restored from an old copy (every superblock copy consistent, only old) cannot be told
+//     from a replica that was down for a while; it is not detected.
+//   - A snapshot install raises the commit point to the checkpoint's op, and to the sender's commit
+//     only when both replicas are normal in the same view: entries past the checkpoint that this
+//     replica holds from an older view may have been replaced.
+//   - A failed persist (PersistFailed) ends the replica's part until its node restarts it; it is not
+//     retried, since what reached the disk after a failed fsync is unknown.
 //   - The client table keeps ClientsMax sessions and evicts the one whose last op is oldest; a client
 //     evicted and then retrying an old request could have it applied again (the usual VSR limit; the
 //     metadata group's clients are the nodes, far fewer than the default 4096).

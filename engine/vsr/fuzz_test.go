@@ -21,6 +21,10 @@ func FuzzVSRReplicaStep(f *testing.F) {
 		{Command: wire.CommandVSRRequestPrepare, Replica: 2, Op: 1},
 		{Command: wire.CommandVSRSnapshot, Replica: 0, Op: 2, Checksum: 1, Payload: []byte{1, 2}},
 		{Command: wire.CommandVSRRequestStartView, Replica: 2},
+		{Command: wire.CommandVSRRecovery, Replica: 2, Request: 9},
+		{Command: wire.CommandVSRRecoveryResponse, Replica: 0, View: 2, Request: 9},
+		{Command: wire.CommandVSRRecoveryResponse, Replica: 0, View: 3, LogView: 3, Op: 3, Commit: 1, Request: 9,
+			Checksum: entries[2].Checksum, Entries: entries},
 	} {
 		f.Add(wire.AppendVSRFrame(nil, from, 0, &m))
 	}

@@ -174,3 +174,25 @@ func TestRecovering_CompletesOnlyOnAQuorumWithTheLatestPrimary(t *testing.T) {
 		})
 	}
 }
+
+// Only a replica in normal status answers a recovery: one in a view change does not know which view
+// the group is in.
+func TestRecovery_AnsweredOnlyInNormalStatus(t *testing.T) {
+	r := mustNew(t, 3, 1)
+	rec := wire.VSRMessage{Command: wire.CommandVSRRecovery, Replica: 2, Request: 5}
+	r.Step(&rec)
+	fx := r.Ready()
+	if len(fx.Messages) != 1 || fx.Messages[0].Msg.Command != wire.CommandVSRRecoveryResponse ||
+		fx.Messages[0].Msg.Request != 5 || fx.Messages[0].Msg.Op != 0 {
+		t.Fatalf("normal backup answered %+v, want one response to nonce 5 without a log", fx.Messages)
+	}
+	r.OnPrimarySilent()
+	r.Advance(r.Ready().PersistID)
+	r.Ready()
+	r.Step(&rec)
+	for _, env := range r.Ready().Messages {
+		if env.Msg.Command == wire.CommandVSRRecoveryResponse {
+			t.Fatal("a replica in a view change answered a recovery")
+		}
+	}
+}
