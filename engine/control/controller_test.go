@@ -141,16 +141,57 @@ func TestFollowerAddition_CommitsWithoutRecovery(t *testing.T) {
 	}
 }
 
-// Under local_durable a follower addition raises W, so it is not a change without recovery: the
-// controller does not propose it.
-func TestFollowerAddition_NotProposedWhenItRaisesW(t *testing.T) {
+// Under local_durable a follower addition raises W, so it is not a change without recovery (spec 000:
+// such changes still recover): the controller records a recovery with reason placement whose members
+// include the new copy, the live owner answers the seal and stays owner, and the new copy joins.
+func TestFollowerAddition_RaisingWGoesThroughRecovery(t *testing.T) {
 	cfg := testConfig()
 	cfg.AssignmentPolicy = meta.Policy{Kind: meta.PolicyLocalDurable}
 	f := newFixture(t, cfg, 3)
-	f.createStream("s", 3, cfg.AssignmentPolicy, 1, 2)
+	st := f.createStream("s", 3, cfg.AssignmentPolicy, 1, 2)
 	f.heartbeatAll(1, 2, 3)
+	op := onlyProposal[meta.RecordRecovery](t, f.ready())
+	want := meta.RecordRecovery{Stream: st.ID, Incarnation: 1, ExpectedEpoch: 1, ProposedOwner: 1,
+		Members: []uint16{1, 2, 3}, Policy: cfg.AssignmentPolicy, Reason: meta.ReasonPlacement}
+	if !reflect.DeepEqual(op, want) {
+		t.Fatalf("proposal %+v\nwant     %+v", op, want)
+	}
+	f.mustCommit()
+	_, seal := sealsTo(t, f.ready())
+	f.reply(1, seal, 70, 3)
+	f.reply(2, seal, 69, 3)
+	onlyProposal[meta.CommitRecovery](t, f.ready())
+	f.mustCommit()
+	a, _ := f.s.Assignment(st.ID)
+	if a.Epoch != 2 || a.Owner != 1 || !reflect.DeepEqual(a.Followers, []uint16{2, 3}) {
+		t.Fatalf("assignment %+v", a)
+	}
 	if fx := f.ready(); len(fx.Proposals) != 0 {
-		t.Fatalf("proposals %+v", fx.Proposals)
+		t.Fatalf("nothing left to do, yet %+v", fx.Proposals)
+	}
+}
+
+// The restarted old owner rejoins as a follower without another recovery (issue 12, "Done when"):
+// after the failover it comes back, and the controller adds it with SetAssignment.
+func TestOldOwnerRejoinsAsFollowerWithoutRecovery(t *testing.T) {
+	f := newFixture(t, testConfig(), 3)
+	st := f.createStream("s", 3, majority, 1, 2, 3)
+	f.heartbeatAll(1, 2, 3)
+	f.ready()
+	f.failOwner(st, 1)
+	_, seal := sealsTo(t, f.ready())
+	f.reply(2, seal, 10, 0)
+	f.reply(3, seal, 10, 0)
+	onlyProposal[meta.CommitRecovery](t, f.ready())
+	f.mustCommit()
+	f.heartbeat(1, 0)
+	op := onlyProposal[meta.SetAssignment](t, f.ready())
+	if op.Owner != 2 || !reflect.DeepEqual(op.Followers, []uint16{1, 3}) {
+		t.Fatalf("proposal %+v", op)
+	}
+	f.mustCommit()
+	if _, ok := f.s.RecoveryOf(st.ID); ok {
+		t.Fatal("the old owner's return recorded a recovery")
 	}
 }
 

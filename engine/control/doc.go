@@ -33,8 +33,8 @@
 //     CommitRecovery op whose guard checks it. Streams recover independently and at once.
 //   - A withdrawn recovery is replaced (RecordRecovery with Replaces) before anything else changes.
 //   - A stream whose owner is alive gets the changes that need no recovery (meta.NeedsNoRecovery):
-//     replacement followers up to its copy count, and the cluster assignment policy stamped on a
-//     replicated assignment.
+//     replacement followers up to its copy count (a returning old owner among them, rejoining as a
+//     follower), and the cluster assignment policy stamped on a replicated assignment.
 //   - Every assignment reaches its members as a wire.StreamAssignment carrying the history starts:
 //     at once when its epoch or starts version moves, and again every SealRetryTimeoutTicks to a
 //     live member whose heartbeat does not show the copy at that epoch.
@@ -50,9 +50,10 @@
 //     count. New copies are placed on nodes heard from since this primary started, fewest copies
 //     first, then lowest id. The proposed owner is the live old follower with the furthest published
 //     tails; it is only the default for an accepted loss, the seal answers choose the real owner.
-//   - A follower addition that would raise W (local_durable grows with E) is a change that needs a
-//     recovery; the controller does not propose it, so such a stream stays short of its copy count
-//     until its next recovery adds members. A stricter cluster policy likewise reaches an existing
+//   - A follower addition that would raise W (local_durable grows with E; a stream shrunk to one copy
+//     under majority) is a change that needs a recovery: the controller records one with reason
+//     placement, proposing the live owner and members that include the new copies. Its seal fences
+//     the live owner for one round trip. A stricter cluster policy alone reaches an existing
 //     assignment only at its next recovery.
 //   - A replacement for a withdrawn recovery carries reason operator.
 //   - One proposal per stream is out at a time. A refused one is looked at again after

@@ -122,17 +122,19 @@ func (c *Controller) furthestPublished(st meta.Stream, a meta.Assignment, member
 // proposePlacement proposes the change that needs no recovery for a stream whose owner is alive:
 // replacement followers on live nodes up to the stream's copy count, and the cluster policy stamped
 // on a replicated assignment. It proposes only what meta.NeedsNoRecovery allows (no dropped copy, W
-// not growing); additions that would raise W wait for the stream's next recovery.
+// not growing). Additions that would raise W (local_durable, or a stream shrunk to one copy) go
+// through a recovery with reason placement, whose members include the new copies.
 func (c *Controller) proposePlacement(st meta.Stream, a meta.Assignment) {
 	if c.proposing(st.ID) {
 		return
 	}
-	next := a
-	next.Followers = slices.Clone(a.Followers)
+	var added []uint16
 	if need := int(st.Copies) - a.Copies(); need > 0 {
-		next.Followers = append(next.Followers, c.place(need, append(slices.Clone(a.Followers), a.Owner))...)
-		slices.Sort(next.Followers)
+		added = c.place(need, append(slices.Clone(a.Followers), a.Owner))
 	}
+	next := a
+	next.Followers = append(slices.Clone(a.Followers), added...)
+	slices.Sort(next.Followers)
 	stamp := func(x meta.Assignment) meta.Assignment {
 		if x.Copies() > 1 {
 			x.Policy = c.cfg.AssignmentPolicy
@@ -150,6 +152,20 @@ func (c *Controller) proposePlacement(st meta.Stream, a meta.Assignment) {
 			Owner: cand.Owner, Followers: cand.Followers, Policy: cand.Policy})
 		return
 	}
+	if len(added) == 0 {
+		return
+	}
+	members := append(append(slices.Clone(a.Followers), a.Owner), added...)
+	slices.Sort(members)
+	c.propose(st.ID, meta.RecordRecovery{
+		Stream:        st.ID,
+		Incarnation:   st.Incarnation,
+		ExpectedEpoch: a.Epoch,
+		ProposedOwner: a.Owner,
+		Members:       members,
+		Policy:        c.cfg.AssignmentPolicy,
+		Reason:        meta.ReasonPlacement,
+	})
 }
 
 func sameAssignment(x, y meta.Assignment) bool {

@@ -73,8 +73,11 @@ const (
 	ReasonLivenessExpiry RecoveryReason = 1 // no node heartbeat within node_liveness_timeout
 	ReasonEagerFailover  RecoveryReason = 2 // shutdown notice, or links closed past eager_failover_grace
 	ReasonOperator       RecoveryReason = 3 // an operator asked for it
+	// ReasonPlacement: the owner is alive, but adding copies needs more of them to confirm (W grows),
+	// which only a recovery may do (see NeedsNoRecovery).
+	ReasonPlacement RecoveryReason = 4
 
-	reasonMax = ReasonOperator
+	reasonMax = ReasonPlacement
 )
 
 func (r RecoveryReason) String() string {
@@ -85,6 +88,8 @@ func (r RecoveryReason) String() string {
 		return "eager_failover"
 	case ReasonOperator:
 		return "operator"
+	case ReasonPlacement:
+		return "placement"
 	default:
 		return "reason(" + strconv.Itoa(int(r)) + ")"
 	}
