@@ -75,7 +75,7 @@ func commandCases() []commandCase {
 	prepare := wire.StreamPrepare{Stream: 77, Incarnation: 2, Epoch: 5, PrevEpoch: 4, Log: wire.LogRecords,
 		BaseOffset: 1000, Count: 3, ConfirmedTail: 990, Batches: []byte("three opaque records")}
 	prepareOK := wire.StreamPrepareOK{Stream: 77, Incarnation: 2, Epoch: 5, Status: wire.PrepareMismatch,
-		Log: wire.LogCursors, RecordTail: 998, CursorTail: 40}
+		Log: wire.LogCursors, RecordTail: 998, CursorTail: 40, BaseOffset: 4100}
 	seal := wire.StreamSeal{Stream: 77, Incarnation: 2, FenceEpoch: 6, TransitionID: 0xDEADBEEF}
 	sealReply := wire.StreamSealReply{Stream: 77, Incarnation: 2, FenceEpoch: 6, Status: wire.SealSealed,
 		TransitionID: 0xDEADBEEF, RecordTail: 1003, CursorTail: 41, Digest: 0x0123456789ABCDEF}

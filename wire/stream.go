@@ -116,20 +116,24 @@ const (
 
 func (s PrepareStatus) valid() bool { return s >= PrepareAppended && s <= PrepareStaleEpoch }
 
-// StreamPrepareOK is a follower's answer to a stream prepare (command 41): its durable record and
-// cursor tails and, on a mismatch, its log epochs.
+// StreamPrepareOK is a follower's answer to a stream prepare (command 41): its record and cursor
+// tails and, on a mismatch, its log epochs. With PrepareAppended the tails are durable and agreed with
+// the owner; with PrepareMismatch they are what the copy holds (durable or queued), where the owner's
+// next prepare must start. BaseOffset is the base offset of the prepare answered, so the owner can
+// tell the answer to its latest probe from answers to older prepares.
 //
 // Header: Group and Incarnation as in the prepare; EntryCount the number of log epochs in the body.
-// Area: epoch u32 | status u8 | log u8 | reserved [2] | record_tail u64 | cursor_tail u64. Body: log
-// epochs, 24 bytes each.
+// Area: epoch u32 | status u8 | log u8 | reserved [2] | record_tail u64 | cursor_tail u64 |
+// base_offset u64. Body: log epochs, 24 bytes each.
 type StreamPrepareOK struct {
 	Stream      uint64
 	Incarnation uint32
 	Epoch       uint32 // the follower's epoch
 	Status      PrepareStatus
 	Log         LogKind // the log of the prepare this answers
-	RecordTail  uint64  // durable record tail
-	CursorTail  uint64  // durable cursor event tail
+	RecordTail  uint64  // record tail (durable with PrepareAppended)
+	CursorTail  uint64  // cursor event tail (durable with PrepareAppended)
+	BaseOffset  uint64  // base offset of the prepare answered
 }
 
 const (
@@ -138,7 +142,8 @@ const (
 	prepareOKLog        = 5
 	prepareOKRecordTail = 8
 	prepareOKCursorTail = 16
-	prepareOKAreaEnd    = 24
+	prepareOKBaseOffset = 24
+	prepareOKAreaEnd    = 32
 )
 
 // AppendStreamPrepareOK appends a prepare-ok frame carrying m and the follower's log epochs.
@@ -152,6 +157,7 @@ func AppendStreamPrepareOK(dst []byte, from From, m *StreamPrepareOK, epochs []L
 	h.Area[prepareOKLog] = uint8(m.Log)
 	put64(h.Area[:], prepareOKRecordTail, m.RecordTail)
 	put64(h.Area[:], prepareOKCursorTail, m.CursorTail)
+	put64(h.Area[:], prepareOKBaseOffset, m.BaseOffset)
 	dst, start := startFrame(dst, from, &h)
 	dst = appendLogEpochs(dst, epochs)
 	return endFrame(dst, start, uint32(len(epochs)))
@@ -173,6 +179,7 @@ func DecodeStreamPrepareOK(h *Header, body []byte) (StreamPrepareOK, LogEpochs, 
 		Log:         LogKind(h.Area[prepareOKLog]),
 		RecordTail:  get64(h.Area[:], prepareOKRecordTail),
 		CursorTail:  get64(h.Area[:], prepareOKCursorTail),
+		BaseOffset:  get64(h.Area[:], prepareOKBaseOffset),
 	}
 	switch {
 	case m.Stream == 0:

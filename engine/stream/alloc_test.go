@@ -1,0 +1,102 @@
+package stream_test
+
+import (
+	"testing"
+
+	"github.com/ringstream/ringstream/engine/stream"
+	"github.com/ringstream/ringstream/wire"
+)
+
+func okMsg(from uint16, tail, base uint64) stream.Message {
+	m := stream.Message{Kind: stream.KindPrepareOK, From: from}
+	m.PrepareOK = wire.StreamPrepareOK{Stream: testStream, Incarnation: testIncarnation, Epoch: 1,
+		Status: wire.PrepareAppended, Log: wire.LogRecords, RecordTail: tail, BaseOffset: base}
+	return m
+}
+
+// The owner's steady state allocates nothing per produce: append, send to both followers, durable
+// report, acks, confirm, reply.
+func TestAllocs_OwnerSteadyState(t *testing.T) {
+	c, err := stream.New(testConfig(1), assignment(1, 1, 2, 3), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.OpenDone(stream.OpenState{})
+	c.Ready()
+	c.EpochDone(1, nil)
+	for _, f := range []uint16{2, 3} {
+		m := okMsg(f, 0, 0)
+		c.Step(&m)
+	}
+	c.Ready()
+	prod := stream.Message{Kind: stream.KindProduce, Client: 1}
+	prod.Produce = wire.Produce{Stream: testStream, ProducerID: 9, Count: 4, Batch: payload(0, 1024)}
+	acks := [2]stream.Message{okMsg(2, 0, 0), okMsg(3, 0, 0)}
+	var tail uint64
+	step := func() {
+		prod.Produce.RequestID++
+		c.Step(&prod)
+		fx := c.Ready()
+		if len(fx.Prepares) != 2 || len(fx.Appends) != 1 {
+			t.Fatalf("prepares %d appends %d", len(fx.Prepares), len(fx.Appends))
+		}
+		prod.Produce.Sequence++
+		tail += 4
+		c.AppendDone(wire.LogRecords, tail)
+		for i := range acks {
+			acks[i].PrepareOK.RecordTail, acks[i].PrepareOK.BaseOffset = tail, tail-4
+			c.Step(&acks[i])
+		}
+		if fx := c.Ready(); len(fx.Replies) != 1 {
+			t.Fatalf("replies %d", len(fx.Replies))
+		}
+		c.Tick()
+	}
+	for range 100 {
+		step()
+	}
+	if n := testing.AllocsPerRun(1000, step); n != 0 {
+		t.Fatalf("%v allocations per produce on the owner", n)
+	}
+}
+
+// The follower's steady state allocates nothing per prepare: check, append, durable report, ack.
+func TestAllocs_FollowerSteadyState(t *testing.T) {
+	c, err := stream.New(testConfig(2), assignment(1, 1, 2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.OpenDone(stream.OpenState{})
+	c.Ready()
+	c.EpochDone(1, nil)
+	const n = 1200
+	msgs := make([]stream.Message, n)
+	for i := range msgs {
+		b := encode(stream.BatchHeader{BaseOffset: uint64(4 * i), Count: 4, Epoch: 1, ProducerID: 9, Sequence: uint64(i)}, payload(i, 1024))
+		prev := uint32(1)
+		if i == 0 {
+			prev = 0
+		}
+		msgs[i] = prepareMsg(uint64(4*i), prev, 4, b)
+		msgs[i].Prepare.Epoch = 1
+	}
+	i := 0
+	step := func() {
+		c.Step(&msgs[i])
+		if fx := c.Ready(); len(fx.Appends) != 1 {
+			t.Fatalf("prepare %d: appends %d (refusals %v)", i, len(fx.Appends), c.Stats().Refused)
+		}
+		i++
+		c.AppendDone(wire.LogRecords, uint64(4*i))
+		if fx := c.Ready(); len(fx.PrepareOKs) != 1 {
+			t.Fatalf("acks %d", len(fx.PrepareOKs))
+		}
+		c.Tick()
+	}
+	for range 100 {
+		step()
+	}
+	if a := testing.AllocsPerRun(1000, step); a != 0 {
+		t.Fatalf("%v allocations per prepare on the follower", a)
+	}
+}

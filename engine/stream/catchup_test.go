@@ -1,0 +1,90 @@
+package stream_test
+
+import (
+	"testing"
+
+	"github.com/ringstream/ringstream/engine/stream"
+)
+
+// cut3 drops every message to and from node 3 while on is true.
+func cut3(cl *cluster, on *bool) {
+	cl.drop = func(e envelope) bool { return *on && (e.from == 3 || e.to == 3) }
+}
+
+// A follower cut off while the stream runs: the others keep confirming (W = 2 of 3), the owner's
+// bytes in flight to it stay within InflightBytesMax, and once it is back it catches up from the
+// owner's log and ends with the same log.
+func TestCatchup_SlowFollowerBoundedThenCatchesUp(t *testing.T) {
+	cl := newCluster(t, assignment(1, 1, 2, 3))
+	owner := cl.nodes[1]
+	cut := true
+	cut3(cl, &cut)
+	const batches = 400 // 400 KiB, above the 256 KiB in-flight bound
+	for i := 0; i < batches; i++ {
+		cl.produce(1, 9, 0, 0, 2, payload(i, 1000))
+		cl.settle()
+		if b := owner.c.InflightBytes(3); b > testConfig(1).InflightBytesMax {
+			t.Fatalf("%d bytes in flight to the cut follower", b)
+		}
+	}
+	if owner.c.Confirmed() != 2*batches || len(owner.takeReplies()) != batches {
+		t.Fatalf("confirmed %d without the cut follower, want %d", owner.c.Confirmed(), 2*batches)
+	}
+	if cl.nodes[3].recTail() != 0 {
+		t.Fatalf("cut follower holds %d records", cl.nodes[3].recTail())
+	}
+	cut = false
+	cl.tick(int(testConfig(1).ResendTicks))
+	if cl.nodes[3].recTail() != 2*batches {
+		t.Fatalf("follower caught up to %d, want %d", cl.nodes[3].recTail(), 2*batches)
+	}
+	sameLog(t, owner, cl.nodes[3])
+	if owner.c.Stats().Catchups == 0 {
+		t.Fatal("no catch-up read was issued")
+	}
+	if owner.c.FollowerMatch(3) != 2*batches {
+		t.Fatalf("owner sees follower 3 at %d", owner.c.FollowerMatch(3))
+	}
+	// Caught up, it is live again: the next batch reaches it in the same step.
+	cl.produce(1, 9, 0, 0, 2, payload(1, 10))
+	cl.settle()
+	if cl.nodes[3].recTail() != 2*batches+2 {
+		t.Fatalf("follower not live after catch-up: tail %d", cl.nodes[3].recTail())
+	}
+}
+
+// A follower that restarts having lost what it had not synced comes back from its own durable tail:
+// the owner's next prepare is refused as a gap, the owner probes there and serves it from its log.
+func TestCatchup_RestartedFollowerResumesFromItsTail(t *testing.T) {
+	a := assignment(1, 1, 2, 3)
+	cl := newCluster(t, a)
+	owner := cl.nodes[1]
+	for i := 0; i < 10; i++ {
+		cl.produce(1, 9, 0, 0, 1, payload(i, 200))
+	}
+	cl.settle()
+	n3 := cl.nodes[3]
+	n3.autoSync = false
+	for i := 10; i < 20; i++ {
+		cl.produce(1, 9, 0, 0, 1, payload(i, 200))
+	}
+	cl.settle()
+	if owner.c.Confirmed() != 20 || n3.recTail() != 10 || len(n3.rec) != 20 {
+		t.Fatalf("confirmed %d, node 3 durable %d of %d", owner.c.Confirmed(), n3.recTail(), len(n3.rec))
+	}
+	// Node 3 crashes: only its synced batches survive.
+	cl.nodes[3] = newNode(t, testConfig(3), a, n3.rec[:n3.recSync], nil, n3.epochs)
+	for i := 20; i < 25; i++ {
+		cl.produce(1, 9, 0, 0, 1, payload(i, 200))
+	}
+	cl.settle()
+	cl.tick(int(testConfig(1).ResendTicks))
+	if got := cl.nodes[3].recTail(); got != 25 {
+		t.Fatalf("restarted follower at %d, want 25", got)
+	}
+	sameLog(t, owner, cl.nodes[3])
+	if n := cl.nodes[3].c.Stats().Refused[stream.RefuseGap]; n == 0 {
+		t.Fatal("the restarted follower never refused a gap")
+	}
+	t.Logf("owner stats %+v", owner.c.Stats())
+}

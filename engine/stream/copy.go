@@ -1,0 +1,310 @@
+package stream
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/internal/assert"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// Role is what the copy is at its assignment.
+type Role uint8
+
+const (
+	RoleOpening  Role = 0 // storage not yet opened: serves nothing
+	RoleOwner    Role = 1 // appends produces, replicates, confirms
+	RoleFollower Role = 2 // appends what the owner sends and acknowledges durable tails
+	RoleSealed   Role = 3 // fenced at a newer epoch: serves nothing until a new assignment
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleOpening:
+		return "opening"
+	case RoleOwner:
+		return "owner"
+	case RoleFollower:
+		return "follower"
+	case RoleSealed:
+		return "sealed"
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// logState is one log's tails as the copy knows them: what it has queued (appended) and what the
+// host reported durable, with the bytes of the appends not yet durable.
+type logState struct {
+	appended uint64
+	durable  uint64
+	unsynced fifo[pendingBytes]
+	bytes    int // bytes in unsynced
+}
+
+// pendingBytes is one append not yet durable: the offset after it and its encoded size.
+type pendingBytes struct {
+	end  uint64
+	size int
+}
+
+// Copy is one copy of one stream at one assignment, as a pure state machine. Every method runs on
+// the host's goroutine (the owning shard's); none blocks, reads the clock or does I/O.
+type Copy struct {
+	cfg    Config
+	asg    meta.Assignment
+	starts []meta.HistoryStart
+	w      int // confirm count of asg
+
+	role         Role
+	fence        uint32 // the fence epoch storage reported
+	failed       bool   // a log failed: nothing is served until reopened
+	epochPending bool   // a log-epoch entry is being made durable
+	restarted    bool   // owner reopened within its own epoch: waits for a new one
+	epochs       []wire.LogEpoch
+	head         uint64 // retained head of the record log
+	runs         epochRuns
+	rec, cur     logState
+	confirmed    uint64
+	now          uint64 // ticks
+
+	// Owner state.
+	followers []progress
+	acks      fifo[pendingAck]
+	producers producerTable
+	fetches   []fetchSlot
+	parked    int // fetches waiting for the confirmed tail
+	cursors   map[string]*uint64
+	cursorDue uint64 // tick at which queued cursor events are synced; 0: none queued
+	tails     []uint64
+
+	// Follower state.
+	agreed      uint64 // end of the furthest prepare accepted in this epoch
+	ackBase     uint64 // base offset of the last prepare accepted
+	ackDue      bool
+	scratch     []decodedBatch
+	cursorAck   bool
+	ownerCommit uint64 // the owner's confirmed tail, from its prepares
+
+	fx, ready Effects
+	stats     Stats
+}
+
+// New makes a copy of cfg's stream at assignment a (with the stream's history starts, kept for the
+// seal of a later assignment). It serves nothing until the host reports OpenDone.
+func New(cfg Config, a meta.Assignment, starts []meta.HistoryStart) (*Copy, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	switch {
+	case a.Epoch == 0:
+		return nil, fmt.Errorf("%w: assignment at epoch 0", ErrConfig)
+	case a.Owner == 0:
+		return nil, fmt.Errorf("%w: assignment without an owner", ErrConfig)
+	case !a.Includes(cfg.Self):
+		return nil, fmt.Errorf("%w: node %d holds no copy at epoch %d", ErrConfig, cfg.Self, a.Epoch)
+	case !slices.IsSorted(a.Followers) || slices.Contains(a.Followers, a.Owner):
+		return nil, fmt.Errorf("%w: followers not ascending or holding the owner", ErrConfig)
+	}
+	if err := a.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	c := &Copy{cfg: cfg.withDefaults(), asg: a, starts: slices.Clone(starts), w: a.ConfirmCount()}
+	c.asg.Followers = slices.Clone(a.Followers)
+	c.producers.init(c.cfg.ProducersMax)
+	return c, nil
+}
+
+// OpenState is what the host found when it opened the copy's storage.
+type OpenState struct {
+	RecordHead uint64 // retained head of the record log
+	RecordTail uint64 // durable record tail
+	CursorTail uint64 // durable cursor event tail
+	Fence      uint32 // fence epoch (0 if never sealed)
+	LogEpochs  []wire.LogEpoch
+}
+
+// ObserveBatch feeds the header of one retained record batch, in offset order, before OpenDone: the
+// copy rebuilds its producer table and the epochs of its records from them.
+func (c *Copy) ObserveBatch(h BatchHeader) {
+	assert.True(c.role == RoleOpening, "stream: ObserveBatch after open")
+	c.runs.observe(h.BaseOffset, h.Epoch)
+	c.producers.observe(&h)
+}
+
+// ObserveCursor feeds one consumer's committed offset (from storage's cursor state) before OpenDone.
+func (c *Copy) ObserveCursor(name []byte, off uint64) {
+	assert.True(c.role == RoleOpening, "stream: ObserveCursor after open")
+	c.setCursor(name, off)
+}
+
+// OpenDone takes the copy's storage state and starts its role: the owner at its own tails, a follower
+// waiting for the owner, a copy fenced past its assignment sealed. A copy that needs a log-epoch entry
+// for its epoch asks for it (Effects.Epochs) and serves once EpochDone reports it durable.
+func (c *Copy) OpenDone(o OpenState) {
+	assert.True(c.role == RoleOpening, "stream: OpenDone twice")
+	assert.True(o.RecordHead <= o.RecordTail, "stream: record head past the tail")
+	c.head = o.RecordHead
+	c.rec = logState{appended: o.RecordTail, durable: o.RecordTail}
+	c.cur = logState{appended: o.CursorTail, durable: o.CursorTail}
+	c.fence = o.Fence
+	c.epochs = append(c.epochs[:0], o.LogEpochs...)
+	if c.fence > c.asg.Epoch {
+		c.role = RoleSealed
+		return
+	}
+	last := uint32(0)
+	if n := len(c.epochs); n > 0 {
+		last = c.epochs[n-1].Epoch
+	}
+	if c.asg.Owner == c.cfg.Self {
+		c.becomeOwner(last)
+	} else {
+		c.role = RoleFollower
+	}
+	if last < c.asg.Epoch {
+		e := wire.LogEpoch{Epoch: c.asg.Epoch, RecordStart: c.rec.durable, CursorStart: c.cur.durable}
+		c.epochs = append(c.epochs, e)
+		c.fx.Epochs = append(c.fx.Epochs, e)
+		c.epochPending = true
+	}
+}
+
+// EpochDone reports the log-epoch entry of the copy's epoch durable (err nil) or failed.
+func (c *Copy) EpochDone(epoch uint32, err error) {
+	if !c.epochPending || epoch != c.asg.Epoch {
+		return
+	}
+	c.epochPending = false
+	if err != nil {
+		c.failLogs()
+		return
+	}
+	if c.role == RoleOwner {
+		for i := range c.followers {
+			c.probe(i)
+		}
+	}
+}
+
+// Sealed reports that storage fenced the copy at epoch (a seal, durable). From then on the copy
+// refuses produces and prepares of older epochs; waiting produces are refused as sealed.
+func (c *Copy) Sealed(epoch uint32) {
+	if epoch < c.fence || epoch <= c.asg.Epoch {
+		return
+	}
+	c.fence = epoch
+	c.role = RoleSealed
+	c.refuseWaiting(wire.CodeFenced, msgSealed)
+}
+
+// AppendDone reports log's durable tail at end: every append up to end is fsynced.
+func (c *Copy) AppendDone(log wire.LogKind, end uint64) {
+	l := c.logOf(log)
+	assert.True(end >= l.durable, "stream: durable tail went back")
+	assert.True(end <= l.appended, "stream: durable tail past what was appended")
+	for l.unsynced.len() > 0 && l.unsynced.front().end <= end {
+		l.bytes -= l.unsynced.front().size
+		l.unsynced.pop()
+	}
+	l.durable = end
+	switch c.role {
+	case RoleOwner:
+		if log == wire.LogRecords {
+			c.updateConfirmed()
+		}
+		c.kickAll()
+	case RoleFollower:
+		if log == wire.LogRecords {
+			c.ackDue = true
+		} else {
+			c.cursorAck = true
+		}
+	}
+}
+
+// LogFailed reports that a log failed (a write or fsync error): the copy serves nothing until the
+// host reopens it, and refuses what waits.
+func (c *Copy) LogFailed(log wire.LogKind) {
+	_ = log
+	c.failLogs()
+}
+
+func (c *Copy) failLogs() {
+	if c.failed {
+		return
+	}
+	c.failed = true
+	c.refuseWaiting(wire.CodeLogFailed, msgLogFailed)
+}
+
+func (c *Copy) logOf(log wire.LogKind) *logState {
+	if log == wire.LogCursors {
+		return &c.cur
+	}
+	assert.True(log == wire.LogRecords, "stream: unknown log")
+	return &c.rec
+}
+
+// Tick advances the copy's timers by one tick: probes of silent followers, fetch deadlines, the
+// cursor sync.
+func (c *Copy) Tick() {
+	c.now++
+	if c.role != RoleOwner {
+		return
+	}
+	for i := range c.followers {
+		c.onFollowerTick(i)
+	}
+	c.onFetchTick()
+	if c.cursorDue != 0 && c.now >= c.cursorDue {
+		c.cursorDue = 0
+		c.fx.SyncCursors = true
+	}
+}
+
+// Ready returns the effects gathered since the last call; see Effects for the order the host keeps.
+func (c *Copy) Ready() *Effects {
+	if c.role == RoleFollower && !c.failed {
+		c.followerAcks()
+	}
+	c.fx, c.ready = c.ready, c.fx
+	c.fx.reset()
+	for i := range c.followers {
+		c.followers[i].fxPrepare = -1
+	}
+	hb := &c.ready.Heartbeat
+	hb.Role, hb.Epoch, hb.Commit, hb.State = c.role, c.asg.Epoch, c.confirmed, wire.HeartbeatIdle
+	if c.role == RoleOwner {
+		if c.acks.len() > 0 || c.confirmed < c.rec.appended {
+			hb.State = wire.HeartbeatBusy
+		}
+		for i := range c.followers {
+			if c.followers[i].match >= c.confirmed {
+				hb.Holders = append(hb.Holders, c.followers[i].node)
+			}
+		}
+	}
+	return &c.ready
+}
+
+// Role is the copy's role now.
+func (c *Copy) Role() Role { return c.role }
+
+// Assignment is the assignment the copy serves.
+func (c *Copy) Assignment() meta.Assignment { return c.asg }
+
+// Confirmed is the confirmed tail: on the owner, the W-th highest durable tail of the copies
+// (capped at its own); on a follower, the owner's as its prepares carried it.
+func (c *Copy) Confirmed() uint64 {
+	if c.role == RoleOwner {
+		return c.confirmed
+	}
+	return c.ownerCommit
+}
+
+// Tails are the copy's appended and durable record tails.
+func (c *Copy) Tails() (appended, durable uint64) { return c.rec.appended, c.rec.durable }
+
+// LogEpochs are the copy's log epochs, its own role changes (aliasing the copy's memory).
+func (c *Copy) LogEpochs() []wire.LogEpoch { return c.epochs }

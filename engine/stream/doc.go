@@ -1,0 +1,72 @@
+// Package stream is one copy of one stream at one assignment, as a pure state machine: the owner's
+// appends, replication to followers, the confirm rule, producer deduplication, consumer fetches with
+// long polls, and cursor commits.
+//
+// It owns a copy's protocol state: its role (owner, follower, sealed), the tails it appended and the
+// host reported durable, the epochs of its records, each follower's progress as the owner sees it, the
+// confirmed tail, the produces waiting for it, the producer table, parked fetches and the cursor map.
+// It never reads the clock, never starts a goroutine, never blocks, never touches ring or segment and
+// never ranges over a map where the order could show. Time is Tick; the same code runs on a shard
+// (through segment) and in engine/sim.
+//
+// Inputs: New, then ObserveBatch and ObserveCursor for the retained log, then OpenDone; Step for
+// replication messages (prepare, prepare-ok) and client requests (produce, fetch, cursor commit and
+// read); Tick; and the host's storage reports: EpochDone, AppendDone (a log's durable tail), ReadDone,
+// LogFailed, Sealed. Output: Ready's Effects, whose slices keep their capacity. The order the host
+// keeps is on Effects; in short: log epochs durable first, appends queued in order, reads, then sends
+// and replies. A follower's acknowledgement leaves only after AppendDone covered it, and an owner
+// counts only acknowledged durable tails, so no ack ever vouches for bytes the host has not fsynced.
+//
+// The owner appends each produce and, in the same step, sends it to every live follower as a prepare
+// naming the appended run (the host sends the bytes it appended, not a second encoding). Each copy's
+// durable tail counts; the confirmed tail is the W-th highest of them, the owner's included, W from
+// meta.Assignment.ConfirmCount (meta.StreamConfirmPolicy, the one rule the controller also uses), and
+// a produce is answered once the confirmed tail passes it. The owner's Heartbeat gives the shard its
+// commit (the confirmed tail) and its state (busy while anything is unconfirmed).
+//
+// Decisions where the design is silent:
+//   - The confirmed tail is also capped at the owner's own durable tail: the owner serves fetches from
+//     its log, which reads durable bytes only, and so it never acknowledges before its own fsync.
+//   - The epoch log matching compares is a record's batch epoch (the epoch of the owner that appended
+//     it first, stored in its batch header and so the same on every copy), not the copy's log epochs
+//     (its role changes). The host feeds the retained batch headers on open (ObserveBatch); the copy
+//     keeps them as runs, one entry per epoch change, together with the producer table.
+//   - Batches are segment's format; the copy reads them through Config.Decode and never encodes one.
+//     Owner appends carry header and payload for the host to encode (it stamps the timestamps);
+//     follower appends carry the owner's bytes as they came.
+//   - A follower answers PrepareAppended with min(durable tail, end of the prepares it accepted):
+//     records it held from before but has not matched with this owner are not vouched for.
+//   - A follower refuses a gap, a wrong predecessor epoch or a held record with another epoch with
+//     PrepareMismatch and its tails; a batch that does not decode, is above BatchBytesMax or breaks
+//     the prepare's framing is dropped without an answer (the owner's ResendTicks probe tries again).
+//     A divergent suffix is never overwritten here: cutting it is the seal's job (the failover issue).
+//   - The owner finds agreement by probes (empty prepares): first at the follower's tail, and after a
+//     refused probe at the start of its own epoch run below it. The answer carries the prepare's base
+//     (wire.StreamPrepareOK.BaseOffset), so late answers to older prepares do not move the probe.
+//   - A follower is live (it gets appends in the step that makes them) or catching up (the owner reads
+//     its log, ReadBytes at a time). In-flight bytes and batches per follower are bounded
+//     (InflightBytesMax, InflightPreparesMax): a follower past either drops to catch-up and is read
+//     for later, so the owner never buffers for it and the others confirm without it. A catch-up
+//     follower goes live when its reads reach the appended tail; under constant load it is served one
+//     group commit behind, from reads, until a quiet moment.
+//   - An owner that reopens in its own epoch (its newest log epoch is the assignment's) may have lost
+//     records its followers hold, confirmed ones included; it refuses everything with CodeUnavailable
+//     and waits for a new assignment instead of appending at that epoch again.
+//   - Produces waiting for the confirmed tail when the copy is sealed or its log fails are refused
+//     (CodeFenced, CodeLogFailed). Their records may still be confirmed by a later owner: a producer
+//     retrying with the same sequence is answered from that owner's table.
+//   - The producer table remembers each producer's last five batches; an older retry is refused with
+//     CodeSequenceGap. A producer the table does not know may start at any sequence. Past
+//     ProducersMax the producer whose last batch is oldest is forgotten.
+//   - Fetch answers whole batches from the one holding the offset asked for (at least one, even past
+//     BytesMax or RecordsMax), and never a batch past the confirmed tail. A fetch at or past the
+//     confirmed tail waits WaitMs (in ticks, capped at FetchWaitTicksMax), then gets an empty reply.
+//     Only the owner serves fetches and cursors.
+//   - A cursor commit is answered at once and appended without an fsync of its own; the owner asks
+//     the host to commit queued cursor events CursorSyncTicks after the first. Followers get cursor
+//     events by reads of the owner's durable cursor log, matched by offset only (no predecessor
+//     epoch), and commit them at once. Only the owner keeps the cursor map (fed on open).
+//   - Client refusals carry a constant text copied into the effects' buffer, so refusing allocates
+//     nothing in steady state; replication messages that cannot be used are counted (Stats), never
+//     answered with an error.
+package stream

@@ -1,0 +1,152 @@
+package stream
+
+import (
+	"github.com/ringstream/ringstream/internal/assert"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// pendingAck is a produce waiting for the confirmed tail to reach end.
+type pendingAck struct {
+	client    uint64
+	requestID uint64
+	base      uint64
+	end       uint64
+	count     uint32
+	duplicate bool
+}
+
+// becomeOwner starts the owner's state. last is the copy's newest log epoch: equal to the assignment's
+// epoch, the copy was this epoch's owner before it restarted, and may have lost records that its
+// followers hold (even confirmed ones: W can be met without the owner). It must not append at this
+// epoch again, so it waits for a new assignment (the seal and promotion of the failover issue).
+func (c *Copy) becomeOwner(last uint32) {
+	c.role = RoleOwner
+	c.restarted = last == c.asg.Epoch
+	c.followers = make([]progress, len(c.asg.Followers))
+	for i, node := range c.asg.Followers {
+		c.followers[i] = progress{node: node, mode: modeProbe, sent: c.rec.durable, fxPrepare: -1}
+	}
+	c.tails = make([]uint64, 1+len(c.asg.Followers))
+	c.confirmed = 0
+}
+
+// onProduce appends a producer's batch, sends it to every follower that is live, and queues the
+// answer for when the confirmed tail passes it.
+func (c *Copy) onProduce(client uint64, m *wire.Produce) {
+	if !c.refuseRequest(client, m.RequestID, m.Stream, m.Incarnation) {
+		return
+	}
+	size := c.cfg.BatchHeaderBytes + len(m.Batch)
+	switch {
+	case len(m.Batch) > c.cfg.BatchBytesMax:
+		c.refuse(client, m.RequestID, wire.CodeBatchTooLarge, msgTooLarge)
+		return
+	case c.acks.len() >= c.cfg.ProducesMax:
+		c.refuse(client, m.RequestID, wire.CodeOverloaded, msgOverloaded)
+		return
+	case c.rec.bytes+size > c.cfg.PendingBytesMax:
+		c.refuse(client, m.RequestID, wire.CodeOverloaded, msgPendingTooMany)
+		return
+	}
+	if m.ProducerID != 0 {
+		verdict, b := c.producers.check(m.ProducerID, m.Sequence)
+		switch verdict {
+		case seqDuplicate:
+			c.stats.Duplicates++
+			c.queueAck(pendingAck{client: client, requestID: m.RequestID, base: b.base,
+				end: b.base + uint64(b.count), count: b.count, duplicate: true})
+			return
+		case seqGap:
+			c.refuse(client, m.RequestID, wire.CodeSequenceGap, msgSequenceGap)
+			return
+		case seqOld:
+			c.refuse(client, m.RequestID, wire.CodeSequenceGap, msgSequenceOld)
+			return
+		}
+	}
+	h := BatchHeader{BaseOffset: c.rec.appended, Count: m.Count, PayloadLen: uint32(len(m.Batch)),
+		Epoch: c.asg.Epoch, ProducerID: m.ProducerID, Sequence: m.Sequence, Codec: m.Codec}
+	c.appendRecords(&h, m.Batch, size)
+	c.queueAck(pendingAck{client: client, requestID: m.RequestID, base: h.BaseOffset, end: h.End(), count: h.Count})
+}
+
+// appendRecords queues one batch of the owner's on the record log and sends it to live followers.
+func (c *Copy) appendRecords(h *BatchHeader, payload []byte, size int) {
+	assert.True(h.BaseOffset == c.rec.appended, "stream: owner append off its tail")
+	idx := len(c.fx.Appends)
+	c.fx.Appends = append(c.fx.Appends, Append{Log: wire.LogRecords, Header: *h, Payload: payload})
+	c.rec.appended = h.End()
+	c.rec.unsynced.push(pendingBytes{end: h.End(), size: size})
+	c.rec.bytes += size
+	c.runs.observe(h.BaseOffset, h.Epoch)
+	c.producers.observe(h)
+	for i := range c.followers {
+		c.sendLive(i, idx, h, size)
+	}
+}
+
+// queueAck answers a produce now if the confirmed tail passed it, else when it does.
+func (c *Copy) queueAck(a pendingAck) {
+	if a.end <= c.confirmed && c.acks.len() == 0 {
+		c.answer(&a)
+		return
+	}
+	c.acks.push(a)
+}
+
+func (c *Copy) answer(a *pendingAck) {
+	r := Reply{Client: a.client, Kind: ReplyProduce}
+	r.Produce = wire.ProduceReply{RequestID: a.requestID, Stream: c.cfg.Stream, Incarnation: c.cfg.Incarnation,
+		Epoch: c.asg.Epoch, BaseOffset: a.base, Count: a.count, Duplicate: a.duplicate}
+	c.fx.Replies = append(c.fx.Replies, r)
+}
+
+// updateConfirmed recomputes the confirmed tail by the one rule and answers what it passed.
+func (c *Copy) updateConfirmed() {
+	c.tails[0] = c.rec.durable
+	for i := range c.followers {
+		c.tails[i+1] = c.followers[i].match
+	}
+	t := confirmedTail(c.tails, c.w)
+	t = min(t, c.rec.durable) // the owner serves reads from its own durable log
+	assert.True(t >= c.confirmed, "stream: confirmed tail went back")
+	if t == c.confirmed {
+		return
+	}
+	c.confirmed = t
+	for c.acks.len() > 0 && c.acks.front().end <= c.confirmed {
+		c.answer(c.acks.front())
+		c.acks.pop()
+	}
+	c.wakeFetches()
+}
+
+// refuseWaiting answers every produce and parked fetch with a refusal: the copy can no longer
+// confirm them (its log failed, or it was sealed). A produce refused here may still be confirmed by
+// a later owner; its producer retries with the same sequence and is answered from the table.
+func (c *Copy) refuseWaiting(code wire.ErrorCode, msg string) {
+	for c.acks.len() > 0 {
+		a := c.acks.front()
+		c.refuse(a.client, a.requestID, code, msg)
+		c.acks.pop()
+	}
+	for i := range c.fetches {
+		f := &c.fetches[i]
+		if f.inUse && !f.reading {
+			c.refuse(f.client, f.req.RequestID, code, msg)
+			c.freeFetch(i)
+		}
+	}
+}
+
+// confirmedTail is the w-th highest of tails (1 <= w <= len(tails)). It sorts tails in place,
+// descending; a copy set is a handful of entries, so an insertion sort.
+func confirmedTail(tails []uint64, w int) uint64 {
+	assert.True(w >= 1 && w <= len(tails), "stream: confirm count outside the copy set")
+	for i := 1; i < len(tails); i++ {
+		for j := i; j > 0 && tails[j] > tails[j-1]; j-- {
+			tails[j], tails[j-1] = tails[j-1], tails[j]
+		}
+	}
+	return tails[w-1]
+}
