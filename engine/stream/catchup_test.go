@@ -1,6 +1,7 @@
 package stream_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/ringstream/ringstream/engine/stream"
@@ -15,17 +16,31 @@ func cut3(cl *cluster, on *bool) {
 // bytes in flight to it stay within InflightBytesMax, and once it is back it catches up from the
 // owner's log and ends with the same log.
 func TestCatchup_SlowFollowerBoundedThenCatchesUp(t *testing.T) {
+	// 1000-byte batches hit the bound on batches in flight (64) first, 8000-byte ones the bound on
+	// bytes (256 KiB).
+	for _, size := range []int{1000, 8000} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) { slowFollower(t, size) })
+	}
+}
+
+func slowFollower(t *testing.T, size int) {
 	cl := newCluster(t, assignment(1, 1, 2, 3))
 	owner := cl.nodes[1]
 	cut := true
 	cut3(cl, &cut)
-	const batches = 400 // 400 KiB, above the 256 KiB in-flight bound
+	const batches = 400
+	peak := 0
 	for i := 0; i < batches; i++ {
-		cl.produce(1, 9, 0, 0, 2, payload(i, 1000))
+		cl.produce(1, 9, 0, 0, 2, payload(i, size))
 		cl.settle()
-		if b := owner.c.InflightBytes(3); b > testConfig(1).InflightBytesMax {
+		b := owner.c.InflightBytes(3)
+		if b > testConfig(1).InflightBytesMax {
 			t.Fatalf("%d bytes in flight to the cut follower", b)
 		}
+		peak = max(peak, b)
+	}
+	if want := min(64*(size+80), testConfig(1).InflightBytesMax); peak < want-(size+80) || peak > want {
+		t.Fatalf("peak in flight %d, want about %d", peak, want)
 	}
 	if owner.c.Confirmed() != 2*batches || len(owner.takeReplies()) != batches {
 		t.Fatalf("confirmed %d without the cut follower, want %d", owner.c.Confirmed(), 2*batches)

@@ -104,6 +104,12 @@ func TestLogMatching_AppendsAndAcksOnlyDurable(t *testing.T) {
 	if fx := f.c.Ready(); len(fx.PrepareOKs) != 0 {
 		t.Fatalf("acknowledged before durable: %+v", fx.PrepareOKs)
 	}
+	// A probe is answered at once, with the durable tail, not what is only queued.
+	probe := prepareMsg(15, 2, 0)
+	f.c.Step(&probe)
+	if fx := f.c.Ready(); len(fx.PrepareOKs) != 1 || fx.PrepareOKs[0].Msg.RecordTail != 10 || fx.PrepareOKs[0].Msg.BaseOffset != 15 {
+		t.Fatalf("probe answered %+v", fx.PrepareOKs)
+	}
 	f.sync(t)
 	fx = f.c.Ready()
 	if len(fx.PrepareOKs) != 1 || fx.PrepareOKs[0].Msg.Status != wire.PrepareAppended || fx.PrepareOKs[0].Msg.RecordTail != 15 {
