@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/vsr"
@@ -67,6 +68,10 @@ type MetaGroupConfig struct {
 	// LogCompactBytes: after a checkpoint, a log file past this size is rewritten without the records
 	// the checkpoint made dead (default 64 MiB).
 	LogCompactBytes int64
+	// EagerFailoverGraceTicks (eager_failover_grace): a backup whose link to the primary's node closed
+	// and stayed closed this many ticks starts a view change (default DefaultEagerFailoverGraceTicks;
+	// at most VSR.ViewChangeTimeoutTicks).
+	EagerFailoverGraceTicks uint64
 	Logger          *slog.Logger // nil: slog.Default()
 }
 
@@ -123,9 +128,13 @@ type MetaGroup struct {
 	// persistErr is the store's failure once the replica heard of it.
 	persistErr error
 
-	mu     sync.Mutex
-	inbox  []proposal
-	status MetaStatus
+	mu           sync.Mutex
+	inbox        []proposal
+	inboxPending atomic.Bool
+	wake         atomic.Pointer[func()]
+	status       MetaStatus
+
+	links metaLinks
 }
 
 // MetaGroupStats counts what the adapter dropped.
@@ -155,6 +164,9 @@ func NewMetaGroup(cfg MetaGroupConfig) (*MetaGroup, error) {
 	}
 	cfg.VSR.ReplicaCount, cfg.VSR.Self = len(cfg.Members), g.self
 	if err := cfg.VSR.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.validateGrace(); err != nil {
 		return nil, err
 	}
 	if cfg.LogCompactBytes == 0 {
@@ -194,6 +206,10 @@ func (g *MetaGroup) Propose(client, request uint64, op []byte) <-chan ProposeRes
 	g.mu.Lock()
 	g.inbox = append(g.inbox, proposal{client: client, request: request, op: append([]byte(nil), op...), done: done})
 	g.mu.Unlock()
+	g.inboxPending.Store(true)
+	if wake := g.wake.Load(); wake != nil {
+		(*wake)()
+	}
 	return done
 }
 
@@ -276,11 +292,23 @@ func (g *MetaGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
 	g.pump()
 }
 
-func (g *MetaGroup) OnTick(uint64) {
+func (g *MetaGroup) OnTick(tick uint64) {
 	if g.store.rg == nil && g.sender != nil {
 		g.store.attach(g.sender.Ring())
 	}
 	g.store.kick() // a persist the ring had no room for on an earlier tick
+	g.takeProposals()
+	g.takeDurable()
+	g.replica.Tick()
+	g.checkLinks(tick)
+	g.pump()
+}
+
+// takeProposals hands the proposals waiting in the inbox to the replica.
+func (g *MetaGroup) takeProposals() {
+	if !g.inboxPending.Swap(false) {
+		return
+	}
 	g.mu.Lock()
 	inbox := g.inbox
 	g.inbox = nil
@@ -294,9 +322,6 @@ func (g *MetaGroup) OnTick(uint64) {
 			p.done <- ProposeResult{Err: err}
 		}
 	}
-	g.takeDurable()
-	g.replica.Tick()
-	g.pump()
 }
 
 // takeDurable tells the replica which persists are durable and, after a failed one, that it must stop.
