@@ -72,7 +72,7 @@ type MetaGroupConfig struct {
 	// and stayed closed this many ticks starts a view change (default DefaultEagerFailoverGraceTicks;
 	// at most VSR.ViewChangeTimeoutTicks).
 	EagerFailoverGraceTicks uint64
-	Logger          *slog.Logger // nil: slog.Default()
+	Logger                  *slog.Logger // nil: slog.Default()
 }
 
 // ProposeResult is the outcome of a proposal: the committed op's number and result, or why not.
