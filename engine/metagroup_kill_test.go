@@ -1,0 +1,169 @@
+package engine
+
+import (
+	"bufio"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/shard"
+)
+
+// The environment of the child process TestMetaGroup_PrimaryProcessKilled starts: the directory of
+// node 1 and the addresses of nodes 2 and 3.
+const (
+	metaChildEnv   = "RINGSTREAM_META_CHILD_DIR"
+	metaChildPeers = "RINGSTREAM_META_CHILD_PEERS"
+)
+
+// childNodeID is the node run in the child process: member 0, the primary of view 0.
+const childNodeID = 1
+
+// killClients is how many proposers the child runs at once, so that ops are in flight at the kill.
+const killClients = 4
+
+// TestMetaGroupChild is the child process of TestMetaGroup_PrimaryProcessKilled: node 1 of the
+// three, primary of view 0. It proposes RegisterNode ops from killClients clients at once and prints
+// one line per committed op ("committed <node id> <op>") until it is killed. It does nothing when run
+// on its own.
+func TestMetaGroupChild(t *testing.T) {
+	dir := os.Getenv(metaChildEnv)
+	if dir == "" {
+		t.Skip("the child process of TestMetaGroup_PrimaryProcessKilled")
+	}
+	n := newMetaNode(t, childNodeID, dir, 2*time.Millisecond, netip.MustParseAddrPort("127.0.0.1:0"), nil)
+	fmt.Printf("addr %s\n", n.node.Addr())
+	var peers []shard.Peer
+	for i, a := range strings.Split(os.Getenv(metaChildPeers), ",") {
+		peers = append(peers, shard.Peer{Node: uint16(i + 2), Addr: netip.MustParseAddrPort(a)})
+	}
+	if err := n.node.Start(peers); err != nil {
+		t.Fatal(err)
+	}
+	var out sync.Mutex
+	var wg sync.WaitGroup
+	for c := 0; c < killClients; c++ {
+		wg.Add(1)
+		go func(client uint64) {
+			defer wg.Done()
+			for req := uint64(1); ; req++ {
+				id := uint16(1000*client + req)
+				res := <-n.group.Propose(client, req, meta.AppendOp(nil, meta.RegisterNode{Node: id,
+					Address: "10.1.0.1:7000"}))
+				if res.Err != nil {
+					time.Sleep(time.Millisecond) // not primary yet: the same request again
+					req--
+					continue
+				}
+				out.Lock()
+				fmt.Printf("committed %d %d\n", id, res.Op)
+				out.Unlock()
+			}
+		}(uint64(c + 1))
+	}
+	wg.Wait()
+}
+
+// TestMetaGroup_PrimaryProcessKilled runs the metadata primary in a child process and kills it with
+// SIGKILL while its clients have ops in flight (no Stop, no flush: its ring and sockets die with it).
+// Every op the child saw committed must be on both survivors once they have elected a new primary,
+// and the group keeps committing.
+func TestMetaGroup_PrimaryProcessKilled(t *testing.T) {
+	if os.Getenv(metaChildEnv) != "" {
+		t.Skip("in the child")
+	}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	for i, dir := range dirs {
+		if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 42, Node: uint16(i + 1), Replica: uint8(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var survivors []*metaNode
+	for i := 1; i < 3; i++ {
+		survivors = append(survivors, newMetaNode(t, uint16(i+1), dirs[i], 2*time.Millisecond,
+			netip.MustParseAddrPort("127.0.0.1:0"), nil))
+	}
+	t.Cleanup(func() {
+		for _, n := range survivors {
+			_ = n.node.Stop()
+			n.group.Close()
+		}
+	})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMetaGroupChild$", "-test.v")
+	cmd.Env = append(os.Environ(), metaChildEnv+"="+dirs[0],
+		metaChildPeers+"="+survivors[0].node.Addr().String()+","+survivors[1].node.Addr().String())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	var childAddr netip.AddrPort
+	for childAddr == (netip.AddrPort{}) && lines.Scan() {
+		if a, ok := strings.CutPrefix(lines.Text(), "addr "); ok {
+			childAddr = netip.MustParseAddrPort(a)
+		}
+	}
+	if !childAddr.IsValid() {
+		t.Fatal("the child never said its address")
+	}
+	for i, n := range survivors {
+		other := survivors[1-i]
+		peers := []shard.Peer{{Node: childNodeID, Addr: childAddr}, {Node: other.id, Addr: other.node.Addr()}}
+		if err := n.node.Start(peers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	committed := map[uint16]uint64{}
+	var lastOp uint64
+	for len(committed) < 60 && lines.Scan() {
+		var id uint16
+		var op uint64
+		if _, err := fmt.Sscanf(lines.Text(), "committed %d %d", &id, &op); err == nil {
+			committed[id], lastOp = op, max(lastOp, op)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	for lines.Scan() { // what the child printed before it died is committed too
+		var id uint16
+		var op uint64
+		if _, err := fmt.Sscanf(lines.Text(), "committed %d %d", &id, &op); err == nil {
+			committed[id], lastOp = op, max(lastOp, op)
+		}
+	}
+	_ = cmd.Wait()
+	alive := map[uint16]bool{2: true, 3: true}
+	waitFor(t, "a new primary among the survivors", func() bool { return primaryOf(survivors, alive) != nil })
+	t.Logf("SIGKILL to a new primary in normal status: %v (%d ops committed by the child, last op %d)",
+		time.Since(killed), len(committed), lastOp)
+	last := commitOp(t, survivors, alive, 99, 1, registerOp(999)).Op
+	if last <= lastOp {
+		t.Fatalf("new op at %d, at or below the killed primary's committed op %d", last, lastOp)
+	}
+	waitFor(t, "both survivors at the new op", func() bool {
+		return survivors[0].group.Status().Commit >= last && survivors[1].group.Status().Commit >= last
+	})
+	for _, n := range survivors {
+		_ = n.node.Stop()
+		st := n.group.State()
+		for id := range committed {
+			if _, ok := st.Node(id); !ok {
+				t.Errorf("node %d: op %d (register node %d) committed on the killed primary is lost", n.id,
+					committed[id], id)
+			}
+		}
+	}
+}
