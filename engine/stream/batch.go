@@ -86,11 +86,6 @@ func (q *fifo[T]) front() *T {
 	return &q.items[q.head]
 }
 
-func (q *fifo[T]) back() *T {
-	assert.True(q.len() > 0, "stream: back of an empty queue")
-	return &q.items[len(q.items)-1]
-}
-
 func (q *fifo[T]) pop() {
 	assert.True(q.len() > 0, "stream: pop of an empty queue")
 	var zero T
@@ -100,8 +95,6 @@ func (q *fifo[T]) pop() {
 		q.items, q.head = q.items[:0], 0
 	}
 }
-
-func (q *fifo[T]) at(i int) *T { return &q.items[q.head+i] }
 
 func (q *fifo[T]) reset() {
 	clear(q.items)

@@ -1,10 +1,12 @@
 package stream_test
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
 	"github.com/ringstream/ringstream/engine/stream"
+	"github.com/ringstream/ringstream/wire"
 )
 
 // cut3 drops every message to and from node 3 while on is true.
@@ -102,4 +104,47 @@ func TestCatchup_RestartedFollowerResumesFromItsTail(t *testing.T) {
 		t.Fatal("the restarted follower never refused a gap")
 	}
 	t.Logf("owner stats %+v", owner.c.Stats())
+}
+
+// An owner at epoch 4 (which appended [4,6) as epoch 3's owner) meets a follower that holds an older owner's unconfirmed suffix: its probe at
+// the follower's tail is refused (wrong predecessor epoch), the next one at the start of the owner's
+// own epoch run is accepted, and the divergent records are then refused, not overwritten: the
+// follower is left stalled for the seal to cut (the failover issue), and the owner keeps confirming
+// with the others.
+func TestCatchup_DivergentSuffixStallsFollower(t *testing.T) {
+	common := [][]byte{batch(0, 4, 1, 30)}
+	ownerLog := append(append([][]byte(nil), common...), batch(4, 2, 3, 30))
+	staleLog := append(append([][]byte(nil), common...), batch(4, 4, 2, 30))
+	a := assignment(4, 1, 2, 3)
+	epochs1 := []wire.LogEpoch{{Epoch: 1}, {Epoch: 3, RecordStart: 4}}
+	epochs2 := []wire.LogEpoch{{Epoch: 1}, {Epoch: 2, RecordStart: 4}}
+	cl := &cluster{t: t, nodes: map[uint16]*node{}, ids: []uint16{1, 2, 3}}
+	cl.nodes[1] = newNode(t, testConfig(1), a, ownerLog, nil, epochs1)
+	cl.nodes[2] = newNode(t, testConfig(2), a, staleLog, nil, epochs2)
+	cl.nodes[3] = newNode(t, testConfig(3), a, common, nil, epochs1[:1])
+	cl.settle()
+	owner := cl.nodes[1]
+	if owner.c.Role() != stream.RoleOwner {
+		t.Fatalf("owner role %v", owner.c.Role())
+	}
+	cl.produce(1, 9, 0, 0, 1, payload(9, 10))
+	cl.settle()
+	if owner.c.Confirmed() != 7 || cl.nodes[3].recTail() != 7 {
+		t.Fatalf("confirmed %d, node 3 at %d; want 7 and 7", owner.c.Confirmed(), cl.nodes[3].recTail())
+	}
+	n2 := cl.nodes[2]
+	if n2.recTail() != 8 || !bytes.Equal(n2.rec[1], staleLog[1]) {
+		t.Fatal("the divergent suffix was overwritten")
+	}
+	st := n2.c.Stats()
+	if st.Refused[stream.RefuseWrongPrevEpoch] == 0 || st.Refused[stream.RefuseDivergent] == 0 {
+		t.Fatalf("follower refusals %v", st.Refused)
+	}
+	if owner.c.Stats().Diverged != 1 {
+		t.Fatalf("owner stats %+v", owner.c.Stats())
+	}
+	cl.tick(20) // stalled: probed again each ResendTicks, never overwritten, never looping
+	if n2.recTail() != 8 || owner.c.Stats().Probes > 12 {
+		t.Fatalf("node 2 at %d after ticks, %d probes", n2.recTail(), owner.c.Stats().Probes)
+	}
 }

@@ -149,13 +149,13 @@ func (c *Copy) OpenDone(o OpenState) {
 	c.cur = logState{appended: o.CursorTail, durable: o.CursorTail}
 	c.fence = o.Fence
 	c.epochs = append(c.epochs[:0], o.LogEpochs...)
-	if c.fence > c.asg.Epoch {
-		c.role = RoleSealed
-		return
-	}
 	last := uint32(0)
 	if n := len(c.epochs); n > 0 {
 		last = c.epochs[n-1].Epoch
+	}
+	if c.fence > c.asg.Epoch || last > c.asg.Epoch {
+		c.role = RoleSealed // fenced, or already following a newer epoch: this assignment is stale
+		return
 	}
 	if c.asg.Owner == c.cfg.Self {
 		c.becomeOwner(last)
@@ -225,8 +225,7 @@ func (c *Copy) AppendDone(log wire.LogKind, end uint64) {
 
 // LogFailed reports that a log failed (a write or fsync error): the copy serves nothing until the
 // host reopens it, and refuses what waits.
-func (c *Copy) LogFailed(log wire.LogKind) {
-	_ = log
+func (c *Copy) LogFailed(wire.LogKind) {
 	c.failLogs()
 }
 

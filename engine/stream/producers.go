@@ -92,6 +92,3 @@ func (t *producerTable) evict() {
 	}
 	delete(t.m, victim)
 }
-
-// len is the number of producers known.
-func (t *producerTable) len() int { return len(t.m) }

@@ -316,8 +316,10 @@ func (c *Copy) onAppendedOK(i int, m *wire.StreamPrepareOK) {
 		p.inflight.pop()
 	}
 	if p.mode == modeProbe && m.BaseOffset == p.probeAt {
-		p.mode = modeCatchup // the follower agrees up to probeAt: serve it from there
-		p.sent = p.probeAt
+		// The follower agrees up to probeAt, and holds durably what it acknowledged: serve it from
+		// the further of the two.
+		p.mode = modeCatchup
+		p.sent = max(p.probeAt, p.match)
 		p.heardTick = c.now
 	}
 	c.updateConfirmed()
@@ -334,6 +336,14 @@ func (c *Copy) onMismatch(i int, m *wire.StreamPrepareOK) {
 	}
 	if p.mode != modeProbe && m.BaseOffset < p.match {
 		return // a late answer to a prepare below what the follower acknowledged since
+	}
+	if p.mode != modeProbe && m.BaseOffset >= p.probeAt && m.BaseOffset < tail {
+		// The follower agreed on the records before BaseOffset (a probe there or below was
+		// accepted) but holds others at it: a divergent suffix, which only the seal's cut removes.
+		// Probing again would only find the same point.
+		p.mode = modeStalled
+		c.stats.Diverged++
+		return
 	}
 	at := tail
 	if p.mode == modeProbe && p.probeAt <= tail {

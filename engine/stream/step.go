@@ -71,7 +71,6 @@ const (
 	msgFetchesFull    = "too many fetches wait on this stream"
 	msgBelowHead      = "offset below the retained head"
 	msgCursorTooFar   = "cursor past the confirmed tail"
-	msgCursorName     = "consumer name too long"
 	msgReadFailed     = "reading the log failed"
 	msgPendingTooMany = "too many bytes wait for the log"
 )
@@ -131,6 +130,7 @@ type Stats struct {
 	Resets      uint64 // followers probed again after ResendTicks of silence
 	Catchups    uint64 // catch-up reads issued
 	Duplicates  uint64 // produces answered from the producer table
+	Diverged    uint64 // followers found holding a divergent suffix (left for the seal to cut)
 }
 
 // Stats returns the counters.

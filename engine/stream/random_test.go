@@ -1,0 +1,241 @@
+package stream_test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/stream"
+	"github.com/ringstream/ringstream/wire"
+)
+
+var randomSeeds = flag.Int("stream.seeds", 200, "seeds of TestRandomized")
+
+// producerState is one test producer: its next sequence and the batch it waits on.
+type producerState struct {
+	id      uint64
+	seq     uint64
+	count   uint32
+	waiting bool
+	acked   map[uint64]uint64 // sequence -> first offset answered
+}
+
+// TestRandomized runs a fixed assignment under message loss, duplication and reordering, storage
+// that syncs and reads at random moments, follower crashes that lose what was not synced, and
+// retrying producers. After every step it checks the copy invariants, that the confirmed tail
+// never moves back, that no follower acknowledges past its durable tail (both in node.ready), that
+// every answered produce sits at the offset it was given, and that every follower's log agrees
+// with the owner's. At the end the faults stop: every follower must reach the owner's tail and
+// every producer's batch must be answered.
+func TestRandomized(t *testing.T) {
+	for seed := 1; seed <= *randomSeeds; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomRun(t, uint64(seed)) })
+	}
+}
+
+func randomRun(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	copies := 1 + rng.IntN(5)
+	a := meta.Assignment{Epoch: 1, Owner: 1, Policy: meta.Policy{Kind: meta.PolicyMajorityDurable}}
+	if rng.IntN(3) == 0 {
+		a.Policy = meta.Policy{Kind: meta.PolicyLocalDurable}
+	}
+	for f := 2; f <= copies; f++ {
+		a.Followers = append(a.Followers, uint16(f))
+	}
+	cl := newCluster(t, a)
+	owner := cl.nodes[1]
+	var queue []envelope
+	collect := func() {
+		for _, id := range cl.ids {
+			queue = append(queue, cl.nodes[id].sent...)
+			cl.nodes[id].sent = nil
+		}
+	}
+	for _, id := range cl.ids {
+		cl.nodes[id].autoSync = false
+	}
+	prods := []*producerState{{id: 11, acked: map[uint64]uint64{}}, {id: 12, acked: map[uint64]uint64{}}}
+	check := func() {
+		for _, r := range owner.takeReplies() {
+			checkReply(t, owner, prods, r)
+		}
+		for _, id := range cl.ids[1:] {
+			sameLog(t, owner, cl.nodes[id])
+			agreeAppended(t, owner, cl.nodes[id])
+		}
+	}
+	for step := 0; step < 400; step++ {
+		switch k := rng.IntN(100); {
+		case k < 15:
+			p := prods[rng.IntN(len(prods))]
+			if !p.waiting {
+				p.waiting, p.count = true, uint32(1+rng.IntN(4))
+			}
+			cl.produce(1, p.id, p.id, p.seq, p.count, payload(int(p.seq), 20+rng.IntN(200)))
+		case k < 18:
+			m := stream.Message{Kind: stream.KindFetch, Client: 99}
+			off := uint64(rng.IntN(int(owner.c.Confirmed()) + 3))
+			m.Fetch = wire.Fetch{RequestID: off, Stream: testStream, Offset: off, BytesMax: uint32(1 + rng.IntN(2000)),
+				RecordsMax: uint32(rng.IntN(5)), WaitMs: uint32(rng.IntN(3) * 20)}
+			owner.c.Step(&m)
+			owner.ready(t)
+		case k < 20:
+			m := cursorMsg(stream.KindCommitCursor, fmt.Sprint("c", rng.IntN(3)), uint64(rng.IntN(int(owner.c.Confirmed())+1)))
+			owner.c.Step(&m)
+			owner.ready(t)
+		case k < 50 && len(queue) > 0:
+			i := rng.IntN(len(queue))
+			e := queue[i]
+			switch r := rng.IntN(10); {
+			case r == 0: // lost
+			case r == 1: // duplicated
+				cl.deliver(e)
+				cl.deliver(e)
+			default:
+				cl.deliver(e)
+			}
+			queue = append(queue[:i], queue[i+1:]...)
+		case k < 70:
+			n := cl.nodes[cl.ids[rng.IntN(len(cl.ids))]]
+			n.sync(t)
+			n.ready(t)
+		case k < 85:
+			n := cl.nodes[cl.ids[rng.IntN(len(cl.ids))]]
+			n.serveReads(t)
+		case k < 95:
+			for _, id := range cl.ids {
+				cl.nodes[id].c.Tick()
+				cl.nodes[id].ready(t)
+			}
+		default:
+			if copies > 1 {
+				id := cl.ids[1+rng.IntN(copies-1)]
+				old := cl.nodes[id]
+				n := newNode(t, testConfig(id), a, old.rec[:old.recSync], old.cur[:old.curSync], old.epochs)
+				n.autoSync = false
+				cl.nodes[id] = n
+			}
+		}
+		collect()
+		check()
+	}
+	// Heal: no more faults, storage syncs, messages arrive; everything converges.
+	for _, id := range cl.ids {
+		cl.nodes[id].autoSync = true
+		cl.nodes[id].sync(t)
+		cl.nodes[id].ready(t)
+	}
+	for round := 0; round < 40; round++ {
+		for _, e := range queue {
+			cl.deliver(e)
+		}
+		queue = nil
+		cl.settle()
+		for _, p := range prods {
+			if p.waiting && round%5 == 0 {
+				cl.produce(1, p.id, p.id, p.seq, p.count, payload(int(p.seq), 20))
+			}
+		}
+		cl.tick(1)
+		check()
+	}
+	for _, id := range cl.ids[1:] {
+		if got := cl.nodes[id].recTail(); got != owner.recTail() {
+			t.Fatalf("seed %d: node %d at %d after healing, owner at %d", seed, id, got, owner.recTail())
+		}
+	}
+	if owner.c.Confirmed() != owner.recTail() {
+		t.Fatalf("seed %d: confirmed %d, owner tail %d after healing", seed, owner.c.Confirmed(), owner.recTail())
+	}
+	for _, p := range prods {
+		if p.waiting {
+			t.Fatalf("seed %d: producer %d's batch %d never answered", seed, p.id, p.seq)
+		}
+	}
+}
+
+// checkReply checks a produce reply against the owner's durable log: the batch at its offset is the
+// producer's, with its count, and a batch answered twice got the same offset both times.
+func checkReply(t *testing.T, owner *node, prods []*producerState, r stream.Reply) {
+	t.Helper()
+	switch r.Kind {
+	case stream.ReplyFetch:
+		checkFetchAgainst(t, owner, r)
+		return
+	case stream.ReplyCommitCursor:
+		return
+	case stream.ReplyError:
+		if r.Error.Code != wire.CodeOverloaded {
+			t.Fatalf("refusal %d %q", r.Error.Code, r.Error.Message)
+		}
+		return
+	}
+	var p *producerState
+	for _, q := range prods {
+		if q.id == r.Client {
+			p = q
+		}
+	}
+	seq := r.Produce.RequestID - 1000*p.id
+	if base, ok := p.acked[seq]; ok && base != r.Produce.BaseOffset {
+		t.Fatalf("producer %d batch %d answered at %d and at %d", p.id, seq, base, r.Produce.BaseOffset)
+	}
+	p.acked[seq] = r.Produce.BaseOffset
+	if r.Produce.BaseOffset+uint64(r.Produce.Count) > owner.c.Confirmed() {
+		t.Fatalf("answered past the confirmed tail")
+	}
+	found := false
+	for _, b := range owner.rec[:owner.recSync] {
+		h, _, _ := decode(b)
+		if h.BaseOffset == r.Produce.BaseOffset {
+			found = h.ProducerID == p.id && h.Sequence == seq && h.Count == r.Produce.Count
+		}
+	}
+	if !found {
+		t.Fatalf("producer %d batch %d answered at %d, not in the owner's log there", p.id, seq, r.Produce.BaseOffset)
+	}
+	if p.waiting && seq == p.seq {
+		p.waiting = false
+		p.seq++
+	}
+}
+
+// agreeAppended checks the follower's whole log, queued part included, against the owner's.
+func agreeAppended(t *testing.T, owner, f *node) {
+	t.Helper()
+	for i := 0; i < min(len(owner.rec), len(f.rec)); i++ {
+		if !bytes.Equal(owner.rec[i], f.rec[i]) {
+			t.Fatalf("node %d's batch %d differs from the owner's", f.id, i)
+		}
+	}
+}
+
+// checkFetchAgainst checks a fetch reply: confirmed batches only, byte for byte the owner's.
+func checkFetchAgainst(t *testing.T, owner *node, r stream.Reply) {
+	t.Helper()
+	checkFetch(t, r, r.Fetch.BaseOffset, r.Fetch.Count)
+	if r.Fetch.ConfirmedTail > owner.c.Confirmed() {
+		t.Fatalf("fetch reply claims confirmed %d past the owner's %d", r.Fetch.ConfirmedTail, owner.c.Confirmed())
+	}
+	data := r.Fetch.Batches
+	for _, b := range owner.rec[:owner.recSync] {
+		if len(data) == 0 {
+			break
+		}
+		h, _, _ := decode(b)
+		if h.BaseOffset < r.Fetch.BaseOffset {
+			continue
+		}
+		if !bytes.HasPrefix(data, b) {
+			t.Fatalf("fetched batch at %d differs from the owner's", h.BaseOffset)
+		}
+		data = data[len(b):]
+	}
+	if len(data) != 0 {
+		t.Fatal("fetched bytes the owner's log does not hold")
+	}
+}
