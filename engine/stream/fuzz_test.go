@@ -86,4 +86,3 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		}
 	}
 }
-
