@@ -159,6 +159,7 @@ func (c *Controller) Ready() *Effects {
 	if c.primary {
 		if c.dirty {
 			c.reconcile()
+			c.dropStaleSeals()
 		}
 		c.sendNewDeliveries()
 		for _, w := range c.works {
@@ -170,6 +171,15 @@ func (c *Controller) Ready() *Effects {
 	c.fx.reset()
 	c.spare = out
 	return &c.spare
+}
+
+// dropStaleSeals drops seals gathered since the last Ready for a transition that is no longer worked
+// on (withdrawn, committed or deleted in the meantime).
+func (c *Controller) dropStaleSeals() {
+	c.fx.Seals = slices.DeleteFunc(c.fx.Seals, func(s Seal) bool {
+		i, ok := c.workIndex(s.Seal.Stream)
+		return !ok || c.works[i].id != s.Seal.TransitionID
+	})
 }
 
 // propose hands op out for stream and marks a proposal out for it.

@@ -99,13 +99,16 @@ func (c *Controller) tickWork(w *work) {
 	if w.sinceSeal < c.cfg.SealRetryTimeoutTicks {
 		return
 	}
+	w.sinceSeal = 0
+	if rec, ok := c.state.RecoveryOf(w.stream); !ok || rec.ID != w.id || rec.Status != meta.RecoveryPending {
+		return // withdrawn or finished since the last Ready; the next one drops or replaces the worker
+	}
 	for _, a := range w.answers {
 		if !a.sealed {
 			c.seal(w, true)
 			return
 		}
 	}
-	w.sinceSeal = 0
 }
 
 // OnSealReply handles a copy's answer to a seal. It counts only for the current transition of the
