@@ -17,20 +17,6 @@ func newIOUringRing(entries uint32) (Ring, error) {
 	return New(Config{Backend: BackendIOUring, Entries: entries, Logger: quietLogger()})
 }
 
-func TestFallbackConformance(t *testing.T) { runConformance(t, newFallbackRing) }
-
-func TestIOUringConformance(t *testing.T) {
-	r, err := newIOUringRing(8)
-	if errors.Is(err, ErrUnavailable) {
-		t.Skipf("io_uring refused on this machine: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Close()
-	runConformance(t, newIOUringRing)
-}
-
 func TestNewRejectsBadConfig(t *testing.T) {
 	for _, cfg := range []Config{
 		{Backend: "epoll"},

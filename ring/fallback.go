@@ -291,6 +291,7 @@ func (r *fallbackRing) executeFixed(fd int, s *slot) int32 {
 // Wait runs what is queued, then blocks in epoll_wait until at least minComplete completions are
 // ready, with the nearest timer deadline as the epoll timeout.
 func (r *fallbackRing) Wait(minComplete int) error {
+	assert.True(!r.reaping, "ring: Wait called from a handler")
 	if _, err := r.Submit(); err != nil {
 		return err
 	}
@@ -347,6 +348,8 @@ func (r *fallbackRing) Dispatch() int {
 		n++
 	}
 	n = r.inbox.drain(r.batch, n)
+	// reaping stays set across every handler call, so a handler that drives the ring (Wait or
+	// Dispatch) crashes at once instead of losing the completions of this batch.
 	r.reaping = true
 	for i := 0; i < n; i++ {
 		e := r.batch[i]
@@ -360,9 +363,7 @@ func (r *fallbackRing) Dispatch() int {
 		h, c := s.handler, Completion{Tag: s.tag, Res: e.res, Flags: e.flags, Op: s.op}
 		r.slots.release(e.slot)
 		r.batch[i] = cqEntry{}
-		r.reaping = false
 		h.Complete(c)
-		r.reaping = true
 	}
 	r.reaping = false
 	return n

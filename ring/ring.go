@@ -13,6 +13,9 @@
 //     of completions is ready.
 //   - Dispatch reaps ready completions (at most CQEBatchMax per call) and then, outside the reap loop,
 //     calls each one's Handler.Complete in completion order.
+//   - A handler may queue operations and call Submit (a log queues its next commit from a
+//     completion), but never Wait or Dispatch on the ring running it: that would lose the rest of the
+//     batch, so both backends assert it ("ring: Wait called from a handler").
 //
 // Memory handed to the kernel (buffers, iovec arrays, sockaddrs, timespecs, paths) is referenced from
 // the ring's in-flight slot until the completion is dispatched, so the caller's slices stay alive; the
@@ -109,10 +112,11 @@ type Ring interface {
 	// Submit hands every queued operation to the kernel (the fallback runs them). It returns the count.
 	Submit() (int, error)
 	// Wait submits what is queued and blocks until at least minComplete completions are ready to
-	// dispatch (0: do not block). A signal interrupting the wait is retried inside.
+	// dispatch (0: do not block). A signal interrupting the wait is retried inside. Calling it from a
+	// handler this ring's Dispatch is running is a programmer error and panics.
 	Wait(minComplete int) error
 	// Dispatch reaps up to CQEBatchMax ready completions, then calls their handlers in order.
-	// It returns how many it dispatched.
+	// It returns how many it dispatched. Calling it from one of those handlers panics.
 	Dispatch() int
 	// InFlight is the number of operations queued or submitted whose completion has not been dispatched.
 	InFlight() int

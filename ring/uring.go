@@ -315,6 +315,7 @@ func (r *uringRing) enter(minComplete uint32, flags uintptr) (int, error) {
 // Wait submits and waits in the kernel for minComplete CQEs. GETEVENTS is always set so that, under
 // DEFER_TASKRUN, the kernel runs pending task work and posts its completions even for Wait(0).
 func (r *uringRing) Wait(minComplete int) error {
+	assert.True(!r.reaping, "ring: Wait called from a handler")
 	assert.True(minComplete >= 0, "ring: negative wait count")
 	if len(r.emulated) > 0 {
 		minComplete = 0 // completions are already waiting
@@ -359,13 +360,13 @@ func (r *uringRing) Dispatch() int {
 		}
 		n = m
 	}
+	// reaping stays set across every handler call, so a handler that drives the ring (Wait or
+	// Dispatch) crashes at once instead of losing the completions of this batch.
 	r.reaping = true
 	for i := 0; i < n; i++ {
 		e := r.batch[i]
 		r.batch[i] = dispatchEntry{}
-		r.reaping = false
 		e.h.Complete(e.c)
-		r.reaping = true
 	}
 	r.reaping = false
 	return n

@@ -10,10 +10,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// iouringOrSkip builds an io_uring ring on a locked thread, or skips where the kernel refuses it.
+// iouringOrSkip builds an io_uring ring on a locked thread, or skips where the kernel refuses it
+// (fails instead under RINGSTREAM_REQUIRE_IOURING=1, as ringtest.ForEachBackend does).
 func iouringOrSkip(t *testing.T, entries uint32) *uringRing {
 	t.Helper()
 	r, err := newIOUringRing(entries)
+	if errors.Is(err, ErrUnavailable) && requireIOUring() {
+		t.Fatalf("io_uring refused and RINGSTREAM_REQUIRE_IOURING=1: %v", err)
+	}
 	if errors.Is(err, ErrUnavailable) {
 		t.Skipf("io_uring refused: %v", err)
 	}
