@@ -100,3 +100,68 @@ func TestAllocs_FollowerSteadyState(t *testing.T) {
 		t.Fatalf("%v allocations per prepare on the follower", a)
 	}
 }
+
+// BenchmarkOwnerProduce is the owner's protocol work per produce of one 1 KiB record with two
+// followers: append, two prepares, durable report, two acks, confirm, reply (no I/O).
+func BenchmarkOwnerProduce(b *testing.B) {
+	c, _ := stream.New(testConfig(1), assignment(1, 1, 2, 3), nil)
+	c.OpenDone(stream.OpenState{})
+	c.Ready()
+	c.EpochDone(1, nil)
+	for _, f := range []uint16{2, 3} {
+		m := okMsg(f, 0, 0)
+		c.Step(&m)
+	}
+	c.Ready()
+	prod := stream.Message{Kind: stream.KindProduce, Client: 1}
+	prod.Produce = wire.Produce{Stream: testStream, ProducerID: 9, Count: 1, Batch: payload(0, 1024)}
+	acks := [2]stream.Message{okMsg(2, 0, 0), okMsg(3, 0, 0)}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		prod.Produce.Sequence = uint64(i)
+		c.Step(&prod)
+		c.Ready()
+		tail := uint64(i + 1)
+		c.AppendDone(wire.LogRecords, tail)
+		for j := range acks {
+			acks[j].PrepareOK.RecordTail = tail
+			c.Step(&acks[j])
+		}
+		c.Ready()
+	}
+}
+
+// BenchmarkFollowerPrepare is the follower's protocol work per prepare of one 1 KiB record: check
+// (decode with checksum), append, durable report, ack (no I/O).
+func BenchmarkFollowerPrepare(b *testing.B) {
+	c, _ := stream.New(testConfig(2), assignment(1, 1, 2), nil)
+	c.OpenDone(stream.OpenState{})
+	c.Ready()
+	c.EpochDone(1, nil)
+	const n = 4096
+	msgs := make([]stream.Message, n)
+	for i := range msgs {
+		prev := uint32(1)
+		if i == 0 {
+			prev = 0
+		}
+		msgs[i] = prepareMsg(uint64(i), prev, 1, encode(stream.BatchHeader{BaseOffset: uint64(i), Count: 1, Epoch: 1}, payload(i, 1024)))
+		msgs[i].Prepare.Epoch = 1
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i == n {
+			b.StopTimer()
+			c, _ = stream.New(testConfig(2), assignment(1, 1, 2), nil)
+			c.OpenDone(stream.OpenState{})
+			c.Ready()
+			c.EpochDone(1, nil)
+			i = 0
+			b.StartTimer()
+		}
+		c.Step(&msgs[i])
+		c.Ready()
+		c.AppendDone(wire.LogRecords, uint64(i+1))
+		c.Ready()
+	}
+}
