@@ -29,7 +29,7 @@ func fetch(cl *cluster, id uint16, offset uint64, bytesMax, recordsMax, waitMs u
 
 // checkFetch checks a fetch reply: its batches decode, start at base, hold count records and stop
 // at or below the confirmed tail it carries.
-func checkFetch(t *testing.T, r stream.Reply, base uint64, count uint32) {
+func checkFetch(t tb, r stream.Reply, base uint64, count uint32) {
 	t.Helper()
 	if r.Kind != stream.ReplyFetch || r.Fetch.BaseOffset != base || r.Fetch.Count != count {
 		t.Fatalf("fetch reply %+v, want base %d count %d", r, base, count)

@@ -88,6 +88,12 @@ type Copy struct {
 
 	fx, ready Effects
 	stats     Stats
+	broken    broken
+}
+
+// broken holds the test-only broken variants (export_test.go); all false in production.
+type broken struct {
+	ackEarly bool // count the owner's appended tail, not its durable one
 }
 
 // New makes a copy of cfg's stream at assignment a (with the stream's history starts, kept for the

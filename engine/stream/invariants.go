@@ -2,9 +2,9 @@ package stream
 
 import "github.com/ringstream/ringstream/internal/assert"
 
-// checkInvariants asserts the relations that hold between every two inputs. Tests and engine/sim run
+// CheckInvariants asserts the relations that hold between every two inputs. Tests and engine/sim run
 // it after every Step, Tick and report; it walks every follower, so it stays off the hot path.
-func (c *Copy) checkInvariants() {
+func (c *Copy) CheckInvariants() {
 	assert.True(c.rec.durable <= c.rec.appended, "stream: record durable tail past the appended tail")
 	assert.True(c.cur.durable <= c.cur.appended, "stream: cursor durable tail past the appended tail")
 	assert.True(c.rec.bytes >= 0 && c.rec.bytes <= c.cfg.PendingBytesMax+c.cfg.InflightBytesMax, "stream: pending bytes out of bounds")

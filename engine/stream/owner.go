@@ -103,12 +103,16 @@ func (c *Copy) answer(a *pendingAck) {
 
 // updateConfirmed recomputes the confirmed tail by the one rule and answers what it passed.
 func (c *Copy) updateConfirmed() {
-	c.tails[0] = c.rec.durable
+	own := c.rec.durable
+	if c.broken.ackEarly {
+		own = c.rec.appended
+	}
+	c.tails[0] = own
 	for i := range c.followers {
 		c.tails[i+1] = c.followers[i].match
 	}
 	t := confirmedTail(c.tails, c.w)
-	t = min(t, c.rec.durable) // the owner serves reads from its own durable log
+	t = min(t, own) // the owner serves reads from its own durable log
 	assert.True(t >= c.confirmed, "stream: confirmed tail went back")
 	if t == c.confirmed {
 		return

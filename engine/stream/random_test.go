@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/ringstream/ringstream/engine/meta"
@@ -32,11 +33,69 @@ type producerState struct {
 // every producer's batch must be answered.
 func TestRandomized(t *testing.T) {
 	for seed := 1; seed <= *randomSeeds; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomRun(t, uint64(seed)) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomRun(t, uint64(seed), nil) })
 	}
 }
 
-func randomRun(t *testing.T, seed uint64) {
+// TestRandomized_CatchesBrokenVariants: the same runs catch each broken variant (a confirm rule one
+// copy short, an owner that counts its appends before its fsync) within 1,000 seeds.
+func TestRandomized_CatchesBrokenVariants(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hook func(*stream.Copy)
+	}{
+		{"confirm on W-1 copies", stream.BreakConfirmShort},
+		{"ack before the owner's fsync", stream.BreakAckBeforeOwnerFsync},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for seed := uint64(1); seed <= 1000; seed++ {
+				c := &catcher{t: t}
+				if caught := c.run(seed, tc.hook); caught != "" {
+					t.Logf("caught at seed %d: %s", seed, caught)
+					return
+				}
+			}
+			t.Fatal("the broken variant survived 1,000 seeds")
+		})
+	}
+}
+
+// catcher is a tb that stops a run at its first violation and remembers it.
+type catcher struct {
+	t   *testing.T
+	msg string
+}
+
+type stopRun struct{}
+
+func (c *catcher) Helper()                         {}
+func (c *catcher) Logf(format string, args ...any) {}
+func (c *catcher) Fatal(args ...any)               { c.msg = fmt.Sprint(args...); panic(stopRun{}) }
+func (c *catcher) Fatalf(format string, args ...any) {
+	c.msg = fmt.Sprintf(format, args...)
+	panic(stopRun{})
+}
+
+func (c *catcher) run(seed uint64, hook func(*stream.Copy)) (caught string) {
+	defer func() {
+		switch r := recover().(type) {
+		case nil:
+		case stopRun:
+			caught = c.msg
+		case string: // a copy's own invariant (internal/assert)
+			if !strings.HasPrefix(r, "stream: ") {
+				panic(r)
+			}
+			caught = "invariant: " + r
+		default:
+			panic(r)
+		}
+	}()
+	randomRun(c, seed, hook)
+	return ""
+}
+
+func randomRun(t tb, seed uint64, hook func(*stream.Copy)) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	copies := 1 + rng.IntN(5)
 	a := meta.Assignment{Epoch: 1, Owner: 1, Policy: meta.Policy{Kind: meta.PolicyMajorityDurable}}
@@ -48,6 +107,9 @@ func randomRun(t *testing.T, seed uint64) {
 	}
 	cl := newCluster(t, a)
 	owner := cl.nodes[1]
+	if hook != nil {
+		hook(owner.c)
+	}
 	var queue []envelope
 	collect := func() {
 		for _, id := range cl.ids {
@@ -63,9 +125,18 @@ func randomRun(t *testing.T, seed uint64) {
 		for _, r := range owner.takeReplies() {
 			checkReply(t, owner, prods, r)
 		}
-		for _, id := range cl.ids[1:] {
-			sameLog(t, owner, cl.nodes[id])
-			agreeAppended(t, owner, cl.nodes[id])
+		held := 0
+		for _, id := range cl.ids {
+			if id != 1 {
+				sameLog(t, owner, cl.nodes[id])
+				agreeAppended(t, owner, cl.nodes[id])
+			}
+			if cl.nodes[id].recTail() >= owner.c.Confirmed() {
+				held++
+			}
+		}
+		if held < a.ConfirmCount() {
+			t.Fatalf("confirmed %d is durable on %d copies, W is %d", owner.c.Confirmed(), held, a.ConfirmCount())
 		}
 	}
 	for step := 0; step < 400; step++ {
@@ -160,7 +231,7 @@ func randomRun(t *testing.T, seed uint64) {
 
 // checkReply checks a produce reply against the owner's durable log: the batch at its offset is the
 // producer's, with its count, and a batch answered twice got the same offset both times.
-func checkReply(t *testing.T, owner *node, prods []*producerState, r stream.Reply) {
+func checkReply(t tb, owner *node, prods []*producerState, r stream.Reply) {
 	t.Helper()
 	switch r.Kind {
 	case stream.ReplyFetch:
@@ -205,7 +276,7 @@ func checkReply(t *testing.T, owner *node, prods []*producerState, r stream.Repl
 }
 
 // agreeAppended checks the follower's whole log, queued part included, against the owner's.
-func agreeAppended(t *testing.T, owner, f *node) {
+func agreeAppended(t tb, owner, f *node) {
 	t.Helper()
 	for i := 0; i < min(len(owner.rec), len(f.rec)); i++ {
 		if !bytes.Equal(owner.rec[i], f.rec[i]) {
@@ -215,7 +286,7 @@ func agreeAppended(t *testing.T, owner, f *node) {
 }
 
 // checkFetchAgainst checks a fetch reply: confirmed batches only, byte for byte the owner's.
-func checkFetchAgainst(t *testing.T, owner *node, r stream.Reply) {
+func checkFetchAgainst(t tb, owner *node, r stream.Reply) {
 	t.Helper()
 	checkFetch(t, r, r.Fetch.BaseOffset, r.Fetch.Count)
 	if r.Fetch.ConfirmedTail > owner.c.Confirmed() {
