@@ -50,6 +50,7 @@ import (
 
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/vsr"
+	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/heartbeat"
 	"github.com/ringstream/ringstream/wire"
@@ -135,6 +136,10 @@ type MetaGroup struct {
 	status       MetaStatus
 
 	links metaLinks
+
+	// wrapRing, set only by tests before the node starts, wraps the ring the store persists on (a
+	// fault-injecting ring).
+	wrapRing func(ring.Ring) ring.Ring
 }
 
 // MetaGroupStats counts what the adapter dropped.
@@ -294,7 +299,11 @@ func (g *MetaGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
 
 func (g *MetaGroup) OnTick(tick uint64) {
 	if g.store.rg == nil && g.sender != nil {
-		g.store.attach(g.sender.Ring())
+		rg := g.sender.Ring()
+		if g.wrapRing != nil {
+			rg = g.wrapRing(rg)
+		}
+		g.store.attach(rg)
 	}
 	g.store.kick() // a persist the ring had no room for on an earlier tick
 	g.takeProposals()

@@ -39,10 +39,13 @@ type metaNode struct {
 }
 
 func startMetaCluster(t *testing.T, dirs []string) []*metaNode {
-	return startMetaClusterTB(t, dirs, 2*time.Millisecond, nil)
+	return startMetaClusterTB(t, dirs, 2*time.Millisecond, nil, nil)
 }
 
-func startMetaClusterTB(t testing.TB, dirs []string, tick time.Duration, tune func(*MetaGroupConfig)) []*metaNode {
+// startMetaClusterTB formats dirs and starts one node on each; tune adjusts each group's config, and
+// before runs on each node before it starts.
+func startMetaClusterTB(t testing.TB, dirs []string, tick time.Duration, tune func(*MetaGroupConfig),
+	before func(*metaNode)) []*metaNode {
 	t.Helper()
 	var nodes []*metaNode
 	for i, dir := range dirs {
@@ -54,6 +57,9 @@ func startMetaClusterTB(t testing.TB, dirs []string, tick time.Duration, tune fu
 		nodes = append(nodes, newMetaNode(t, uint16(i+1), dir, tick, netip.MustParseAddrPort("127.0.0.1:0"), tune))
 	}
 	for _, n := range nodes {
+		if before != nil {
+			before(n)
+		}
 		startMetaNode(t, n, nodes)
 	}
 	t.Cleanup(func() {
@@ -272,7 +278,7 @@ func TestMetaGroup_ThreeNodesOpsSurvivePrimaryKillAndItsRestart(t *testing.T) {
 // fdatasync on the same file system, in the same run.
 func BenchmarkMetaGroupCommit(b *testing.B) {
 	dirs := []string{b.TempDir(), b.TempDir(), b.TempDir()}
-	nodes := startMetaClusterTB(b, dirs, time.Millisecond, nil)
+	nodes := startMetaClusterTB(b, dirs, time.Millisecond, nil, nil)
 	alive := map[uint16]bool{1: true, 2: true, 3: true}
 	for primaryOf(nodes, alive) == nil {
 		time.Sleep(time.Millisecond)
@@ -308,7 +314,7 @@ func TestMetaGroup_LogCompactedAfterCheckpoints(t *testing.T) {
 	tune := func(c *MetaGroupConfig) {
 		c.VSR.PipelineOpsMax, c.VSR.CheckpointOps, c.LogCompactBytes = 4, 8, 1
 	}
-	nodes := startMetaClusterTB(t, dirs, 2*time.Millisecond, tune)
+	nodes := startMetaClusterTB(t, dirs, 2*time.Millisecond, tune, nil)
 	alive := map[uint16]bool{1: true, 2: true, 3: true}
 	var last uint64
 	for req := uint64(1); req <= 40; req++ {

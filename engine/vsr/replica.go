@@ -441,7 +441,8 @@ func (r *Replica) OnQuorumLost() {
 // group until its node restarts it from its storage: it acknowledges nothing (messages held for a
 // persist never leave), votes in no view change, answers nothing, and stops being primary, so the
 // shard stops its Commit heartbeats and the backups' timeout moves the group to a new view. Ready
-// hands out nothing more.
+// hands out nothing more. A driver (or a simulator) brings it back by restarting it from its storage
+// (Recover, then New), as after a crash.
 func (r *Replica) PersistFailed() {
 	if r.status == statusFailed {
 		return

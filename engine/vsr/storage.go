@@ -94,6 +94,11 @@ type Identity struct {
 // FormatSuperblock is the superblock the format step writes to every copy. A member of a cluster being
 // created starts from it fresh; with recovering set (a replica that replaces a lost one in a running
 // group), it starts in recovery and acts on nothing before a quorum told it the group's state.
+//
+// For a simulator: a replica whose disk is wiped at a restart comes back from storage holding only
+// FormatSuperblock(id, true) in every copy (Recover then says Recovering; give New a random
+// RecoveryNonce). Formatting it with recovering false instead is the operator's mistake that the
+// broken variant "a wiped replica that votes without recovering" stands for.
 func FormatSuperblock(id Identity, recovering bool) Superblock {
 	return Superblock{Sequence: FormatSequence, Identity: id, Recovering: recovering}
 }

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringstream/ringstream/ring"
+)
+
+// failingRing makes every write fail with errno once armed (the data may still reach the file, as
+// after an EIO or ENOSPC on a real disk: the caller can no longer know what did).
+type failingRing struct {
+	ring.Ring
+	errno atomic.Int32 // 0: healthy
+}
+
+type failedCompletion struct {
+	h     ring.Handler
+	errno int32
+}
+
+func (f *failedCompletion) Complete(c ring.Completion) {
+	c.Res = -f.errno
+	f.h.Complete(c)
+}
+
+func (r *failingRing) Write(h ring.Handler, tag uint64, fd int, buf []byte, off int64, fl ring.Flags) error {
+	if e := r.errno.Load(); e != 0 {
+		h = &failedCompletion{h: h, errno: e}
+	}
+	return r.Ring.Write(h, tag, fd, buf, off, fl)
+}
+
+// A persist that fails with EIO or ENOSPC on the primary's node takes that replica out: it reports the
+// error in its Status and stops being primary, so the others' heartbeat timeout moves the group to a
+// new view. Every op committed before is on the survivors, and the group keeps committing.
+func TestMetaGroup_FailedPersistTakesThePrimaryOut(t *testing.T) {
+	for _, errno := range []unix.Errno{unix.EIO, unix.ENOSPC} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+			rings := map[uint16]*failingRing{}
+			nodes := startMetaClusterTB(t, dirs, 2*time.Millisecond, nil, func(n *metaNode) {
+				f := &failingRing{}
+				rings[n.id] = f
+				n.group.wrapRing = func(rg ring.Ring) ring.Ring { // on the shard goroutine
+					f.Ring = rg
+					return f
+				}
+			})
+			alive := map[uint16]bool{1: true, 2: true, 3: true}
+			waitFor(t, "a primary", func() bool { return primaryOf(nodes, alive) != nil })
+			var last uint64
+			for req := uint64(1); req <= 4; req++ {
+				last = commitOp(t, nodes, alive, 5, req, registerOp(uint16(500+req))).Op
+			}
+			p := primaryOf(nodes, alive)
+			view := p.group.Status().View
+			rings[p.id].errno.Store(int32(errno))
+			p.group.Propose(5, 5, registerOp(505)) // its persist fails
+			waitFor(t, "the failed primary out", func() bool {
+				st := p.group.Status()
+				return st.PersistErr != nil && !st.Primary
+			})
+			if st := p.group.Status(); !errors.Is(st.PersistErr, errno) || !errors.Is(st.PersistErr, ErrMetaStorage) {
+				t.Fatalf("status %+v, want a storage error wrapping %v", st, errno)
+			}
+			alive[p.id] = false
+			waitFor(t, "a new primary", func() bool {
+				q := primaryOf(nodes, alive)
+				return q != nil && q.group.Status().View > view
+			})
+			for req := uint64(5); req <= 7; req++ {
+				last = commitOp(t, nodes, alive, 5, req, registerOp(uint16(500+req))).Op
+			}
+			waitFor(t, "both survivors at the last op", func() bool {
+				for _, n := range nodes {
+					if alive[n.id] && n.group.Status().Commit < last {
+						return false
+					}
+				}
+				return true
+			})
+			for _, n := range nodes {
+				_ = n.node.Stop()
+			}
+			for _, n := range nodes {
+				if !alive[n.id] {
+					continue
+				}
+				for id := uint16(501); id <= 507; id++ {
+					if _, ok := n.group.State().Node(id); !ok {
+						t.Errorf("node %d: registered node %d lost", n.id, id)
+					}
+				}
+			}
+		})
+	}
+}
