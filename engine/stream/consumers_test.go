@@ -171,3 +171,33 @@ func TestCursors_CommitReadReplicate(t *testing.T) {
 		}
 	}
 }
+
+// Retention: a follower's limit is the owner's confirmed tail as it heard it (never past its own
+// durable tail), the owner's its confirmed tail; a fetch below the moved head is refused.
+func TestRetention_LimitAndHead(t *testing.T) {
+	cl := newCluster(t, assignment(1, 1, 2, 3))
+	for i := 0; i < 4; i++ {
+		cl.produce(1, 9, 0, 0, 2, payload(i, 10))
+	}
+	cl.settle()
+	owner, f := cl.nodes[1], cl.nodes[2]
+	if owner.c.RetainLimit() != 8 {
+		t.Fatalf("owner retain limit %d, want 8", owner.c.RetainLimit())
+	}
+	f.c.CommitSeen(2, 100) // another epoch: ignored
+	f.c.CommitSeen(1, 8)
+	if f.c.Confirmed() != 8 || f.c.RetainLimit() != 8 {
+		t.Fatalf("follower confirmed %d limit %d", f.c.Confirmed(), f.c.RetainLimit())
+	}
+	f.c.CommitSeen(1, 50)
+	if f.c.RetainLimit() != 8 {
+		t.Fatalf("follower limit %d past its durable tail", f.c.RetainLimit())
+	}
+	owner.c.HeadMoved(4)
+	fetch(cl, 1, 2, 1<<20, 0, 0)
+	if r := fetchReplies(cl, 1); len(r) != 1 || r[0].Error.Code != wire.CodeInvalidRequest {
+		t.Fatalf("fetch below the head answered %+v", r)
+	}
+	fetch(cl, 1, 4, 1<<20, 0, 0)
+	checkFetch(t, fetchReplies(cl, 1)[0], 4, 4)
+}

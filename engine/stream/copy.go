@@ -293,6 +293,31 @@ func (c *Copy) Ready() *Effects {
 	return &c.ready
 }
 
+// CommitSeen takes the owner's confirmed tail as a follower hears it in the owner's Commit entries
+// (R8): the follower's Confirmed follows it. Entries of another epoch are ignored.
+func (c *Copy) CommitSeen(epoch uint32, commit uint64) {
+	if c.role == RoleFollower && epoch == c.asg.Epoch {
+		c.ownerCommit = max(c.ownerCommit, commit)
+	}
+}
+
+// RetainLimit is the offset retention may not pass: records at or above it are not known to be
+// confirmed, so the seal of a later failover may still need them.
+func (c *Copy) RetainLimit() uint64 {
+	if c.role == RoleOwner {
+		return c.confirmed
+	}
+	return min(c.ownerCommit, c.rec.durable)
+}
+
+// HeadMoved reports that retention moved the record log's head to head (at most RetainLimit). Fetches
+// below it are refused.
+func (c *Copy) HeadMoved(head uint64) {
+	assert.True(head >= c.head, "stream: retained head went back")
+	assert.True(head <= c.rec.durable, "stream: retained head past the durable tail")
+	c.head = head
+}
+
 // Role is the copy's role now.
 func (c *Copy) Role() Role { return c.role }
 

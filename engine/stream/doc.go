@@ -11,8 +11,10 @@
 //
 // Inputs: New, then ObserveBatch and ObserveCursor for the retained log, then OpenDone; Step for
 // replication messages (prepare, prepare-ok) and client requests (produce, fetch, cursor commit and
-// read); Tick; and the host's storage reports: EpochDone, AppendDone (a log's durable tail), ReadDone,
-// LogFailed, Sealed. Output: Ready's Effects, whose slices keep their capacity. The order the host
+// read); Tick; the host's storage reports: EpochDone, AppendDone (a log's durable tail), ReadDone,
+// LogFailed, Sealed, HeadMoved (retention, never past RetainLimit); and CommitSeen (the owner's
+// commit from its Commit entries, on a follower). Output: Ready's Effects, whose slices keep their
+// capacity. CheckInvariants asserts the whole state; tests and engine/sim run it after every input. The order the host
 // keeps is on Effects; in short: log epochs durable first, appends queued in order, reads, then sends
 // and replies. A follower's acknowledgement leaves only after AppendDone covered it, and an owner
 // counts only acknowledged durable tails, so no ack ever vouches for bytes the host has not fsynced.
@@ -23,6 +25,8 @@
 // meta.Assignment.ConfirmCount (meta.StreamConfirmPolicy, the one rule the controller also uses), and
 // a produce is answered once the confirmed tail passes it. The owner's Heartbeat gives the shard its
 // commit (the confirmed tail) and its state (busy while anything is unconfirmed).
+//
+// Protocol scenarios live in testdata/scripts (go test -run TestScripts, -rewrite to regenerate).
 //
 // Decisions where the design is silent:
 //   - The confirmed tail is also capped at the owner's own durable tail: the owner serves fetches from
