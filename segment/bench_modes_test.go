@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ringstream/ringstream/ring"
 )
 
 // BenchmarkSegmentModes compares, at the file level, the three ways a log can lay out its active
@@ -166,4 +169,98 @@ func benchSegmentMode(b *testing.B, mode string, size int) {
 	if m.fd >= 0 {
 		_ = unix.Close(m.fd)
 	}
+}
+
+// BenchmarkLogModes runs the same comparison through the log itself, on the io_uring backend:
+// one batch per group commit (4 KiB, or 4 MiB less a header), segments of 256 commits (at most
+// 16 MiB), retention after each commit keeping two segments, and a warm-up of five segments, so
+// recycling has spares and is recycling when the timer starts. Each iteration also
+// runs one baseline commit (plain pwrite + fdatasync of the same bytes on a growing file).
+func BenchmarkLogModes(b *testing.B) {
+	modes := []struct {
+		name              string
+		prewrite, recycle int
+	}{{"none", -1, -1}, {"prewrite", 1 << 20, -1}, {"recycle", -1, 2}, {"default", 0, 0}}
+	for _, size := range []int{4 << 10, 4 << 20} {
+		for _, m := range modes {
+			b.Run(fmt.Sprintf("commit=%dKiB/%s", size>>10, m.name), func(b *testing.B) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				e := benchEnv(b, ring.BackendIOUring)
+				if _, ok := e.r.(renamer); !ok {
+					e.r = &syscallRenamer{Ring: e.r} // until the ring has RenameAt
+				}
+				e.cfg.SegmentBytes = min(256*int64(size), modeSegmentBytes)
+				e.cfg.PrewriteBytes, e.cfg.RecycleSegments = m.prewrite, m.recycle
+				benchLogMode(b, e, size)
+			})
+		}
+	}
+}
+
+func benchLogMode(b *testing.B, e *env, size int) {
+	c, _, err := OpenSync(e.r, e.dir, e.cfg, &discardEvents{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.CloseSync()
+	base, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer base.Close()
+	payload := make([]byte, size-BatchHeaderSize)
+	raw := make([]byte, size)
+	var baseOff int64
+	var logNs, baseNs int64
+	commit := func() {
+		h := BatchHeader{RecordCount: 1, Epoch: 1}
+		if _, err := c.Append(1, &h, payload); err != nil {
+			b.Fatal(err)
+		}
+		c.Flush()
+		for c.Records().DurableTail() != c.Records().NextOffset() {
+			if err := e.r.Wait(1); err != nil {
+				b.Fatal(err)
+			}
+			e.r.Dispatch()
+		}
+		if c.Records().Segments() > 3 {
+			if _, err := c.RetainSync(0, 2*e.cfg.SegmentBytes, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for n := 0; n < 5*int(e.cfg.SegmentBytes)/size; n++ {
+		commit()
+	}
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		commit()
+		t1 := time.Now()
+		if _, err := unix.Pwrite(int(base.Fd()), raw, baseOff); err != nil {
+			b.Fatal(err)
+		}
+		if err := unix.Fdatasync(int(base.Fd())); err != nil {
+			b.Fatal(err)
+		}
+		baseOff += int64(size)
+		if baseOff >= 256<<20 {
+			baseOff = 0
+			if err := base.Truncate(0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		t2 := time.Now()
+		logNs += t1.Sub(t0).Nanoseconds()
+		baseNs += t2.Sub(t1).Nanoseconds()
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(float64(logNs)/n/1e3, "log-us/commit")
+	b.ReportMetric(float64(baseNs)/n/1e3, "base-us/commit")
+	b.ReportMetric(n*float64(size)/(float64(logNs)/1e3), "log-MB/s")
+	b.ReportMetric(float64(logNs)/float64(baseNs), "log/base")
 }
