@@ -462,6 +462,9 @@ func (c *Copy) CloseSync() error {
 	}
 	err := c.close()
 	c.closed = true
+	if c.js != nil {
+		c.js.removeCopy(c)
+	}
 	return err
 }
 

@@ -35,6 +35,9 @@ func (c *Copy) DeleteSync() error {
 	}
 	err := c.delete()
 	c.closed = true
+	if c.js != nil {
+		c.js.removeCopy(c)
+	}
 	return err
 }
 
