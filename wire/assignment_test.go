@@ -55,3 +55,33 @@ func TestStreamAssignment_Refusals(t *testing.T) {
 		})
 	}
 }
+
+// A follower reports a silent owner in its heartbeat entry; an unknown flag is a bad entry, skipped
+// alone.
+func TestCopyTail_OwnerSilentFlag(t *testing.T) {
+	copies := []wire.CopyTail{
+		{Stream: 4, Incarnation: 1, Epoch: 3, RecordTail: 9, Role: wire.RoleFollower, Flags: wire.CopyOwnerSilent},
+		{Stream: 5, Incarnation: 1, Epoch: 3, RecordTail: 9, Role: wire.RoleFollower},
+	}
+	frame := wire.AppendNodeHeartbeat(nil, fromNode, &wire.NodeHeartbeat{Sequence: 1}, copies)
+	h, body, err := wire.ParseFrame(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, l, err := wire.DecodeNodeHeartbeat(&h, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range copies {
+		if got, err := l.At(i); err != nil || got != want {
+			t.Fatalf("entry %d: %+v, %v; want %+v", i, got, err, want)
+		}
+	}
+	body[wire.CopyTailSize+33] = 0x80 // an unknown flag on the second entry
+	if _, err := l.At(1); !errors.Is(err, wire.ErrEntryReserved) {
+		t.Fatalf("unknown flag: %v", err)
+	}
+	if got, err := l.At(0); err != nil || got != copies[0] {
+		t.Fatalf("the good entry after a bad one: %+v, %v", got, err)
+	}
+}

@@ -19,9 +19,18 @@ func (r CopyRole) valid() bool { return r >= RoleOwner && r <= RoleSealed }
 // CopyTailSize is the size of one copy's entry in a node heartbeat.
 const CopyTailSize = 40
 
-// CopyTail is what a node publishes about one stream copy it holds: its role and epoch and its durable
-// record and cursor event tails. Wire layout, 40 bytes: stream u64 | incarnation u32 | epoch u32 |
-// record_tail u64 | cursor_tail u64 | role u8 | reserved [7].
+// CopyFlags are a copy entry's flag bits.
+type CopyFlags uint8
+
+// CopyOwnerSilent: this follower has heard nothing from its owner for its timeout. The controller lists
+// it under attention while it still sees the owner's node alive.
+const CopyOwnerSilent CopyFlags = 1
+
+const copyFlagsKnown = CopyOwnerSilent
+
+// CopyTail is what a node publishes about one stream copy it holds: its role and epoch, its durable
+// record and cursor event tails, and its flags. Wire layout, 40 bytes: stream u64 | incarnation u32 |
+// epoch u32 | record_tail u64 | cursor_tail u64 | role u8 | flags u8 | reserved [6].
 type CopyTail struct {
 	Stream      uint64
 	Incarnation uint32
@@ -29,6 +38,7 @@ type CopyTail struct {
 	RecordTail  uint64
 	CursorTail  uint64
 	Role        CopyRole
+	Flags       CopyFlags
 }
 
 // HeartbeatFlags are a node heartbeat's flag bits.
@@ -75,6 +85,7 @@ func AppendNodeHeartbeat(dst []byte, from From, m *NodeHeartbeat, copies []CopyT
 func AppendCopyTail(dst []byte, c CopyTail) []byte {
 	assert.True(c.Stream != 0, "wire: copy tail for stream 0")
 	assert.True(c.Role.valid(), "wire: copy tail with an unknown role")
+	assert.True(c.Flags&^copyFlagsKnown == 0, "wire: copy tail with unknown flags")
 	n := len(dst)
 	dst = grow(dst, CopyTailSize)
 	b := dst[n:]
@@ -83,7 +94,7 @@ func AppendCopyTail(dst []byte, c CopyTail) []byte {
 	put32(b, 12, c.Epoch)
 	put64(b, 16, c.RecordTail)
 	put64(b, 24, c.CursorTail)
-	put64(b, 32, uint64(c.Role))
+	put64(b, 32, uint64(c.Role)|uint64(c.Flags)<<8)
 	return dst
 }
 
@@ -114,8 +125,8 @@ type CopyTails struct {
 // Len is the number of entries, good and bad.
 func (l CopyTails) Len() int { return len(l.raw) / CopyTailSize }
 
-// At decodes entry i (0 <= i < Len). A bad entry (stream 0, unknown role, reserved bytes set) returns a
-// reason that matches ErrBadEntry; the caller skips it and reads on.
+// At decodes entry i (0 <= i < Len). A bad entry (stream 0, unknown role, unknown flags or reserved
+// bytes set) returns a reason that matches ErrBadEntry; the caller skips it and reads on.
 func (l CopyTails) At(i int) (CopyTail, error) {
 	assert.True(i >= 0 && i < l.Len(), "wire: copy tail index out of range")
 	b := l.raw[i*CopyTailSize : (i+1)*CopyTailSize]
@@ -127,11 +138,12 @@ func (l CopyTails) At(i int) (CopyTail, error) {
 		RecordTail:  get64(b, 16),
 		CursorTail:  get64(b, 24),
 		Role:        CopyRole(tail),
+		Flags:       CopyFlags(tail >> 8),
 	}
 	switch {
 	case c.Stream == 0:
 		return CopyTail{}, ErrEntryGroup
-	case tail>>8 != 0:
+	case tail>>16 != 0 || c.Flags&^copyFlagsKnown != 0:
 		return CopyTail{}, ErrEntryReserved
 	case !c.Role.valid():
 		return CopyTail{}, ErrEntryRole

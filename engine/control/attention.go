@@ -62,7 +62,7 @@ type silentReport struct {
 }
 
 // OnOwnerSilent records a follower's report that the owner of stream at epoch sent it nothing for its
-// timeout. It is listed under attention while the controller still sees the owner alive, for one
+// timeout (a heartbeat entry flagged wire.CopyOwnerSilent reports it). It is listed under attention while the controller still sees the owner alive, for one
 // liveness timeout unless reported again.
 func (c *Controller) OnOwnerSilent(follower uint16, stream uint64, incarnation uint32, epoch uint32) {
 	if !c.primary {

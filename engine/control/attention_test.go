@@ -120,7 +120,10 @@ func TestAttention_FollowerReportsSilentOwnerStillAlive(t *testing.T) {
 	st := f.createStream("s", 3, majority, 1, 2, 3)
 	f.heartbeatAll(1, 2, 3)
 	f.ready()
-	f.c.OnOwnerSilent(3, st.ID, st.Incarnation, 1)
+	silent := tail(st, 1, wire.RoleFollower, 4, 0)
+	silent.Flags = wire.CopyOwnerSilent
+	f.heartbeat(3, 0, silent)
+	f.published[3] = nil // later keep-alive heartbeats do not repeat the report
 	att := f.c.Attention(nil)
 	if len(att) != 1 || att[0].Kind != AttentionOwnerSilentButAlive || att[0].Node != 3 {
 		t.Fatalf("attention %+v", att)

@@ -1,21 +1,22 @@
 // Package control is the controller and recovery worker of the metadata primary (DESIGN sections 7
 // and 9, the stream-failover spec). It owns node liveness, the decision that a stream's owner is
 // lost, placement of replacement followers, the seal of a pending recovery, the choice of the new
-// owner, and attention: everything that waits for an operator or a node, with why. It decides; engine/meta
-// checks and records its decisions as guarded ops.
+// owner, the delivery of assignments, and attention: everything that waits for an operator or a
+// node, with why. It decides; engine/meta checks and records its decisions as guarded ops.
 //
 // It is a pure state machine: it never reads the clock, does no I/O, starts no goroutine, never
 // blocks and walks no map. Time is ticks. All methods run on the goroutine that applies committed ops
 // to the meta.State the controller was given (shard 0 of the metadata replica); the controller only
 // reads that state.
 //
-// Inputs: Tick; OnHeartbeat (a node heartbeat with every copy's published record and cursor tails);
-// OnLinkDown and OnLinkUp (the node's links, for eager failover); OnSealReply; OnOwnerSilent (a
-// follower's report); StateChanged (committed ops were applied); ProposalDone and ProposalDropped (the
-// outcome of each proposal); BecomePrimary and StepDown. Operator actions, AcceptOwnerLoss and
-// Withdraw, return the op for the host to propose. Output: Ready returns Effects: ops to propose,
-// seals to send and assignments to deliver (see Effects for the host's order). Attention lists the
-// waits.
+// Inputs: Tick; OnHeartbeat (a node heartbeat: every copy's published record and cursor tails, and a
+// follower's silent-owner flag); OnLinkDown and OnLinkUp (the node's links, for eager failover);
+// OnSealReply; OnOwnerSilent; StateChanged (committed ops were applied); ProposalDone and
+// ProposalDropped (the outcome of each proposal); BecomePrimary and StepDown. Operator actions,
+// AcceptOwnerLoss and Withdraw, return the op for the host to propose. Output: Ready returns
+// Effects: ops to propose, seals to send and assignments to deliver (see Effects for the host's
+// order). Attention lists the waits. The host reports the links of every node when it becomes
+// primary (OnLinkDown for those that are down).
 //
 // What it does:
 //   - A node is lost when no heartbeat came for NodeLivenessTimeoutTicks, at once on a heartbeat
@@ -60,8 +61,9 @@
 //     SealRetryTimeoutTicks; one never reported back is forgotten after ProposalTimeoutTicks.
 //   - A seal answer with status "no copy" (the node lost its copy) never counts toward R: a copy that
 //     lost its data may have lost confirmed records.
-//   - A follower's report of a silent owner is kept for one liveness timeout; a report about an older
-//     epoch does not replace a newer one. How it reaches the primary (a wire command) is not there yet.
+//   - A follower reports a silent owner with the wire.CopyOwnerSilent flag on its heartbeat entry. The
+//     report is kept for one liveness timeout; a report about an older epoch does not replace a newer
+//     one.
 //   - Heartbeat tails are kept per node, sorted by stream, in memory that is reused: the heartbeat
 //     path allocates nothing in steady state.
 //
@@ -70,7 +72,6 @@
 // attention) for a copy holding the confirmed prefix or for an operator to accept the loss; an
 // accepted loss records the tails the new owner last published, which can lag its log, so a returning
 // copy may cut lower than needed and fetch again, and the promotion can land below the confirmed
-// prefix (meta's result warns). Not built here: the shard and simulator integration, the wire command
-// for a follower's silent-owner report, and operator accept-loss for a one-copy stream, which has no
-// recovery to accept.
+// prefix (meta's result warns). Not built here: the shard and simulator integration, and operator
+// accept-loss for a one-copy stream, which has no recovery to accept.
 package control

@@ -81,7 +81,8 @@ func (c *Controller) syncNodes() {
 
 // OnHeartbeat handles a node heartbeat: the node is alive, and its copies' published tails replace the
 // ones it published before. A heartbeat flagged as a shutdown notice loses the node at once (eager
-// failover). Bad copy entries are skipped and counted. It allocates nothing once the node's tail
+// failover). A follower's entry flagged wire.CopyOwnerSilent is a report of a silent owner
+// (OnOwnerSilent). Bad copy entries are skipped and counted. It allocates nothing once the node's tail
 // memory has grown to its number of copies.
 func (c *Controller) OnHeartbeat(from uint16, m wire.NodeHeartbeat, copies wire.CopyTails) {
 	n := c.node(from)
@@ -100,6 +101,9 @@ func (c *Controller) OnHeartbeat(from uint16, m wire.NodeHeartbeat, copies wire.
 			continue
 		}
 		n.tails = append(n.tails, t)
+		if t.Flags&wire.CopyOwnerSilent != 0 && t.Role == wire.RoleFollower {
+			c.OnOwnerSilent(from, t.Stream, t.Incarnation, t.Epoch)
+		}
 	}
 	slices.SortFunc(n.tails, func(a, b wire.CopyTail) int { return cmp.Compare(a.Stream, b.Stream) })
 	if !n.heard {
