@@ -1,6 +1,7 @@
 package stream_test
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/ringstream/ringstream/engine/stream"
@@ -164,4 +165,37 @@ func BenchmarkFollowerPrepare(b *testing.B) {
 		c.AppendDone(wire.LogRecords, uint64(i+1))
 		c.Ready()
 	}
+}
+
+// TestIdleCopyMemory measures the heap an idle owner copy of a 3-copy stream takes once open (the
+// protocol state only; the host's logs and buffers are not in it), over 10,000 copies.
+func TestIdleCopyMemory(t *testing.T) {
+	const copies = 10000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	keep := make([]*stream.Copy, copies)
+	for i := range keep {
+		cfg := testConfig(1)
+		cfg.Stream = uint64(i + 1)
+		c, err := stream.New(cfg, assignment(1, 1, 2, 3), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.OpenDone(stream.OpenState{})
+		c.Ready()
+		c.EpochDone(1, nil)
+		c.Ready()
+		c.Tick()
+		c.Ready()
+		keep[i] = c
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := (after.HeapAlloc - before.HeapAlloc) / copies
+	t.Logf("%d bytes of heap per idle copy", per)
+	if per > 8<<10 {
+		t.Fatalf("%d bytes per idle copy, want at most 8 KiB of the 64 KiB budget", per)
+	}
+	runtime.KeepAlive(keep)
 }

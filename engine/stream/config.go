@@ -30,8 +30,9 @@ type Config struct {
 	// with CodeBatchTooLarge; a replicated batch above it is refused by a follower.
 	BatchBytesMax int
 	// PendingBytesMax bounds the bytes the owner has appended that its log has not yet reported
-	// durable (default 16 MiB, twice segment's default group); produces past it are refused with
-	// CodeOverloaded.
+	// durable (default 8 MiB); produces past it are refused with CodeOverloaded. The host sets it at
+	// most to its log's own bound (segment's Config.PendingBytesMax, also 8 MiB by default), so the
+	// log never refuses an append the copy made.
 	PendingBytesMax int
 	// ProducesMax bounds the produces waiting for the confirmed tail (default 4096).
 	ProducesMax int
@@ -60,7 +61,7 @@ type Config struct {
 
 const (
 	defaultBatchBytesMax       = 1 << 20
-	defaultPendingBytesMax     = 16 << 20
+	defaultPendingBytesMax     = 8 << 20
 	defaultProducesMax         = 4096
 	defaultInflightBytesMax    = 8 << 20
 	defaultInflightPreparesMax = 256

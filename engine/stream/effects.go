@@ -12,12 +12,14 @@ import (
 //  2. Appends, in order, onto the log each names (group-committed by the host). Payload and
 //     Encoded alias the message of the Step that made them: append them before that message's
 //     bytes are released. Report AppendDone(log, end) as the durable tail moves, never before the
-//     fsync that covers it completed, and LogFailed if the log fails.
+//     fsync that covers it completed, and LogFailed if the log fails or refuses an append (the
+//     copy's records would no longer match its log).
 //  3. SyncCursors: commit the cursor log's queued events (one fsync for all).
 //  4. Reads: read each from the log and report ReadDone with the tag.
 //  5. Prepares to followers and PrepareOKs to the owner. A prepare either carries its batches
 //     (read from the log) or names a run of this Effects' Appends whose encoded bytes the host
-//     sends as they were appended. Every PrepareOK vouches only for what AppendDone covered.
+//     sends as they were appended (the host keeps those bytes, in its log's group buffer, alive
+//     until the send completes). Every PrepareOK vouches only for what AppendDone covered.
 //  6. Replies to clients.
 //
 // Heartbeat is the copy's state for the shard's heartbeat schedule, read after every Ready.

@@ -106,6 +106,10 @@ func randomRun(t tb, seed uint64, hook func(*stream.Copy)) {
 		a.Followers = append(a.Followers, uint16(f))
 	}
 	cl := newCluster(t, a)
+	if rng.IntN(2) == 0 {
+		cl = historyCluster(t, rng, a)
+		a = cl.nodes[1].c.Assignment()
+	}
 	owner := cl.nodes[1]
 	if hook != nil {
 		hook(owner.c)
@@ -309,4 +313,37 @@ func checkFetchAgainst(t tb, owner *node, r stream.Reply) {
 	if len(data) != 0 {
 		t.Fatal("fetched bytes the owner's log does not hold")
 	}
+}
+
+// historyCluster starts the assignment at epoch 3 on a history: the owner holds batches written at
+// epochs 1 and 2, each follower a prefix of them, so log matching works across epoch runs.
+func historyCluster(t tb, rng *rand.Rand, a meta.Assignment) *cluster {
+	a.Epoch = 3
+	var log [][]byte
+	var off uint64
+	for i := 0; i < 2+rng.IntN(6); i++ {
+		epoch := uint32(1)
+		if i >= 2 && rng.IntN(2) == 0 || i > 4 {
+			epoch = 2
+		}
+		if n := len(log); n > 0 {
+			h, _, _ := decode(log[n-1])
+			epoch = max(epoch, h.Epoch)
+		}
+		count := uint32(1 + rng.IntN(3))
+		log = append(log, batch(off, count, epoch, 20))
+		off += uint64(count)
+	}
+	epochs := []wire.LogEpoch{{Epoch: 1}}
+	cl := &cluster{t: t, nodes: map[uint16]*node{}}
+	cl.ids = append([]uint16{a.Owner}, a.Followers...)
+	for _, id := range cl.ids {
+		held := log
+		if id != a.Owner {
+			held = log[:rng.IntN(len(log)+1)]
+		}
+		cl.nodes[id] = newNode(t, testConfig(id), a, append([][]byte(nil), held...), nil, epochs)
+	}
+	cl.settle()
+	return cl
 }
