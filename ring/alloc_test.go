@@ -36,6 +36,7 @@ func runSteadyStateAllocs(t *testing.T, newRing newRingFunc) {
 	r := testRing(t, newRing, 64)
 	f := tempFile(t)
 	fd := int(f.Fd())
+	pathA, pathB := f.Name(), f.Name()+".b"
 	h := &countHandler{}
 	block := make([]byte, 4096)
 	bufs := [][]byte{block[:1024], block[1024:]}
@@ -62,6 +63,12 @@ func runSteadyStateAllocs(t *testing.T, newRing newRingFunc) {
 			return r.Fsync(h, 2, fd, true, 0)
 		}},
 		{"read", 1, func() error { return r.Read(h, 3, fd, block, 0, 0) }},
+		{"renameat there and back", 2, func() error {
+			if err := r.RenameAt(h, 6, unix.AT_FDCWD, pathA, unix.AT_FDCWD, pathB, 0, Link); err != nil {
+				return err
+			}
+			return r.RenameAt(h, 7, unix.AT_FDCWD, pathB, unix.AT_FDCWD, pathA, 0, 0)
+		}},
 		{"send+recv", 2, func() error {
 			if err := r.Send(h, 4, client, msg, 0, 0); err != nil {
 				return err

@@ -75,14 +75,31 @@ const (
 	OpMsgRing
 	OpReadFixed
 	OpWriteFixed
+	OpFallocate
+	OpRenameAt
+	OpUnlinkAt
+	OpMkdirAt
+	OpStatx
+
+	opLast = OpStatx // the highest Opcode; loops over every operation stop here
 )
+
+// Opcodes lists every operation this package knows, in Opcode order (Info.Ops says which a ring can run).
+func Opcodes() []Opcode {
+	ops := make([]Opcode, 0, opLast)
+	for op := OpNop; op <= opLast; op++ {
+		ops = append(ops, op)
+	}
+	return ops
+}
 
 var opcodeNames = [...]string{
 	OpNop: "nop", OpRead: "read", OpWrite: "write", OpReadv: "readv", OpWritev: "writev",
 	OpFsync: "fsync", OpFtruncate: "ftruncate", OpOpenat: "openat", OpClose: "close", OpSend: "send",
 	OpRecv: "recv", OpSendmsg: "sendmsg", OpSendZC: "send_zc", OpAccept: "accept", OpConnect: "connect",
 	OpTimeout: "timeout", OpLinkTimeout: "link_timeout", OpMsgRing: "msg_ring",
-	OpReadFixed: "read_fixed", OpWriteFixed: "write_fixed",
+	OpReadFixed: "read_fixed", OpWriteFixed: "write_fixed", OpFallocate: "fallocate",
+	OpRenameAt: "renameat", OpUnlinkAt: "unlinkat", OpMkdirAt: "mkdirat", OpStatx: "statx",
 }
 
 func (o Opcode) String() string {

@@ -84,7 +84,7 @@ func newFallback(cfg Config, reason string) (*fallbackRing, error) {
 		SQEntries:      cfg.Entries,
 		CQEntries:      uint32(nslots),
 	}
-	for op := OpNop; op <= OpWriteFixed; op++ {
+	for op := OpNop; op <= opLast; op++ {
 		if op != OpSendZC {
 			r.info.Ops = append(r.info.Ops, op)
 		}
@@ -232,7 +232,8 @@ func (r *fallbackRing) complete(idx int32, res int32, flags uint32) {
 func (r *fallbackRing) execute(idx int32, s *slot) (res int32, parked bool) {
 	fd := s.fd
 	if s.flags&FixedFile != 0 && s.op != OpNop {
-		if s.op == OpClose || s.op == OpOpenat {
+		switch s.op {
+		case OpClose, OpOpenat, OpRenameAt, OpUnlinkAt, OpMkdirAt, OpStatx:
 			return -int32(unix.EBADF), false // as the kernel: these never take a registered file
 		}
 		if fd < 0 || fd >= len(r.registeredFiles) {
@@ -264,6 +265,10 @@ func (r *fallbackRing) execute(idx int32, s *slot) (res int32, parked bool) {
 		return retryIntr(func() (int, error) { return 0, unix.Close(fd) }), false
 	case OpReadFixed, OpWriteFixed:
 		return r.executeFixed(fd, s), false
+	case OpFallocate:
+		return retryIntr(func() (int, error) { return 0, unix.Fallocate(fd, s.mode, s.off, s.length) }), false
+	case OpRenameAt, OpUnlinkAt, OpMkdirAt, OpStatx:
+		return r.executePath(s), false
 	}
 	return r.executeParkable(idx, s, fd)
 }

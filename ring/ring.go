@@ -67,6 +67,19 @@ type Ring interface {
 	Openat(h Handler, tag uint64, dirfd int, path string, flags int, mode uint32, fl Flags) error
 	// CloseFile closes fd (IORING_OP_CLOSE).
 	CloseFile(h Handler, tag uint64, fd int, fl Flags) error
+	// RenameAt renames oldPath (relative to oldDirfd) to newPath (relative to newDirfd); flags as
+	// renameat2(2) (RENAME_NOREPLACE, RENAME_EXCHANGE). Res is 0.
+	RenameAt(h Handler, tag uint64, oldDirfd int, oldPath string, newDirfd int, newPath string, flags uint32, fl Flags) error
+	// UnlinkAt removes path relative to dirfd; flags 0 or unix.AT_REMOVEDIR. Res is 0.
+	UnlinkAt(h Handler, tag uint64, dirfd int, path string, flags int, fl Flags) error
+	// MkdirAt creates directory path relative to dirfd. Res is 0.
+	MkdirAt(h Handler, tag uint64, dirfd int, path string, mode uint32, fl Flags) error
+	// Fallocate is fallocate(2) on fd: mode 0 allocates and extends, FALLOC_FL_KEEP_SIZE allocates
+	// only, FALLOC_FL_PUNCH_HOLE (with KEEP_SIZE) frees. Res is 0.
+	Fallocate(h Handler, tag uint64, fd int, mode uint32, off, length int64, fl Flags) error
+	// Statx is statx(2) of path relative to dirfd into st, which the caller must not touch until the
+	// completion (flags as statx: AT_EMPTY_PATH with path "" stats dirfd itself). Res is 0.
+	Statx(h Handler, tag uint64, dirfd int, path string, flags int, mask uint32, st *unix.Statx_t, fl Flags) error
 
 	// Send sends buf on a connected socket. Res is the byte count (it may be short).
 	Send(h Handler, tag uint64, fd int, buf []byte, msgFlags int, fl Flags) error

@@ -36,6 +36,20 @@
 //     appear. A loop that must not block collects them with Wait(0) before Dispatch.
 //   - The fallback ignores Async (there is no worker pool to force), and refuses FixedFile on
 //     CloseFile and Openat with EBADF, as the kernel does.
+//   - RenameAt, UnlinkAt, MkdirAt and Statx copy their paths, NUL-terminated, into the slot's own
+//     buffers, which grow only when a longer path than that slot ever held arrives: a rare path may
+//     allocate once, steady state does not (pinned by TestSteadyStateAllocatesNothing).
+//   - A path holding a NUL byte completes with EINVAL on both backends. The io_uring backend never
+//     hands it to the kernel, so there it takes no part in a link chain; the fallback runs it in its
+//     chain, which the EINVAL then breaks. Callers have no reason to queue such a path.
+//   - Whether a failed RenameAt, UnlinkAt, MkdirAt, Fallocate or Statx cancels what is linked after it
+//     depends on the kernel: 6.18 cancels only when the fd or dirfd itself is bad and lets the chain
+//     go on after ENOENT, EEXIST or ENOTEMPTY; older kernels cancelled on any failure. The fallback
+//     keeps the general rule (any failure cancels the rest). Callers check every completion of such
+//     a chain and rely on neither; a failure before one of these operations cancels it everywhere.
+//   - These five operations are probe-gated like the rest: on a kernel without the opcode (RENAMEAT,
+//     UNLINKAT 5.11, MKDIRAT 5.15, FALLOCATE 5.6, STATX 5.6) the io_uring backend returns
+//     ErrUnsupported and Info.Ops leaves it out; no syscall is run in its place.
 //   - The fallback's timers have millisecond resolution in epoll_wait (deadlines are rounded up), so a
 //     timeout never fires early.
 package ring

@@ -21,7 +21,9 @@ type slot struct {
 
 	// Arguments kept for the fallback backend, which runs the operation itself.
 	fd        int
+	fd2       int // RenameAt's new directory fd
 	off       int64
+	length    int64 // Fallocate's length
 	msgFlags  int
 	datasync  bool
 	openFlags int
@@ -35,7 +37,9 @@ type slot struct {
 	buf      []byte
 	bufs     [][]byte
 	iovecs   []unix.Iovec // grown on demand, never shrunk: steady state allocates nothing
-	path     []byte       // NUL-terminated copy of an openat path; grown on demand
+	path     []byte       // NUL-terminated copy of a path (openat, renameat's old path, ...); grown on demand
+	path2    []byte       // NUL-terminated copy of renameat's new path; grown on demand
+	statx    *unix.Statx_t
 	sockaddr unix.RawSockaddrAny
 	addrLen  uint32
 	msghdr   unix.Msghdr
@@ -101,6 +105,7 @@ func (t *slotTable) release(idx int32) {
 	s.handler = nil
 	s.buf = nil
 	s.target = nil
+	s.statx = nil
 	s.bufs = nil // the caller's slice: never written
 	for i := range s.iovecs {
 		s.iovecs[i] = unix.Iovec{}
@@ -130,18 +135,25 @@ func (s *slot) setIovecs(bufs [][]byte) {
 
 // setPath copies path into the slot as a NUL-terminated byte string. It reports false when path
 // holds a NUL byte, which no kernel path may contain.
-func (s *slot) setPath(path string) bool {
+func (s *slot) setPath(path string) bool { return copyPath(&s.path, path) }
+
+// setPath2 is setPath for the second path of a rename.
+func (s *slot) setPath2(path string) bool { return copyPath(&s.path2, path) }
+
+// copyPath copies path into *dst with a NUL after it, reusing *dst's array: it allocates only when
+// a longer path than this slot has ever held arrives (rare paths only; no per-record cost).
+func copyPath(dst *[]byte, path string) bool {
 	for i := 0; i < len(path); i++ {
 		if path[i] == 0 {
 			return false
 		}
 	}
-	if cap(s.path) < len(path)+1 {
-		s.path = make([]byte, len(path)+1, len(path)+64)
+	if cap(*dst) < len(path)+1 {
+		*dst = make([]byte, len(path)+1, len(path)+64)
 	}
-	s.path = s.path[:len(path)+1]
-	copy(s.path, path)
-	s.path[len(path)] = 0
+	*dst = (*dst)[:len(path)+1]
+	copy(*dst, path)
+	(*dst)[len(path)] = 0
 	return true
 }
 

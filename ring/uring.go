@@ -221,7 +221,7 @@ func (r *uringRing) probe() error {
 			r.probed[op[0]] = true
 		}
 	}
-	for op := OpNop; op <= OpWriteFixed; op++ {
+	for op := OpNop; op <= opLast; op++ {
 		// Ftruncate is always offered: without the opcode, the ring runs ftruncate(2) itself.
 		if r.probed[kernelOpcode(op)] || op == OpFtruncate {
 			r.info.Ops = append(r.info.Ops, op)

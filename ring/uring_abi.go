@@ -82,12 +82,17 @@ const (
 	kopAccept     = 13
 	kopLinkTO     = 15
 	kopConnect    = 16
+	kopFallocate  = 17
 	kopOpenat     = 18
 	kopClose      = 19
+	kopStatx      = 21
 	kopRead       = 22
 	kopWrite      = 23
 	kopSend       = 26
 	kopRecv       = 27
+	kopRenameAt   = 35
+	kopUnlinkAt   = 36
+	kopMkdirAt    = 37
 	kopMsgRing    = 40
 	kopSendZC     = 47
 	kopFtruncate  = 55
@@ -136,6 +141,16 @@ func kernelOpcode(op Opcode) uint8 {
 		return kopReadFixed
 	case OpWriteFixed:
 		return kopWriteFixed
+	case OpFallocate:
+		return kopFallocate
+	case OpRenameAt:
+		return kopRenameAt
+	case OpUnlinkAt:
+		return kopUnlinkAt
+	case OpMkdirAt:
+		return kopMkdirAt
+	case OpStatx:
+		return kopStatx
 	}
 	panic("ring: unknown opcode")
 }

@@ -99,7 +99,7 @@ func printInfo(out io.Writer, info ring.Info) {
 	fmt.Fprintf(out, "features:       %s\n", listOrNone(info.Features))
 	fmt.Fprintf(out, "queue sizes:    sq %d, cq %d\n", info.SQEntries, info.CQEntries)
 	var have, missing []string
-	for op := ring.OpNop; op <= ring.OpWriteFixed; op++ {
+	for _, op := range ring.Opcodes() {
 		if info.Has(op) {
 			have = append(have, op.String())
 		} else {
