@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/ringstream/ringstream/engine/meta"
 )
@@ -127,10 +128,22 @@ func (c *Controller) workAttention(dst []Attention, st meta.Stream, a meta.Assig
 		}
 	}
 	if answered < w.threshold && w.elapsed >= c.cfg.SealTimeoutTicks {
+		var silent []string
+		for i, n := range w.copies {
+			switch {
+			case w.answers[i].sealed:
+			case w.answers[i].noCopy:
+				silent = append(silent, fmt.Sprintf("node %d (holds no copy)", n))
+			case !c.nodeAlive(n):
+				silent = append(silent, fmt.Sprintf("node %d (lost)", n))
+			default:
+				silent = append(silent, fmt.Sprintf("node %d (alive, not answering)", n))
+			}
+		}
 		dst = append(dst, Attention{Kind: AttentionFewerThanR, Stream: st.ID, Incarnation: st.Incarnation,
 			Recovery: w.id, Answers: answered, Needed: w.threshold, Why: fmt.Sprintf(
-				"recovery %d of stream %q has %d of the %d sealed copies it needs; it waits for more copies to answer",
-				w.id, st.Name, answered, w.threshold)})
+				"recovery %d of stream %q has %d of the %d sealed copies it needs; it waits for %s",
+				w.id, st.Name, answered, w.threshold, strings.Join(silent, ", "))})
 	}
 	starts, _ := c.state.Starts(st.ID)
 	latest, ok := starts.Latest()

@@ -3,6 +3,7 @@ package control
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/ringstream/ringstream/engine/meta"
@@ -115,6 +116,9 @@ func TestRecovery_WaitsWithFewerThanR(t *testing.T) {
 	if len(att) != 1 || att[0].Kind != AttentionFewerThanR || att[0].Answers != 1 || att[0].Needed != 2 ||
 		att[0].Recovery != rec.ID {
 		t.Fatalf("attention %+v", att)
+	}
+	if !strings.Contains(att[0].Why, "node 1 (lost)") || !strings.Contains(att[0].Why, "node 3 (alive, not answering)") {
+		t.Fatalf("attention does not say who it waits for: %s", att[0].Why)
 	}
 	// Late answers are kept: node 3 answers long after the seal timeout, and the recovery commits.
 	f.reply(3, seal, 40, 0)
