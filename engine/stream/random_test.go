@@ -95,140 +95,166 @@ func (c *catcher) run(seed uint64, hook func(*stream.Copy)) (caught string) {
 	return ""
 }
 
+// randomSim is one randomized run: a cluster, the messages in flight, the producers.
+type randomSim struct {
+	t     tb
+	seed  uint64
+	rng   *rand.Rand
+	a     meta.Assignment
+	cl    *cluster
+	owner *node
+	queue []envelope
+	prods []*producerState
+}
+
 func randomRun(t tb, seed uint64, hook func(*stream.Copy)) {
-	rng := rand.New(rand.NewPCG(seed, 7))
-	copies := 1 + rng.IntN(5)
-	a := meta.Assignment{Epoch: 1, Owner: 1, Policy: meta.Policy{Kind: meta.PolicyMajorityDurable}}
-	if rng.IntN(3) == 0 {
-		a.Policy = meta.Policy{Kind: meta.PolicyLocalDurable}
+	s := &randomSim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 7))}
+	s.a = meta.Assignment{Epoch: 1, Owner: 1, Policy: meta.Policy{Kind: meta.PolicyMajorityDurable}}
+	if s.rng.IntN(3) == 0 {
+		s.a.Policy = meta.Policy{Kind: meta.PolicyLocalDurable}
 	}
+	copies := 1 + s.rng.IntN(5)
 	for f := 2; f <= copies; f++ {
-		a.Followers = append(a.Followers, uint16(f))
+		s.a.Followers = append(s.a.Followers, uint16(f))
 	}
-	cl := newCluster(t, a)
-	if rng.IntN(2) == 0 {
-		cl = historyCluster(t, rng, a)
-		a = cl.nodes[1].c.Assignment()
+	if s.rng.IntN(2) == 0 {
+		s.cl = historyCluster(t, s.rng, s.a)
+		s.a = s.cl.nodes[1].c.Assignment()
+	} else {
+		s.cl = newCluster(t, s.a)
 	}
-	owner := cl.nodes[1]
+	s.owner = s.cl.nodes[1]
 	if hook != nil {
-		hook(owner.c)
+		hook(s.owner.c)
 	}
-	var queue []envelope
-	collect := func() {
-		for _, id := range cl.ids {
-			queue = append(queue, cl.nodes[id].sent...)
-			cl.nodes[id].sent = nil
-		}
+	for _, id := range s.cl.ids {
+		s.cl.nodes[id].autoSync = false
 	}
-	for _, id := range cl.ids {
-		cl.nodes[id].autoSync = false
+	s.prods = []*producerState{{id: 11, acked: map[uint64]uint64{}}, {id: 12, acked: map[uint64]uint64{}}}
+	for range 400 {
+		s.step()
+		for _, id := range s.cl.ids {
+			s.queue = append(s.queue, s.cl.nodes[id].sent...)
+			s.cl.nodes[id].sent = nil
+		}
+		s.check()
 	}
-	prods := []*producerState{{id: 11, acked: map[uint64]uint64{}}, {id: 12, acked: map[uint64]uint64{}}}
-	check := func() {
-		for _, r := range owner.takeReplies() {
-			checkReply(t, owner, prods, r)
+	s.heal()
+}
+
+// step takes one random action: a produce (or its retry), a fetch, a cursor commit, a message
+// delivered, lost or duplicated, a node's storage syncing or serving its reads, a tick, or a
+// follower crash that loses what it had not synced.
+func (s *randomSim) step() {
+	t, rng, cl, owner := s.t, s.rng, s.cl, s.owner
+	switch k := rng.IntN(100); {
+	case k < 15:
+		p := s.prods[rng.IntN(len(s.prods))]
+		if !p.waiting {
+			p.waiting, p.count = true, uint32(1+rng.IntN(4))
 		}
-		held := 0
-		for _, id := range cl.ids {
-			if id != 1 {
-				sameLog(t, owner, cl.nodes[id])
-				agreeAppended(t, owner, cl.nodes[id])
-			}
-			if cl.nodes[id].recTail() >= owner.c.Confirmed() {
-				held++
-			}
-		}
-		if held < a.ConfirmCount() {
-			t.Fatalf("confirmed %d is durable on %d copies, W is %d", owner.c.Confirmed(), held, a.ConfirmCount())
-		}
-	}
-	for step := 0; step < 400; step++ {
-		switch k := rng.IntN(100); {
-		case k < 15:
-			p := prods[rng.IntN(len(prods))]
-			if !p.waiting {
-				p.waiting, p.count = true, uint32(1+rng.IntN(4))
-			}
-			cl.produce(1, p.id, p.id, p.seq, p.count, payload(int(p.seq), 20+rng.IntN(200)))
-		case k < 18:
-			m := stream.Message{Kind: stream.KindFetch, Client: 99}
-			off := uint64(rng.IntN(int(owner.c.Confirmed()) + 3))
-			m.Fetch = wire.Fetch{RequestID: off, Stream: testStream, Offset: off, BytesMax: uint32(1 + rng.IntN(2000)),
-				RecordsMax: uint32(rng.IntN(5)), WaitMs: uint32(rng.IntN(3) * 20)}
-			owner.c.Step(&m)
-			owner.ready(t)
-		case k < 20:
-			m := cursorMsg(stream.KindCommitCursor, fmt.Sprint("c", rng.IntN(3)), uint64(rng.IntN(int(owner.c.Confirmed())+1)))
-			owner.c.Step(&m)
-			owner.ready(t)
-		case k < 50 && len(queue) > 0:
-			i := rng.IntN(len(queue))
-			e := queue[i]
-			switch r := rng.IntN(10); {
-			case r == 0: // lost
-			case r == 1: // duplicated
-				cl.deliver(e)
-				cl.deliver(e)
-			default:
-				cl.deliver(e)
-			}
-			queue = append(queue[:i], queue[i+1:]...)
-		case k < 70:
-			n := cl.nodes[cl.ids[rng.IntN(len(cl.ids))]]
-			n.sync(t)
-			n.ready(t)
-		case k < 85:
-			n := cl.nodes[cl.ids[rng.IntN(len(cl.ids))]]
-			n.serveReads(t)
-		case k < 95:
-			for _, id := range cl.ids {
-				cl.nodes[id].c.Tick()
-				cl.nodes[id].ready(t)
-			}
+		cl.produce(1, p.id, p.id, p.seq, p.count, payload(int(p.seq), 20+rng.IntN(200)))
+	case k < 18:
+		m := stream.Message{Kind: stream.KindFetch, Client: 99}
+		off := uint64(rng.IntN(int(owner.c.Confirmed()) + 3))
+		m.Fetch = wire.Fetch{RequestID: off, Stream: testStream, Offset: off, BytesMax: uint32(1 + rng.IntN(2000)),
+			RecordsMax: uint32(rng.IntN(5)), WaitMs: uint32(rng.IntN(3) * 20)}
+		owner.c.Step(&m)
+		owner.ready(t)
+	case k < 20:
+		m := cursorMsg(stream.KindCommitCursor, fmt.Sprint("c", rng.IntN(3)), uint64(rng.IntN(int(owner.c.Confirmed())+1)))
+		owner.c.Step(&m)
+		owner.ready(t)
+	case k < 50 && len(s.queue) > 0:
+		i := rng.IntN(len(s.queue))
+		e := s.queue[i]
+		s.queue = append(s.queue[:i], s.queue[i+1:]...)
+		switch r := rng.IntN(10); {
+		case r == 0: // lost
+		case r == 1: // duplicated
+			cl.deliver(e)
+			cl.deliver(e)
 		default:
-			if copies > 1 {
-				id := cl.ids[1+rng.IntN(copies-1)]
-				old := cl.nodes[id]
-				n := newNode(t, testConfig(id), a, old.rec[:old.recSync], old.cur[:old.curSync], old.epochs)
-				n.autoSync = false
-				cl.nodes[id] = n
-			}
+			cl.deliver(e)
 		}
-		collect()
-		check()
+	case k < 70:
+		n := cl.nodes[cl.ids[rng.IntN(len(cl.ids))]]
+		n.sync(t)
+		n.ready(t)
+	case k < 85:
+		cl.nodes[cl.ids[rng.IntN(len(cl.ids))]].serveReads(t)
+	case k < 95:
+		for _, id := range cl.ids {
+			cl.nodes[id].c.Tick()
+			cl.nodes[id].ready(t)
+		}
+	default:
+		if len(cl.ids) > 1 {
+			id := cl.ids[1+rng.IntN(len(cl.ids)-1)]
+			old := cl.nodes[id]
+			n := newNode(t, testConfig(id), s.a, old.rec[:old.recSync], old.cur[:old.curSync], old.epochs)
+			n.autoSync = false
+			cl.nodes[id] = n
+		}
 	}
-	// Heal: no more faults, storage syncs, messages arrive; everything converges.
+}
+
+// check checks every reply so far, every follower's log against the owner's, and that the
+// confirmed tail is durable on W copies.
+func (s *randomSim) check() {
+	t, owner := s.t, s.owner
+	for _, r := range owner.takeReplies() {
+		checkReply(t, owner, s.prods, r)
+	}
+	held := 0
+	for _, id := range s.cl.ids {
+		if id != 1 {
+			sameLog(t, owner, s.cl.nodes[id])
+			agreeAppended(t, owner, s.cl.nodes[id])
+		}
+		if s.cl.nodes[id].recTail() >= owner.c.Confirmed() {
+			held++
+		}
+	}
+	if held < s.a.ConfirmCount() {
+		t.Fatalf("confirmed %d is durable on %d copies, W is %d", owner.c.Confirmed(), held, s.a.ConfirmCount())
+	}
+}
+
+// heal stops the faults: storage syncs, messages arrive, producers retry; every follower must reach
+// the owner's tail, everything must be confirmed and every producer answered.
+func (s *randomSim) heal() {
+	t, cl, owner := s.t, s.cl, s.owner
 	for _, id := range cl.ids {
 		cl.nodes[id].autoSync = true
 		cl.nodes[id].sync(t)
 		cl.nodes[id].ready(t)
 	}
 	for round := 0; round < 40; round++ {
-		for _, e := range queue {
+		for _, e := range s.queue {
 			cl.deliver(e)
 		}
-		queue = nil
+		s.queue = nil
 		cl.settle()
-		for _, p := range prods {
+		for _, p := range s.prods {
 			if p.waiting && round%5 == 0 {
 				cl.produce(1, p.id, p.id, p.seq, p.count, payload(int(p.seq), 20))
 			}
 		}
 		cl.tick(1)
-		check()
+		s.check()
 	}
 	for _, id := range cl.ids[1:] {
 		if got := cl.nodes[id].recTail(); got != owner.recTail() {
-			t.Fatalf("seed %d: node %d at %d after healing, owner at %d", seed, id, got, owner.recTail())
+			t.Fatalf("seed %d: node %d at %d after healing, owner at %d", s.seed, id, got, owner.recTail())
 		}
 	}
 	if owner.c.Confirmed() != owner.recTail() {
-		t.Fatalf("seed %d: confirmed %d, owner tail %d after healing", seed, owner.c.Confirmed(), owner.recTail())
+		t.Fatalf("seed %d: confirmed %d, owner tail %d after healing", s.seed, owner.c.Confirmed(), owner.recTail())
 	}
-	for _, p := range prods {
+	for _, p := range s.prods {
 		if p.waiting {
-			t.Fatalf("seed %d: producer %d's batch %d never answered", seed, p.id, p.seq)
+			t.Fatalf("seed %d: producer %d's batch %d never answered", s.seed, p.id, p.seq)
 		}
 	}
 }
