@@ -7,9 +7,11 @@ import (
 
 // flush builds this tick's batches: one Commit batch per peer node holding every entry this shard owes
 // it (R11), then one CommitReply batch per peer from the reply outbox (R27), and starts the sends.
-// Entries are encoded in place at the end of each link's outbox; nothing is allocated per entry.
+// Entries are encoded in place at the end of each link's outbox; nothing is allocated per entry. A
+// group whose superblock save is still in flight or failed is left out (R12); one whose save
+// completes later goes in that turn's late batch (flushLate), so no save holds back the other
+// groups or the replies.
 func (s *Shard) flush() {
-	s.flushPending = false
 	for _, gs := range s.groups {
 		if gs.role != RolePrimary {
 			continue
@@ -18,12 +20,14 @@ func (s *Shard) flush() {
 		if owed == 0 {
 			continue
 		}
-		if gs.save == saveFailed || gs.save == saveInFlight {
-			// R12: left out of this batch; its entries stay owed and go in a later one.
+		switch gs.save {
+		case saveInFlight:
+			// R12: left out of this batch; it goes in the late batch of the turn its save completes.
+			s.stats.EntriesAwaitingSave.Add(uint64(owed.Count()))
+			continue
+		case saveFailed:
+			// R12: left out; its entries stay owed and go in a later batch.
 			s.stats.EntriesDeferredSave.Add(uint64(owed.Count()))
-			if gs.save == saveFailed {
-				gs.save = saveNone
-			}
 			continue
 		}
 		gs.save = saveNone

@@ -1,6 +1,7 @@
 package shard_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -104,45 +105,75 @@ func TestR6_EagerCommitLeavesOnNextTick(t *testing.T) {
 	}
 }
 
-// R13: a batch is never split: entries that do not fit in the outbox stay owed and go whole in a later
-// batch.
-func TestR13_BatchNeverSplitEntriesWaitForRoom(t *testing.T) {
+// R13: a batch is never split, and the limit that makes every tick's batch fit is stated in the
+// config: an outbox holds GroupsPerShardMax Commit entries and ReplyOutboxEntries replies with their
+// headers above what SendFrame may use. With the smallest outbox that validation allows and frames
+// filling every byte SendFrame may take, a shard holding the most groups sends all of their entries
+// to the peer in one frame on each tick. One group more, a smaller outbox and a frame that can never
+// fit are refused with errors that say so.
+func TestR13_OneTicksEntriesLeaveInOneFrame(t *testing.T) {
+	const groupsMax = 300
 	var groups []shard.Group
-	for id := uint64(1); id <= 200; id++ {
+	for id := uint64(1); id <= groupsMax; id++ {
 		groups = append(groups, newGroup(id, []uint16{1, 2}, 1, 1))
 	}
-	n, err := shard.NewOfflineNode(shard.Config{Node: 1, Cluster: testCluster, Schedule: testTicks,
-		OutboxBytes: 4096}, peersOf(2), groups)
+	reserve := 2*wire.HeaderSize + groupsMax*wire.CommitEntrySize + 64*wire.CommitReplyEntrySize
+	cfg := shard.Config{Node: 1, Cluster: testCluster, Schedule: testTicks, GroupsPerShardMax: groupsMax,
+		ReplyOutboxEntries: 64, OutboxBytes: reserve + 4096}
+	n, err := shard.NewOfflineNode(cfg, peersOf(2), groups)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := n.Shards()[0]
-	runTicks(n, 5)
-	first := parseFrames(t, s.TakeOutbox(2))
-	if len(first) != 1 {
-		t.Fatalf("%d frames", len(first))
-	}
-	fit := (4096 - wire.HeaderSize) / wire.CommitEntrySize
-	if got := len(commitEntries(t, first[0])); got != fit {
-		t.Fatalf("first batch %d entries, want %d", got, fit)
-	}
-	seen := map[uint64]int{}
-	for _, e := range commitEntries(t, first[0]) {
-		seen[e.Group]++
-	}
-	for tick := 0; tick < 10 && len(seen) < 200; tick++ {
+	frame := wire.BeginFrame(nil, &wire.Header{Cluster: testCluster, Sender: 1, Command: wire.CommandStreamPrepare,
+		Group: 1, Incarnation: 1})
+	frame = append(frame, make([]byte, 4096-wire.HeaderSize)...)
+	wire.EndFrame(frame, 0)
+	for tick := 0; tick < 12; tick++ {
+		if err := s.SendFrame(2, frame); err != nil { // every byte above the reserve
+			t.Fatalf("tick %d: frame: %v", tick, err)
+		}
+		if err := s.SendFrame(2, frame[:wire.HeaderSize]); !errors.Is(err, shard.ErrOutboxFull) {
+			t.Fatalf("tick %d: a frame past the room above the reserve: %v, want ErrOutboxFull", tick, err)
+		}
 		runTicks(n, 1)
+		var entries, batches int
 		for _, f := range parseFrames(t, s.TakeOutbox(2)) {
-			for _, e := range commitEntries(t, f) {
-				seen[e.Group]++
+			if f.h.Command == wire.CommandCommit {
+				batches++
+				entries = len(commitEntries(t, f))
 			}
 		}
+		if batches > 1 || (batches == 1 && entries != groupsMax) {
+			t.Fatalf("tick %d: %d Commit frames, %d entries; want one frame of all %d", tick, batches, entries, groupsMax)
+		}
 	}
-	if len(seen) != 200 {
-		t.Fatalf("%d groups sent, want 200", len(seen))
+	if got := s.Stats().CommitEntriesSent.Load(); got == 0 || got%groupsMax != 0 {
+		t.Fatalf("%d entries sent, want whole batches of %d", got, groupsMax)
 	}
-	if s.Stats().EntriesDeferredFull.Load() == 0 {
-		t.Fatal("no deferral counted")
+	if s.Stats().EntriesDeferredFull.Load() != 0 {
+		t.Fatal("entries deferred for room")
+	}
+	if err := s.SendFrame(2, append(frame, make([]byte, 1)...)); !errors.Is(err, shard.ErrFrameTooLarge) {
+		t.Fatalf("a frame larger than the room above the reserve: %v, want ErrFrameTooLarge", err)
+	}
+	small := cfg
+	small.OutboxBytes = reserve + 4095
+	if _, err := shard.NewOfflineNode(small, peersOf(2), nil); !errors.Is(err, shard.ErrConfig) {
+		t.Fatalf("outbox below the reserve: %v, want ErrConfig", err)
+	}
+	live, err := shard.NewNode(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Stop()
+	for _, g := range groups {
+		if err := live.AddGroup(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := live.AddGroup(newGroup(groupsMax+1, []uint16{1, 2}, 1, 1)); !errors.Is(err, shard.ErrTooManyGroups) {
+		t.Fatalf("group %d on a full shard: %v, want ErrTooManyGroups", groupsMax+1, err)
 	}
 }
 

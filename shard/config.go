@@ -11,6 +11,7 @@ import (
 
 	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard/heartbeat"
+	"github.com/ringstream/ringstream/wire"
 )
 
 // Sentinel errors. Each has one meaning.
@@ -28,8 +29,19 @@ var (
 	// ErrSaveDeferred: a superblock save was not issued this tick (the ring had no room); the group is
 	// left out of the batch and asked again on a later tick.
 	ErrSaveDeferred = errors.New("shard: superblock save deferred, no room on the ring this tick")
+	// ErrFrameTooLarge: the frame can never fit in an outbox (OutboxBytes less the batch reserve);
+	// send it with SendData.
+	ErrFrameTooLarge = errors.New("shard: frame larger than an outbox can take")
+	// ErrTooManyGroups: the owning shard already holds GroupsPerShardMax groups.
+	ErrTooManyGroups = errors.New("shard: too many groups on the shard")
 	// ErrDuplicateGroup: a group with this id is already on the node.
 	ErrDuplicateGroup = errors.New("shard: duplicate group")
+	// ErrUnknownGroup: no group with this id is on the node.
+	ErrUnknownGroup = errors.New("shard: unknown group")
+	// ErrNotStarted: the operation needs a started node.
+	ErrNotStarted = errors.New("shard: node not started")
+	// ErrStopped: Stop was called; the node takes no more work.
+	ErrStopped = errors.New("shard: node stopped")
 )
 
 // Peer is another node of the cluster and the address it listens on for peer links.
@@ -56,15 +68,31 @@ type Config struct {
 
 	// Ring configures each shard's ring (default Entries 1024: room for the tick's superblock saves).
 	Ring ring.Config
+	// WrapRing, when set, wraps each shard's ring right after the shard created it, on the shard's
+	// thread: a test seam for the storage fault model (ring/powerloss) and for rings that delay or fail
+	// operations. Everything on the shard, its groups included, then uses the returned ring.
+	WrapRing func(shard int, r ring.Ring) ring.Ring
 	// QueueCapacity is the slot count of each cross-shard queue, a power of two (default 16384).
 	QueueCapacity int
-	// OutboxBytes is the capacity of each per-peer outbox buffer (default 4 MiB). A batch that does not
-	// fit waits for a later tick (R13: never split).
+	// OutboxBytes is the capacity of each per-peer outbox buffer (default 4 MiB). It must hold the
+	// largest pair of batches a tick builds, batchReserve: a Commit batch of GroupsPerShardMax entries
+	// and a reply batch of ReplyOutboxEntries, with their headers (R13). SendFrame frames use what is
+	// left above that reserve, so a tick's batches always fit in one frame each.
 	OutboxBytes int
-	// ReplyOutboxEntries bounds each per-peer reply outbox (default 65536 entries).
+	// GroupsPerShardMax bounds the groups one shard holds; AddGroup refuses more. Default 16384, or
+	// fewer when OutboxBytes is set smaller than the two default batches need: each bound then takes
+	// at most half of the outbox less 4096 bytes of frame room.
+	GroupsPerShardMax int
+	// DataQueueFrames bounds each per-peer queue of SendData frames (default 1024).
+	DataQueueFrames int
+	// ReplyOutboxEntries bounds each per-peer reply outbox (default 65536 entries, or fewer to fit a
+	// smaller OutboxBytes; see GroupsPerShardMax).
 	ReplyOutboxEntries int
-	// RecvBufferBytes is the receive buffer of a connection (default 256 KiB). A larger frame, up to
-	// wire.FrameSizeMax, is received into a buffer grown for it and dropped after it.
+	// RecvBufferBytes is the receive buffer of an accepted connection, where batches, group frames and
+	// data frames arrive (default 2 MiB + 512: a 1 MiB data frame and the next one's start). Frames up
+	// to this size are received without an allocation; a larger one, up to wire.FrameSizeMax, into a
+	// buffer grown for it and dropped after it. Outbound links receive only the peer's handshake and
+	// read with linkRecvBytes.
 	RecvBufferBytes int
 	// ReconnectBaseTicks and ReconnectMaxTicks bound the reconnect backoff (defaults 10 and 200).
 	ReconnectBaseTicks uint64
@@ -109,11 +137,21 @@ func (c Config) withDefaults() Config {
 	if c.OutboxBytes == 0 {
 		c.OutboxBytes = 4 << 20
 	}
-	if c.ReplyOutboxEntries == 0 {
-		c.ReplyOutboxEntries = 65536
+	if c.DataQueueFrames == 0 {
+		c.DataQueueFrames = 1024
 	}
+
 	if c.RecvBufferBytes == 0 {
-		c.RecvBufferBytes = 256 << 10
+		c.RecvBufferBytes = 2<<20 + 2*wire.HeaderSize
+	}
+	// Unset batch bounds default to 16384 groups and 65536 replies, or less so that both batches fit
+	// in an outbox that was set smaller, each taking at most half of what frames leave.
+	half := max(c.OutboxBytes-4096-2*wire.HeaderSize, 0) / 2
+	if c.GroupsPerShardMax == 0 {
+		c.GroupsPerShardMax = max(1, min(16384, half/wire.CommitEntrySize))
+	}
+	if c.ReplyOutboxEntries == 0 {
+		c.ReplyOutboxEntries = max(1, min(65536, half/wire.CommitReplyEntrySize))
 	}
 	if c.ReconnectBaseTicks == 0 {
 		c.ReconnectBaseTicks = 10
@@ -133,6 +171,13 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// batchReserve is the room a tick's batches may take in an outbox: the largest Commit batch (one
+// entry per group of the shard) and the largest reply batch, each with its header (R13).
+func (c Config) batchReserve() int {
+	return 2*wire.HeaderSize + c.GroupsPerShardMax*wire.CommitEntrySize +
+		c.ReplyOutboxEntries*wire.CommitReplyEntrySize
+}
+
 // validate checks a config that withDefaults filled.
 func (c Config) validate() error {
 	switch {
@@ -144,8 +189,17 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: tick_ms %v is below 0.1 ms", ErrConfig, c.Tick)
 	case c.QueueCapacity&(c.QueueCapacity-1) != 0 || c.QueueCapacity < 0:
 		return fmt.Errorf("%w: queue capacity %d is not a power of two", ErrConfig, c.QueueCapacity)
-	case c.OutboxBytes < 4096:
-		return fmt.Errorf("%w: outbox bytes %d is below 4096", ErrConfig, c.OutboxBytes)
+	case c.GroupsPerShardMax < 1 || c.GroupsPerShardMax > wire.CommitEntriesMax:
+		return fmt.Errorf("%w: groups per shard %d, want 1..%d", ErrConfig, c.GroupsPerShardMax, wire.CommitEntriesMax)
+	case c.ReplyOutboxEntries < 1 || c.ReplyOutboxEntries > wire.CommitReplyEntriesMax:
+		return fmt.Errorf("%w: reply outbox entries %d, want 1..%d", ErrConfig, c.ReplyOutboxEntries,
+			wire.CommitReplyEntriesMax)
+	case c.OutboxBytes < c.batchReserve()+4096:
+		return fmt.Errorf("%w: outbox bytes %d cannot hold a tick's largest batches (%d bytes for %d groups "+
+			"and %d replies, R13) plus 4096 bytes of frames", ErrConfig, c.OutboxBytes, c.batchReserve(),
+			c.GroupsPerShardMax, c.ReplyOutboxEntries)
+	case c.DataQueueFrames < 1:
+		return fmt.Errorf("%w: data queue frames %d is below 1", ErrConfig, c.DataQueueFrames)
 	case c.RecvBufferBytes < 4096:
 		return fmt.Errorf("%w: receive buffer bytes %d is below 4096", ErrConfig, c.RecvBufferBytes)
 	case c.DrainTimeout < 0:

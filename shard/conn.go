@@ -84,7 +84,7 @@ func (s *Shard) adoptConn(fd int, peer wire.Handshake) {
 		unix.Close(fd)
 		return
 	}
-	cn := &conn{s: s, fd: fd, state: connOpen, peer: peer, in: newPeerReader(s, peer.Node)}
+	cn := &conn{s: s, fd: fd, state: connOpen, peer: peer, in: newPeerReader(s, peer.Node, s.cfg.RecvBufferBytes)}
 	s.conns = append(s.conns, cn)
 	cn.postRecv()
 }
@@ -209,7 +209,7 @@ func (cn *conn) postRecv() {
 	if cn.state == connHandshaking {
 		buf = cn.hello.space() // the handshake and not a byte more
 	} else {
-		buf = cn.in.frames.Free()
+		buf = cn.in.free()
 	}
 	err := cn.s.ring.Recv(cn, connTagRecv, cn.fd, buf, 0, 0)
 	if errors.Is(err, ring.ErrQueueFull) {

@@ -4,8 +4,7 @@
 // connections accepted for it. It carries out requirements R1 to R32 of the commit-batching spec on
 // top of the pure schedule in shard/heartbeat.
 //
-// What it owns: the tick (a ring Timeout every Config.Tick), the one event loop per shard (ring
-// completions, then the cross-shard inbox, then paused receives, then sends and wakeups), the
+// What it owns: the tick (a ring Timeout every Config.Tick), the one event loop per shard, the
 // bounded single-producer single-consumer queues between every pair of shards (woken with MsgRing),
 // the per-peer outbox buffers into which Commit and CommitReply batches are encoded in place, the
 // reply outboxes, routing of received entries and group-addressed frames to the shard that owns the
@@ -16,6 +15,32 @@
 // on anything but the ring, drop a routed entry silently, or touch one shard's state from another
 // shard's thread. Protocol timers are tick counts (R5); the loop's only wall-clock input is the tick
 // timer itself.
+//
+// # The loop
+//
+// One turn: wait for a completion; dispatch the turn's completions (the tick among them); run the
+// functions other goroutines queued (Node.Run, AddGroup, RemoveGroup); drain the cross-shard inbox;
+// run every group's TurnHook; send the late batch of groups whose saves completed this turn; resume
+// paused receives; start the sends; wake the shards this one queued messages for. The tick drives the
+// heartbeat schedule and tick-counted timeouts, nothing else.
+//
+// # The host interface
+//
+// A Group is what the shard schedules and routes to. Optional interfaces extend it, each checked once
+// when the group is added, each called on the shard goroutine:
+//
+//   - TurnHook.OnTurn, once per turn outside Dispatch and before the sends: logs flush their group
+//     commits, groups queue data frames, and what they queue leaves in the same turn.
+//   - LinkWatcher.OnLinkUp and OnLinkDown, for the shard's own link to each peer node.
+//   - OutboxWatcher.OnOutboxDrained, once after a refusal for room, when the link sent everything.
+//   - Stopper.OnStop, when the shard drains for Stop or the group is removed: finish or abandon the
+//     operations you queued on the ring.
+//   - DataSent, the outcome of each Sender.SendData.
+//
+// From any goroutine: Node.AddGroup and Node.RemoveGroup (before or after Start), Node.Run (a
+// function on a shard, at once), Node.Wake. Node.SetNodeHandler (before Start) receives node-level
+// frames (Group 0, other than batches) on the shard that received them. Config.WrapRing wraps each
+// shard's ring for tests (a storage fault model, a slow disk).
 //
 // Decisions where the design and the spec are silent:
 //
@@ -33,15 +58,33 @@
 //     into a separate header-sized buffer, so not a byte past it is read before it is checked (R18).
 //     A frame with a wrong body checksum is dropped whole and counted (FramesDropped), and the
 //     connection goes on (R15); a header that fails its checks or a frame past wire.FrameSizeMax
-//     closes the connection. A frame larger than RecvBufferBytes is received into a buffer grown for
-//     it, which the reader drops once the frame is handled: such frames cost an allocation each.
+//     closes the connection.
+//   - Receive buffers. Accepted connections, where batches and data frames arrive, read into
+//     RecvBufferBytes (default 2 MiB + 512): frames up to that size cost no allocation. A larger one
+//     is received into a buffer grown for it and dropped after it. Outbound links hear nothing but the
+//     peer's handshake and read into 16 KiB. Bytes the reader moves to make room are the only
+//     user-space copy on the receive path; Stats.RecvBytesMoved counts them.
 //   - Back-pressure. A full cross-shard queue stalls the receiving connection on the frame it was
 //     handling (wire.ErrStall: the reader keeps the frame, the shard remembers the next entry); the
 //     loop retries it on a later turn and reads nothing more from that connection until then. TCP then
 //     pushes back on the peer. No entry is dropped or handled twice (R16).
 //   - Sends. Each link has two outbox buffers of OutboxBytes: one filled during a tick, one in flight.
-//     A tick's Commit batch and reply batch (and any group frames) go out in one Send. A batch that does
-//     not fit is not split (R13): the groups that did not fit stay owed and go next tick. A link that is
+//     A tick's Commit batch and reply batch (and any group frames) go out in one Send.
+//   - Batch room (R13). A batch is never split. Config bounds the groups per shard
+//     (GroupsPerShardMax) and the reply outbox, validation requires OutboxBytes to hold both largest
+//     batches with their headers, and SendFrame frames may use only the room above that reserve: a
+//     tick's Commit entries to a peer always leave in one frame. A frame larger than that room is
+//     refused with ErrFrameTooLarge (send it with SendData).
+//   - Data frames. SendData queues the owner's header and body (DataQueueFrames per peer) and sends
+//     each with one SENDMSG over the two slices: no copy in user space. The link alternates between
+//     its outbox and its data queue at frame boundaries. DataSent reports each frame once, in order:
+//     nil when the kernel took it whole, ErrLinkDown when the link failed first (the frame in flight
+//     at its completion, the others at once).
+//   - A cross-shard frame is copied into the queue message; the frame a peer's shard i sends lands on
+//     this node's shard i mod S, which owns the group when both nodes run the same S.
+//   - Node-level frames run the NodeHandler on the receiving shard, not on one chosen shard: node
+//     heartbeats from every peer shard then spread over the shards.
+//   - A link that is
 //     down counts its owed entries as dropped (R25: the group records the member as not connected) and
 //     does not retry them; the next heartbeat carries the newest state. A failed send closes the link
 //     and drops what was unsent, the reply batch included (R30).
@@ -50,8 +93,15 @@
 //     metadata or not, sends (R11, R27).
 //   - Superblocks (R12). At each tick, every primary that owes entries and has a superblock save
 //     pending gets a write linked to an fdatasync on the ring, all queued before one Submit. The
-//     tick's batches are built when the last of them completes; a group whose save failed (or did not
-//     fit on the ring this tick) is left out and its entries stay owed.
+//     tick's batches leave at once with every group whose save is not pending, and with the replies
+//     (R28). A group whose save completes later goes in a late Commit batch at the end of the turn
+//     it completes in (one per peer per turn, no replies), with the commit point its superblock holds.
+//     A save still in flight at the next tick is not asked again; a group whose save failed (or did
+//     not fit on the ring) stays owed and is asked again at the next tick.
+//   - Save completions reach the group's slot (the slot is the ring Handler), not a position in a
+//     slice: a group added or removed meanwhile cannot misdirect one.
+//   - Groups come and go at run time through the owning shard's control queue. A removed group hears
+//     OnStop; its save still in flight completes on its slot and is counted.
 //   - Group state is polled once per tick (OnTick, then Role, View, Primary, Commit): a role or view
 //     change restarts the schedule, a higher commit owes eager Commits to CommitHolders (R6), so an
 //     eager Commit leaves at most one tick after the commit point moved.
@@ -62,6 +112,8 @@
 //     and never answers, or a dialer that never sends its handshake, is closed and counted.
 //   - Groups get the shard's ring through Sender.Ring for their own I/O, on the shard goroutine; the
 //     shard's own superblock saves (R12) use the same ring.
+//   - Control functions (Node.Run) go through a mutex-guarded slice per shard, swapped once per turn:
+//     a rare path from other goroutines, not worth a lock-free queue.
 //   - Reconnect backoff is counted in ticks: ReconnectBaseTicks << attempts, capped at
 //     ReconnectMaxTicks, with up to half of it as jitter from a per-shard PCG seeded with (Seed, node,
 //     shard).
@@ -77,5 +129,4 @@
 //     the ring offers no cancel, and a Stop that never returns is worse than an abandoned operation.
 //   - A drained shard waits until every shard of the node has drained (so no MsgRing targets a closed
 //     ring), then closes its sockets, its ring and its wakeup sockets.
-//   - Groups are added before Start (AddGroup); adding and removing groups at run time is later work.
 package shard

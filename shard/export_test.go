@@ -9,7 +9,8 @@ func NewOfflineNode(cfg Config, peers []Peer, groups []Group) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, listenFD: -1, pending: groups}
+	n := &Node{cfg: cfg, listenFD: -1, pending: groups, groupIDs: make(map[uint64]bool),
+		perShard: make([]int, cfg.Shards), stopDone: make(chan struct{})}
 	if err := n.buildShards(peers); err != nil {
 		return nil, err
 	}
@@ -52,7 +53,7 @@ func (s *Shard) SetLinkUp(peer uint16, up bool) {
 // on a full queue. The bytes not taken before a stall are kept for Resume.
 func (s *Shard) Feed(r *TestReceiver, from uint16, data []byte) (stalled bool, err error) {
 	if r.r.frames == nil {
-		r.r = newPeerReader(s, from)
+		r.r = newPeerReader(s, from, s.cfg.RecvBufferBytes)
 	}
 	if r.r.stalled {
 		if err := r.r.receive(0); err != nil {

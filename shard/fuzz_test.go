@@ -29,7 +29,7 @@ func FuzzReceive(f *testing.F) {
 		// Small buffers and queues: each input builds a node, and the queue of 2 makes nearly every
 		// batch stall and resume.
 		n, err := shard.NewOfflineNode(shard.Config{Node: 2, Cluster: testCluster, Shards: 2,
-			Schedule: testTicks, QueueCapacity: 2, OutboxBytes: 4096, ReplyOutboxEntries: 16,
+			Schedule: testTicks, QueueCapacity: 2, OutboxBytes: 8192, ReplyOutboxEntries: 16, GroupsPerShardMax: 16,
 			RecvBufferBytes: 4096}, peersOf(1), gs)
 		if err != nil {
 			t.Fatal(err)

@@ -107,6 +107,12 @@ type Sender interface {
 	// to the outbox of node. It returns ErrLinkDown when the link is not connected (counted, not
 	// retried) and ErrOutboxFull when the outbox has no room; the frame is then not sent.
 	SendFrame(node uint16, frame []byte) error
+	// SendData queues one frame to node as its header (wire.BeginFrame, then wire.EndHeader over
+	// body) and its body, sent with one SENDMSG straight from these slices: nothing is copied, so
+	// neither may change until done.DataSent(node, tag, err) runs. Data frames leave in the order they
+	// were queued; with the outbox they take turns at frame boundaries. It returns ErrLinkDown (done
+	// is not called) or ErrOutboxFull when DataQueueFrames are queued (OnOutboxDrained follows).
+	SendData(node uint16, header, body []byte, done DataSent, tag uint64) error
 }
 
 // Stopper is an optional interface of a Group. When its shard begins to drain for Stop, OnStop runs

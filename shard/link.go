@@ -29,6 +29,7 @@ const (
 	linkTagConnect uint64 = iota + 1
 	linkTagSend
 	linkTagRecv
+	linkTagData
 )
 
 // link is this shard's TCP link to one peer node: it dials, handshakes, and sends this shard's batches
@@ -50,6 +51,14 @@ type link struct {
 	sendInFlight bool
 	connInFlight bool
 	recvInFlight bool
+
+	// data holds the frames of SendData, sent from the owner's bytes; the head is in flight while
+	// dataInFlight. iov is the in-flight SENDMSG's vector, kept here until its completion.
+	data         dataQueue
+	dataInFlight bool
+	iov          [2][]byte
+	dataNext     bool // the next send takes a data frame before the outbox (they alternate)
+	refused      bool // a frame was refused for room: OnOutboxDrained is owed once all is sent
 
 	batch     wire.BatchWriter
 	batchOpen bool
@@ -75,7 +84,8 @@ func newLink(s *Shard, p Peer) (*link, error) {
 		out:     make([]byte, 0, s.cfg.OutboxBytes),
 		sending: make([]byte, 0, s.cfg.OutboxBytes),
 		replies: make([]wire.CommitReplyEntry, 0, s.cfg.ReplyOutboxEntries),
-		in:      newPeerReader(s, p.Node),
+		data:    newDataQueue(s.cfg.DataQueueFrames),
+		in:      newPeerReader(s, p.Node, linkRecvBytes),
 	}
 	l.handshake = wire.AppendHandshake(nil, wire.Handshake{Node: s.cfg.Node, Cluster: s.cfg.Cluster,
 		Revision: wire.Revision, Shard: uint16(s.index), ShardCount: uint16(len(s.node.shards))})
@@ -147,6 +157,10 @@ func (l *link) Complete(c ring.Completion) {
 	case linkTagRecv:
 		l.recvInFlight = false
 		l.onRecv(c)
+	case linkTagData:
+		l.sendInFlight = false
+		l.onDataSend(c)
+		l.checkDrained()
 	default:
 		assert.True(false, "shard: link completion with an unknown tag")
 	}
@@ -186,6 +200,7 @@ func (l *link) onSend(c ring.Completion) {
 	l.sending = l.sending[:0]
 	l.sendOff = 0
 	l.kick()
+	l.checkDrained()
 }
 
 func (l *link) onRecv(c ring.Completion) {
@@ -215,6 +230,7 @@ func (l *link) onRecv(c ring.Completion) {
 		l.s.log.Info("shard: link up", "shard", l.s.index, "peer", l.peer.Node)
 		l.postRecv()
 		l.kick()
+		l.s.onLinkUp(l.peer.Node)
 		return
 	}
 	l.receive(int(c.Res))
@@ -259,7 +275,7 @@ func (l *link) postRecv() {
 	if l.state == linkHandshaking {
 		buf = l.hello.space() // the handshake and not a byte more
 	} else {
-		buf = l.in.frames.Free()
+		buf = l.in.free()
 	}
 	err := l.s.ring.Recv(l, linkTagRecv, l.fd, buf, 0, 0)
 	if errors.Is(err, ring.ErrQueueFull) {
@@ -286,14 +302,35 @@ func (l *link) postSend() {
 	l.sendInFlight = true
 }
 
-// kick starts sending the outbox when the link is up and no send is in flight.
+// kick starts the next send when the link is up and no send is in flight: the outbox (batches and
+// SendFrame frames, one buffer) or the head data frame, taking turns when both wait.
 func (l *link) kick() {
-	if l.state != linkUp || l.sendInFlight || len(l.out) == 0 || l.batchOpen {
+	if l.state != linkUp || l.sendInFlight {
 		return
 	}
+	outReady := len(l.out) > 0 && !l.batchOpen
+	if l.data.n > 0 && (l.dataNext || !outReady) {
+		l.dataNext = false
+		l.sendOff = 0
+		l.postData()
+		return
+	}
+	if !outReady {
+		return
+	}
+	l.dataNext = true
 	l.out, l.sending = l.sending[:0], l.out
 	l.sendOff = 0
 	l.postSend()
+}
+
+// checkDrained tells the groups that the link sent everything, once after a refusal for room.
+func (l *link) checkDrained() {
+	if !l.refused || l.state != linkUp || l.sendInFlight || len(l.out) > 0 || l.data.n > 0 {
+		return
+	}
+	l.refused = false
+	l.s.onOutboxDrained(l.peer.Node)
 }
 
 // appendCommit appends one Commit entry to this tick's batch, opening it on the first entry. It
@@ -323,17 +360,24 @@ func (l *link) queueReply(e wire.CommitReplyEntry) bool {
 	return true
 }
 
+// endCommitBatch closes the Commit batch being built, if any.
+func (l *link) endCommitBatch() {
+	if !l.batchOpen {
+		return
+	}
+	st := &l.s.stats
+	n := l.batch.Count()
+	l.out = l.batch.End(l.out)
+	l.batchOpen = false
+	st.CommitBatchesSent.Add(1)
+	st.CommitEntriesSent.Add(uint64(n))
+}
+
 // endBatches closes this tick's Commit batch and adds the reply batch (R11, R27). Replies to a peer
 // whose link is down, or that do not fit, are dropped with their batch (R30).
 func (l *link) endBatches() {
 	st := &l.s.stats
-	if l.batchOpen {
-		n := l.batch.Count()
-		l.out = l.batch.End(l.out)
-		l.batchOpen = false
-		st.CommitBatchesSent.Add(1)
-		st.CommitEntriesSent.Add(uint64(n))
-	}
+	l.endCommitBatch()
 	if len(l.replies) == 0 {
 		return
 	}
@@ -361,7 +405,12 @@ func (l *link) sendFrame(frame []byte) error {
 		l.s.stats.FramesDroppedLinkDown.Add(1)
 		return ErrLinkDown
 	}
-	if len(l.out)+len(frame) > cap(l.out) {
+	room := cap(l.out) - l.s.cfg.batchReserve() // the tick's batches always fit (R13)
+	if len(frame) > room {
+		return fmt.Errorf("%w: %d bytes, an outbox takes %d", ErrFrameTooLarge, len(frame), room)
+	}
+	if len(l.out)+len(frame) > room {
+		l.refused = true
 		return ErrOutboxFull
 	}
 	l.out = append(l.out, frame...)
@@ -387,12 +436,18 @@ func (l *link) fail(err error) {
 	l.out = l.out[:0]
 	l.replies = l.replies[:0]
 	l.batchOpen = false
+	l.refused = false
+	l.dropData()
 	l.in.reset() // the old connection's bytes are gone with it
+	wasUp := l.state == linkUp
 	l.state = linkClosing
 	if l.fd >= 0 {
 		_ = unix.Shutdown(l.fd, unix.SHUT_RDWR)
 	}
 	l.finishClose()
+	if wasUp {
+		l.s.onLinkDown(l.peer.Node)
+	}
 }
 
 // finishClose closes the socket once the ring holds no operation on it.

@@ -26,9 +26,13 @@ type Node struct {
 	cpus     []int
 	pending  []Group
 
-	mu      sync.Mutex // guards started and stopped against concurrent Start/Stop calls
-	started bool
-	stopped bool
+	mu          sync.Mutex // guards started, stopped, groupIDs and pending against concurrent callers
+	started     bool
+	stopped     bool
+	stopDone    chan struct{} // closed when Stop finished
+	groupIDs    map[uint64]bool
+	perShard    []int // groups per shard, for GroupsPerShardMax
+	nodeHandler NodeHandler
 
 	wg      sync.WaitGroup // one per shard goroutine
 	drained sync.WaitGroup // every shard has no operation left on its ring
@@ -42,7 +46,8 @@ func NewNode(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, listenFD: -1}
+	n := &Node{cfg: cfg, listenFD: -1, groupIDs: make(map[uint64]bool), perShard: make([]int, cfg.Shards),
+		stopDone: make(chan struct{})}
 	if cfg.PinCores {
 		var set unix.CPUSet
 		if err := unix.SchedGetaffinity(0, &set); err != nil {
@@ -106,23 +111,6 @@ func (n *Node) Addr() netip.AddrPort { return n.addr }
 // Shards returns the node's shards (after Start).
 func (n *Node) Shards() []*Shard { return n.shards }
 
-// AddGroup puts g on the shard that owns it (ShardOf). Only before Start.
-func (n *Node) AddGroup(g Group) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.started {
-		return ErrStarted
-	}
-	assert.True(g.ID() != 0, "shard: group id 0")
-	for _, p := range n.pending {
-		if p.ID() == g.ID() {
-			return fmt.Errorf("%w: %d", ErrDuplicateGroup, g.ID())
-		}
-	}
-	n.pending = append(n.pending, g)
-	return nil
-}
-
 // Start builds the shards, one goroutine each locked to its thread (and pinned when PinCores), each
 // creating its own ring there, and starts their loops once every ring exists. peers are the other
 // nodes; every shard keeps one link to each.
@@ -162,6 +150,7 @@ func (n *Node) Start(peers []Peer) error {
 		n.wg.Wait()
 		n.closeListener()
 		n.stopped = true
+		close(n.stopDone)
 		return firstErr
 	}
 	for range n.shards {
@@ -215,14 +204,10 @@ func (n *Node) buildShards(peers []Peer) error {
 		}
 	}
 	for _, g := range n.pending {
-		s := n.shards[ShardOf(g.ID(), S)]
-		gs := &groupSlot{g: g, id: g.ID()}
-		s.groups = append(s.groups, gs)
-		s.byID[gs.id] = gs
-		g.Attach(s)
+		n.shards[ShardOf(g.ID(), S)].addGroup(g)
 	}
+	n.pending = nil
 	for _, s := range n.shards {
-		slices.SortFunc(s.groups, func(a, b *groupSlot) int { return cmp.Compare(a.id, b.id) })
 		for _, gs := range s.groups {
 			s.restartGroup(gs, gs.g.Role(), gs.g.View(), gs.g.Primary())
 		}
@@ -249,6 +234,10 @@ func (s *Shard) main(ready chan<- error, begin <-chan bool) {
 		s.waker.close()
 		ready <- fmt.Errorf("shard %d: %w", s.index, err)
 		return
+	}
+	s.msgTarget = r // MsgRing needs the backend's own ring as its target, not a wrapper
+	if s.cfg.WrapRing != nil {
+		r = s.cfg.WrapRing(s.index, r)
 	}
 	r.SetMsgHandler(s)
 	s.ring = r
@@ -329,22 +318,29 @@ func (s *Shard) release() {
 }
 
 // Stop drains and ends every shard and closes the listener. It returns once every shard goroutine has
-// ended and every socket and ring is closed. It is safe to call more than once.
+// ended and every socket and ring is closed. It is safe to call more than once and from several
+// goroutines (each returns once the first call finished), but not from a shard goroutine.
 func (n *Node) Stop() error {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.stopped {
+		n.mu.Unlock()
+		<-n.stopDone
 		return nil
 	}
 	n.stopped = true
-	if n.started {
+	started := n.started
+	n.mu.Unlock()
+	// Not under n.mu: a shard may call Run, Wake or AddGroup while it drains.
+	if started {
 		for _, s := range n.shards {
 			s.stopping.Store(true)
 			s.waker.wake()
 		}
 		n.wg.Wait()
 	}
-	return n.closeListener()
+	err := n.closeListener()
+	close(n.stopDone)
+	return err
 }
 
 func (n *Node) closeListener() error {

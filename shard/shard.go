@@ -20,8 +20,6 @@ const (
 	tagKindShift         = 56
 	tagTick       uint64 = 1 << tagKindShift
 	tagWake       uint64 = 2 << tagKindShift
-	tagSaveWrite  uint64 = 3 << tagKindShift
-	tagSaveSync   uint64 = 4 << tagKindShift
 	tagAccept     uint64 = 5 << tagKindShift
 	tagWakeRecv   uint64 = 6 << tagKindShift
 	tagDrain      uint64 = 7 << tagKindShift
@@ -29,34 +27,9 @@ const (
 	msgTagWake    uint64 = 1
 	inboxBudget          = 4096 // messages taken from one queue per loop turn, so a turn stays short
 	tickSaveLimit        = 256  // superblock saves issued per tick at most (two ring ops each)
+	tagSaveWrite  uint64 = 1    // a save's write, on its group's slot (the slot is the handler)
+	tagSaveSync   uint64 = 2    // a save's fdatasync
 )
-
-// saveState tracks one group's superblock save of the current round (R12).
-type saveState uint8
-
-const (
-	saveNone saveState = iota
-	saveInFlight
-	saveDone
-	saveFailed
-)
-
-// groupSlot is the shard's view of one group: the group, its heartbeat state and what the shard cached
-// at the last tick.
-type groupSlot struct {
-	g       Group
-	id      uint64
-	role    Role
-	view    uint32
-	primIdx uint8
-	self    uint8
-	nodes   [heartbeat.MembersMax]uint16 // member index -> node id (0: not a member)
-	links   [heartbeat.MembersMax]*link  // member index -> this shard's link to its node (nil: none)
-	primary heartbeat.Primary
-	backup  heartbeat.Backup
-	save    saveState
-	saveErr error
-}
 
 // Shard is one shard: a goroutine locked to its OS thread, owning one ring, its groups, its outbound
 // peer links and the connections accepted for it. Every field is touched by that goroutine only, except
@@ -68,6 +41,9 @@ type Shard struct {
 	log   *slog.Logger
 	ring  ring.Ring
 	rng   *rand.Rand
+	// msgTarget is the ring as the backend built it, before Config.WrapRing: other shards' MsgRing
+	// wakeups target it.
+	msgTarget ring.Ring
 
 	sched   heartbeat.Schedule
 	tick    heartbeat.Tick
@@ -86,9 +62,10 @@ type Shard struct {
 	outbound []*spscQueue // outbound[j]: to shard j (nil for self)
 	wakeOwed []bool
 
-	savesOutstanding int
-	flushPending     bool
-	tickArmed        bool
+	late      []*groupSlot // groups whose save completed after their tick's flush: sent this turn (R12)
+	turners   []*groupSlot // groups implementing TurnHook, in id order
+	controls  controls
+	tickArmed bool
 
 	waker        *waker // any goroutine may wake the loop (Stop, Node.Run, Node.AddGroup)
 	stopping     atomic.Bool
@@ -141,7 +118,10 @@ func (s *Shard) run() {
 		if !s.tickArmed {
 			s.armTick()
 		}
+		s.runControls()
 		s.drainInbox()
+		s.runTurnHooks()
+		s.flushLate()
 		s.resumeStalled()
 		s.kickLinks()
 		s.sendWakeups()
@@ -167,7 +147,8 @@ func (s *Shard) drained() bool {
 	return false
 }
 
-// Complete handles the shard's own operations: the tick, wakeups, superblock saves and accepts.
+// Complete handles the shard's own operations: the tick, wakeups, the drain deadline and accepts.
+// Superblock saves complete on their group's slot (save.go).
 func (s *Shard) Complete(c ring.Completion) {
 	switch c.Tag &^ tagIndexMask {
 	case tagTick:
@@ -177,12 +158,6 @@ func (s *Shard) Complete(c ring.Completion) {
 		if c.Res < 0 {
 			s.log.Warn("shard: wakeup failed", "shard", s.index, "err", c.Err())
 		}
-	case tagSaveWrite:
-		if c.Res < 0 {
-			s.onSaveDone(int(c.Tag&tagIndexMask), c.Err(), false)
-		}
-	case tagSaveSync:
-		s.onSaveDone(int(c.Tag&tagIndexMask), c.Err(), true)
 	case tagAccept:
 		s.accepts = false
 		s.onAccept(c)
@@ -245,10 +220,7 @@ func (s *Shard) runTick(nowNs uint64) {
 		s.pollGroups()
 	}
 	s.issueSaves()
-	s.flushPending = true
-	if s.savesOutstanding == 0 {
-		s.flush()
-	}
+	s.flush()
 	for _, l := range s.links {
 		l.onTick()
 	}
@@ -319,82 +291,6 @@ func (s *Shard) restartGroup(gs *groupSlot, role Role, view uint32, prim uint8) 
 	default:
 		gs.primary.Stop()
 		gs.backup.Stop()
-	}
-}
-
-// issueSaves starts the superblock saves of every primary that owes entries and has one pending, all
-// on the ring in one go: a write linked to an fdatasync per group (R12).
-func (s *Shard) issueSaves() {
-	issued := 0
-	for i, gs := range s.groups {
-		if gs.role != RolePrimary || gs.save == saveInFlight {
-			continue
-		}
-		if gs.save == saveFailed && s.flushPending {
-			continue // failed for the batch still waiting: retried after that batch left (R12)
-		}
-		if owed, _ := gs.primary.Owed(); owed == 0 {
-			continue
-		}
-		sb, pending := gs.g.PendingSuperblock()
-		if !pending {
-			gs.save = saveNone
-			continue
-		}
-		if issued == tickSaveLimit || !s.queueSave(i, sb) {
-			// No room on the ring this tick: the group hears that its save did not run, is left out of
-			// this batch, and is tried again on a later tick (R12).
-			gs.save = saveFailed
-			gs.saveErr = ErrSaveDeferred
-			s.stats.SuperblockSavesDeferred.Add(1)
-			gs.g.SuperblockSaved(ErrSaveDeferred)
-			continue
-		}
-		issued++
-	}
-	if issued > 0 {
-		s.ring.Submit()
-	}
-}
-
-// queueSave queues one group's write and fdatasync. It reports false when the ring has no room.
-func (s *Shard) queueSave(i int, sb SuperblockSave) bool {
-	if s.ring.InFlight()+2 > int(s.ring.Info().SQEntries) {
-		return false
-	}
-	if err := s.ring.Write(s, tagSaveWrite|uint64(i), sb.FD, sb.Buf, sb.Off, ring.Link); err != nil {
-		return false
-	}
-	if err := s.ring.Fsync(s, tagSaveSync|uint64(i), sb.FD, true, 0); err != nil {
-		// The write is queued with Link and nothing after it: it still runs, and its completion is
-		// ignored because the group is not in flight.
-		return false
-	}
-	s.groups[i].save = saveInFlight
-	s.savesOutstanding++
-	s.stats.SuperblockSaves.Add(1)
-	return true
-}
-
-// onSaveDone records a save's outcome; the last one of the tick releases the batches.
-func (s *Shard) onSaveDone(i int, err error, sync bool) {
-	gs := s.groups[i]
-	if gs.save != saveInFlight {
-		return // the write failed first and was already counted; this is its cancelled fdatasync
-	}
-	if err != nil {
-		gs.save = saveFailed
-		gs.saveErr = err
-		s.stats.SuperblockSaveFailures.Add(1)
-	} else {
-		assert.True(sync, "shard: save done before its fdatasync")
-		gs.save = saveDone
-	}
-	gs.g.SuperblockSaved(err)
-	s.savesOutstanding--
-	assert.True(s.savesOutstanding >= 0, "shard: more saves completed than issued")
-	if s.savesOutstanding == 0 && s.flushPending {
-		s.flush()
 	}
 }
 

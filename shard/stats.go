@@ -36,24 +36,32 @@ type Stats struct {
 	FramesDropped         atomic.Uint64 // wrong checksum or undecodable frame, dropped whole (R15)
 	FramesRouted          atomic.Uint64 // group-addressed frames handed to a group
 	FramesUnroutable      atomic.Uint64 // group-addressed frames for a group this node does not have
+	NodeFrames            atomic.Uint64 // node-level frames handed to the node's NodeHandler
 
 	EntriesDroppedLinkDown atomic.Uint64 // Commit entries owed to a peer whose link was down (R25)
 	RepliesDroppedLinkDown atomic.Uint64 // reply entries dropped with their batch (R30)
 	RepliesDroppedFull     atomic.Uint64 // replies not queued: the reply outbox was full
 	EntriesDeferredFull    atomic.Uint64 // Commit entries left owed: the outbox had no room (R13)
 	EntriesDeferredSave    atomic.Uint64 // Commit entries left owed: superblock save failed (R12)
+	EntriesAwaitingSave    atomic.Uint64 // Commit entries left out of a tick's batch: save in flight (R12)
 	BytesDroppedSendFail   atomic.Uint64 // outbox bytes dropped when a send failed (R30)
 	FramesDroppedLinkDown  atomic.Uint64 // group frames refused because the link was down
 
 	SuperblockSaves         atomic.Uint64
 	SuperblockSaveFailures  atomic.Uint64
 	SuperblockSavesDeferred atomic.Uint64 // not issued: no room on the ring this tick (R12)
+	SavesOfRemovedGroups    atomic.Uint64 // saves that completed after their group was removed
 
 	RouteBackpressure atomic.Uint64 // a cross-shard queue was full: the receive paused (never a drop)
 	QueueWakeups      atomic.Uint64 // MsgRing wakeups sent to other shards
 
-	BytesSent     atomic.Uint64
-	BytesReceived atomic.Uint64
+	DataFramesSent    atomic.Uint64 // SendData frames the kernel took whole
+	DataBytesSent     atomic.Uint64
+	DataFramesDropped atomic.Uint64 // SendData frames reported not sent (link failed or stopped)
+
+	BytesSent      atomic.Uint64
+	BytesReceived  atomic.Uint64
+	RecvBytesMoved atomic.Uint64 // received bytes a FrameReader moved to make room (user-space copies)
 
 	GroupsBusy atomic.Int64 // primaries in the busy state at the last tick (R20)
 	GroupsIdle atomic.Int64

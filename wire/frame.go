@@ -249,6 +249,18 @@ func EndFrame(frame []byte, entryCount uint32) {
 	binary.LittleEndian.PutUint64(frame[offsetChecksum:], xxhash.Sum64(frame[offsetChecksumBody:HeaderSize]))
 }
 
+// EndHeader is EndFrame for a header kept apart from its body, as when a frame leaves as two iovecs
+// (the shard's SendData): it fixes the body size, the entry count and the body checksum of body, then
+// the header checksum, in header (the HeaderSize bytes BeginFrame wrote). body is only read.
+func EndHeader(header, body []byte, entryCount uint32) {
+	assert.True(len(header) == HeaderSize, "wire: EndHeader on a header of the wrong size")
+	assert.True(len(body) <= BodySizeMax, "wire: body past BodySizeMax")
+	binary.LittleEndian.PutUint32(header[offsetBodySize:], uint32(len(body)))
+	binary.LittleEndian.PutUint32(header[offsetEntryCount:], entryCount)
+	binary.LittleEndian.PutUint64(header[offsetChecksumBody:], xxhash.Sum64(body))
+	binary.LittleEndian.PutUint64(header[offsetChecksum:], xxhash.Sum64(header[offsetChecksumBody:HeaderSize]))
+}
+
 // ParseHeader checks and decodes the header at the start of buf: its checksum, revision, reserved bytes,
 // body size, command, sender and routing fields. It does not look at the body. FrameReader and a shard
 // that routes frames by their header use it; everyone else calls ParseFrame.

@@ -1,0 +1,25 @@
+package wire
+
+import (
+	"bytes"
+	"testing"
+)
+
+// A header finished apart from its body (EndHeader) is byte for byte the header EndFrame writes over
+// the same body, and the two halves parse as one frame.
+func TestEndHeaderMatchesEndFrame(t *testing.T) {
+	h := Header{Cluster: 9, Sender: 3, Command: CommandStreamPrepare, Group: 77, Incarnation: 2}
+	body := bytes.Repeat([]byte("batch"), 1000)
+	whole := BeginFrame(nil, &h)
+	whole = append(whole, body...)
+	EndFrame(whole, 5)
+	header := BeginFrame(nil, &h)
+	EndHeader(header, body, 5)
+	if !bytes.Equal(header, whole[:HeaderSize]) {
+		t.Fatal("EndHeader wrote a different header than EndFrame")
+	}
+	got, gotBody, err := ParseFrame(append(header, body...))
+	if err != nil || got.EntryCount != 5 || !bytes.Equal(gotBody, body) {
+		t.Fatalf("parse: %+v, %v", got, err)
+	}
+}
