@@ -79,14 +79,15 @@ type Config struct {
 	// and a reply batch of ReplyOutboxEntries, with their headers (R13). SendFrame frames use what is
 	// left above that reserve, so a tick's batches always fit in one frame each.
 	OutboxBytes int
-	// GroupsPerShardMax bounds the groups one shard holds; AddGroup refuses more. Default 16384, or
-	// fewer when OutboxBytes is set smaller than the two default batches need: each bound then takes
-	// at most half of the outbox less 4096 bytes of frame room.
+	// GroupsPerShardMax bounds the groups one shard holds; AddGroup refuses more. Unset, it and
+	// ReplyOutboxEntries default to what fits in a quarter of OutboxBytes each (at most 16384 groups
+	// and 65536 replies), so half of the outbox stays for SendFrame frames: at the default 4 MiB,
+	// 16384 groups, 32768 replies and about 2.4 MiB for frames.
 	GroupsPerShardMax int
 	// DataQueueFrames bounds each per-peer queue of SendData frames (default 1024).
 	DataQueueFrames int
-	// ReplyOutboxEntries bounds each per-peer reply outbox (default 65536 entries, or fewer to fit a
-	// smaller OutboxBytes; see GroupsPerShardMax).
+	// ReplyOutboxEntries bounds each per-peer reply outbox (default 32768 entries at the default
+	// OutboxBytes; see GroupsPerShardMax).
 	ReplyOutboxEntries int
 	// RecvBufferBytes is the receive buffer of an accepted connection, where batches, group frames and
 	// data frames arrive (default 2 MiB + 512: a 1 MiB data frame and the next one's start). Frames up
@@ -144,14 +145,14 @@ func (c Config) withDefaults() Config {
 	if c.RecvBufferBytes == 0 {
 		c.RecvBufferBytes = 2<<20 + 2*wire.HeaderSize
 	}
-	// Unset batch bounds default to 16384 groups and 65536 replies, or less so that both batches fit
-	// in an outbox that was set smaller, each taking at most half of what frames leave.
-	half := max(c.OutboxBytes-4096-2*wire.HeaderSize, 0) / 2
+	// Unset batch bounds default to 16384 groups and 65536 replies, or less so that each batch takes at
+	// most a quarter of the outbox: half of it stays for SendFrame frames.
+	quarter := c.OutboxBytes / 4
 	if c.GroupsPerShardMax == 0 {
-		c.GroupsPerShardMax = max(1, min(16384, half/wire.CommitEntrySize))
+		c.GroupsPerShardMax = max(1, min(16384, quarter/wire.CommitEntrySize))
 	}
 	if c.ReplyOutboxEntries == 0 {
-		c.ReplyOutboxEntries = max(1, min(65536, half/wire.CommitReplyEntrySize))
+		c.ReplyOutboxEntries = max(1, min(65536, quarter/wire.CommitReplyEntrySize))
 	}
 	if c.ReconnectBaseTicks == 0 {
 		c.ReconnectBaseTicks = 10
