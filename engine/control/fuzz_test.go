@@ -28,6 +28,7 @@ func FuzzController(f *testing.F) {
 				break
 			}
 			h.step(b)
+			h.f.c.CheckInvariants()
 		}
 	})
 }

@@ -118,9 +118,10 @@ func (f *fixture) ticks(n int, alive ...uint16) {
 	}
 }
 
-// ready collects the controller's effects.
+// ready collects the controller's effects and checks its invariants.
 func (f *fixture) ready() *Effects {
 	f.fx = f.c.Ready()
+	f.c.CheckInvariants()
 	return f.fx
 }
 
