@@ -42,6 +42,13 @@
 //   - A new primary rebuilds from the replicated state and fresh heartbeats: every node gets a full
 //     liveness window, pending recoveries seal again at the same fence with the same transition id.
 //
+// What a broker does with them (the copy's side, engine/stream and segment): on a seal, fence at the
+// seal's epoch durably, then cut onto meta.CutPoint(node, log epochs, fence epoch, starts), then
+// answer with the tails after the cut; a newer transition at the same fence takes over the seal. On
+// an assignment, cut onto meta.CutPoint(node, log epochs, assignment epoch, starts) before the role
+// change, then record the log epoch; a frame whose starts do not decode is not applied. Copies left
+// out of an assignment stay sealed.
+//
 // Decisions where the design is silent:
 //   - The worker waits for every live copy's answer up to SealTimeoutTicks before deciding, so a
 //     decision keeps as many sealed copies as followers as it can; lost nodes are not waited for, so
