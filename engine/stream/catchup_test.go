@@ -148,3 +148,22 @@ func TestCatchup_DivergentSuffixStallsFollower(t *testing.T) {
 		t.Fatalf("node 2 at %d after ticks, %d probes", n2.recTail(), owner.c.Stats().Probes)
 	}
 }
+
+// A catch-up read the host could not start (its read table full) is tried again at a later tick,
+// even on an idle stream.
+func TestCatchup_FailedReadRetriedOnTick(t *testing.T) {
+	cl := newCluster(t, assignment(1, 1, 2))
+	cut := true
+	cl.drop = func(e envelope) bool { return cut && (e.from == 2 || e.to == 2) }
+	for i := 0; i < 80; i++ {
+		cl.produce(1, 9, 0, 0, 1, payload(i, 100))
+	}
+	cl.settle()
+	cut = false
+	owner := cl.nodes[1]
+	owner.failRead = 3
+	cl.tick(int(testConfig(1).ResendTicks) + 3)
+	if owner.failRead != 0 || cl.nodes[2].recTail() != 80 {
+		t.Fatalf("%d refusals left, follower at %d", owner.failRead, cl.nodes[2].recTail())
+	}
+}

@@ -62,8 +62,10 @@ type Append struct {
 	CursorOffset uint64
 }
 
-// Read asks for the batches of Log from offset From on, about BytesMax bytes (whole batches; the
-// host's read may start at a sparse index entry below From). Tag comes back in ReadDone.
+// Read asks for the batches of Log from offset From on, BytesMax bytes of them counted from From.
+// A host whose reads start below From (segment reads from the sparse index entry at or below it)
+// reads that much more (segment: IndexIntervalBytes). Tag comes back in ReadDone; a read the host
+// cannot start is reported at once as ReadDone with the error, and the copy tries again later.
 type Read struct {
 	Tag      uint64
 	Log      wire.LogKind

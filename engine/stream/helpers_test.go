@@ -73,6 +73,7 @@ type node struct {
 	prevConf uint64
 	autoSync bool
 	down     bool
+	failRead int // reads the host refuses before it serves any
 }
 
 type envelope struct {
@@ -223,6 +224,12 @@ func (n *node) serveReads(t tb) {
 	for len(n.reads) > 0 {
 		r := n.reads[0]
 		n.reads = n.reads[1:]
+		if n.failRead > 0 {
+			n.failRead--
+			n.c.ReadDone(r.Tag, nil, errors.New("read table full"))
+			n.ready(t)
+			continue
+		}
 		log, synced := n.rec, n.recSync
 		if r.Log == wire.LogCursors {
 			log, synced = n.cur, n.curSync

@@ -370,6 +370,9 @@ func (c *Copy) onCursorOK(p *progress, m *wire.StreamPrepareOK) {
 // onFollowerTick probes a follower that owes an answer and has been silent for ResendTicks.
 func (c *Copy) onFollowerTick(i int) {
 	p := &c.followers[i]
+	if !c.restarted && !c.epochPending && !c.failed {
+		c.kick(i) // retries a catch-up or cursor read the host could not start or finish
+	}
 	due := p.mode == modeProbe || p.mode == modeStalled || p.inflight.len() > 0 || p.reading ||
 		p.csent > p.cmatch
 	if !due {
