@@ -37,13 +37,20 @@
 //     keeps them as runs, one entry per epoch change, together with the producer table.
 //   - Batches are segment's format; the copy reads them through Config.Decode and never encodes one.
 //     Owner appends carry header and payload for the host to encode (it stamps the timestamps);
-//     follower appends carry the owner's bytes as they came.
+//     follower appends carry the owner's bytes as they came. The host needs the bytes its log
+//     encoded for each owner append (to send them) and keeps them until the send completes; segment
+//     does not hand them out yet, so that is part of the shard's integration.
+//   - Epochs are 32 bits here as in meta and wire; segment stores 64. The host's Decode refuses a
+//     batch epoch above 32 bits (input, not an assert).
+//   - storage_test.go carries the Effects out on real segment logs and rings, as a shard would.
 //   - A follower answers PrepareAppended with min(durable tail, end of the prepares it accepted):
 //     records it held from before but has not matched with this owner are not vouched for.
 //   - A follower refuses a gap, a wrong predecessor epoch or a held record with another epoch with
 //     PrepareMismatch and its tails; a batch that does not decode, is above BatchBytesMax or breaks
-//     the prepare's framing is dropped without an answer (the owner's ResendTicks probe tries again).
-//     A divergent suffix is never overwritten here: cutting it is the seal's job (the failover issue).
+//     the prepare's framing, and a prepare its log has no room for (PendingBytesMax not yet durable),
+//     are dropped without an answer (the owner's ResendTicks probe tries again). A divergent suffix is
+//     never overwritten here: the owner leaves that follower stalled, and cutting the suffix is the
+//     seal's job (the failover issue).
 //   - The owner finds agreement by probes (empty prepares): first at the follower's tail, and after a
 //     refused probe at the start of its own epoch run below it. The answer carries the prepare's base
 //     (wire.StreamPrepareOK.BaseOffset), so late answers to older prepares do not move the probe.

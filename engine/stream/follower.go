@@ -48,6 +48,11 @@ func (c *Copy) onPrepare(from uint16, m *wire.StreamPrepare) {
 		c.refusePrepare(from, m, r)
 		return
 	}
+	if c.rec.bytes+len(m.Batches) > c.cfg.PendingBytesMax {
+		// More than the log takes before its next group commit: dropped, the owner sends it again.
+		c.refusePrepare(from, m, RefuseBusy)
+		return
+	}
 	appended := false
 	for i := range c.scratch {
 		b := &c.scratch[i]
@@ -109,12 +114,12 @@ func (c *Copy) checkPrepare(m *wire.StreamPrepare) (Refusal, bool) {
 }
 
 // refusePrepare counts a refusal and answers the ones the owner can act on with this copy's tails
-// and log epochs. A batch that does not decode or is oversize gets no answer: resending it would
-// not help, and the owner probes again after ResendTicks (a transient fault clears then).
+// and log epochs. A batch that does not decode or is oversize, or a prepare the log has no room for,
+// gets no answer: the owner probes again after ResendTicks (a transient fault clears then).
 func (c *Copy) refusePrepare(from uint16, m *wire.StreamPrepare, r Refusal) {
 	c.stats.Refused[r]++
 	c.stats.LastRefusal = r
-	if r == RefuseBadBatch || r == RefuseOversize {
+	if r == RefuseBadBatch || r == RefuseOversize || r == RefuseBusy {
 		return
 	}
 	c.answerPrepare(from, m, wire.PrepareMismatch)

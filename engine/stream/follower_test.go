@@ -86,6 +86,36 @@ func TestLogMatching_Refusals(t *testing.T) {
 	}
 }
 
+// A prepare the log has no room for (PendingBytesMax not yet durable) is dropped, the log unchanged,
+// and taken when it comes again after the log synced.
+func TestFollower_NoRoomDropsPrepare(t *testing.T) {
+	f := followerAt(t)
+	f.autoSync = false
+	cfg := testConfig(2)
+	var batches [][]byte
+	var size int
+	base := uint64(10)
+	for size < cfg.PendingBytesMax-(64<<10) {
+		b := batch(base, 1, 2, 60<<10)
+		batches, size, base = append(batches, b), size+len(b), base+1
+	}
+	m := prepareMsg(10, 2, uint32(len(batches)), batches...)
+	f.c.Step(&m)
+	f.ready(t)
+	big := prepareMsg(base, 2, 1, batch(base, 1, 2, 64<<10))
+	f.c.Step(&big)
+	fx := f.c.Ready()
+	if len(fx.Appends) != 0 || f.c.Stats().LastRefusal != stream.RefuseBusy || len(fx.PrepareOKs) != 0 {
+		t.Fatalf("appends %d refusal %v answers %d", len(fx.Appends), f.c.Stats().LastRefusal, len(fx.PrepareOKs))
+	}
+	f.sync(t)
+	f.ready(t)
+	f.c.Step(&big)
+	if fx := f.c.Ready(); len(fx.Appends) != 1 {
+		t.Fatalf("after the sync: appends %d", len(fx.Appends))
+	}
+}
+
 // A prepare that extends the log is appended, and acknowledged only once durable.
 func TestLogMatching_AppendsAndAcksOnlyDurable(t *testing.T) {
 	f := followerAt(t)

@@ -102,6 +102,7 @@ const (
 	RefuseBadBatch                      // a batch does not decode (checksum, lengths) or breaks the prepare's framing
 	RefuseOversize                      // a batch's payload is above BatchBytesMax
 	RefuseDivergent                     // a batch this copy already holds has another epoch here
+	RefuseBusy                          // the log holds PendingBytesMax not yet durable: no room now
 	refusals
 )
 
@@ -117,6 +118,8 @@ func (r Refusal) String() string {
 		return "oversize batch"
 	case RefuseDivergent:
 		return "divergent record"
+	case RefuseBusy:
+		return "no room in the log"
 	}
 	return "refusal(?)"
 }
