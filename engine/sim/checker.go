@@ -2,10 +2,7 @@ package sim
 
 import "fmt"
 
-// digestEvery spaces the digest comparisons: every commit that is a multiple of it.
-const digestEvery = 4
-
-// check runs every check on node n after a step.
+// check runs every safety check on node n after a step.
 func (s *Sim) check(n *node) error {
 	r := n.replica
 	r.CheckInvariants()
@@ -29,20 +26,47 @@ func (s *Sim) check(n *node) error {
 		}
 		s.stats.Committed = s.maxCommitted
 	}
-	// State machines at the same commit are equal. The state only changes with the commit, and a
-	// divergence never heals, so the digest (which walks the whole state) is compared at every
-	// digestEvery-th commit a replica reaches.
-	if n.digestAt == r.Commit()+1 || r.Commit()%digestEvery != 0 {
-		return s.checkPrimary(n)
+	if n.recovering && r.Normal() {
+		n.recovering = false
+		s.trace("r%d recovered: view=%d op=%d commit=%d", n.index, r.View(), r.Op(), r.Commit())
+	}
+	if err := s.checkDigest(n); err != nil {
+		return err
+	}
+	if err := s.checkPrimary(n); err != nil {
+		return err
+	}
+	return s.firstErr
+}
+
+// checkApplied: replicas that applied one op hold equal state machines right after it (checked
+// inside Apply, so every op is compared, however many one step commits).
+func (s *Sim) checkApplied(n *node, op, digest uint64) {
+	if want, seen := s.opDigests[op]; seen && want != digest {
+		if s.firstErr == nil {
+			s.firstErr = s.violation("replica %d after applying op %d has state digest %x, another replica %x",
+				n.index, op, digest, want)
+		}
+		return
+	}
+	s.opDigests[op] = digest
+}
+
+// checkDigest: replicas at one commit hold equal state, client table included. Compared at every
+// commit a replica stops at between steps.
+func (s *Sim) checkDigest(n *node) error {
+	r := n.replica
+	if n.digestAt == r.Commit()+1 {
+		return nil
 	}
 	n.digestAt = r.Commit() + 1
 	digest := r.Digest()
 	if want, seen := s.digests[r.Commit()]; seen && want != digest {
-		return s.violation("replica %d at commit %d has digest %x, another replica %x", n.index, r.Commit(),
-			digest, want)
+		return s.violation("replica %d at commit %d has digest %x (state and client table), another replica %x",
+			n.index, r.Commit(), digest, want)
 	}
 	s.digests[r.Commit()] = digest
-	return s.checkPrimary(n)
+	return nil
 }
 
 // checkPrimary: a primary of a view at or past the one in which the highest commit was seen holds
@@ -65,87 +89,14 @@ func (s *Sim) checkPrimary(n *node) error {
 	return nil
 }
 
-// heal ends the fault phase: every node up, every link healed, no more loss or corruption.
-func (s *Sim) heal() error {
-	s.faults = false
-	s.net.heal()
-	s.opts.DropPPM, s.opts.DuplicatePPM, s.opts.CorruptPPM = 0, 0, 0
-	for _, n := range s.nodes {
-		if !n.up {
-			if err := s.startRetrying(n); err != nil {
-				return err
-			}
-			s.stats.Restarts++
-		}
-	}
-	return nil
-}
-
-// requireLiveness runs the healed cluster until every client completed two more requests; then the
-// clients stop asking, and every replica must reach one view, in normal status, at one commit that
-// covers its whole log. All of it within LivenessTicks.
-func (s *Sim) requireLiveness() error {
-	start := s.now
-	base := make([]uint64, len(s.clients))
-	for i, c := range s.clients {
-		base[i] = c.completed
-	}
-	for s.now-start < s.opts.LivenessTicks {
-		if err := s.tick(); err != nil {
-			return err
-		}
-		if !s.quiet && s.progressed(base) {
-			s.quiet = true
-		}
-		if s.quiet && s.converged() {
-			s.stats.LivenessTicks = s.now - start
-			s.collectStats()
-			return nil
-		}
-	}
-	s.collectStats()
-	return s.violation("no progress within %d ticks after faults stopped: %s", s.opts.LivenessTicks, s.describe())
-}
-
-func (s *Sim) progressed(base []uint64) bool {
-	for i, c := range s.clients {
-		if c.completed < base[i]+2 {
-			return false
-		}
-	}
-	return true
-}
-
-func (s *Sim) converged() bool {
-	for _, c := range s.clients {
-		if c.waiting {
-			return false
-		}
-	}
-	first := s.nodes[0].replica
-	for _, n := range s.nodes {
-		r := n.replica
-		if !r.Normal() || r.View() != first.View() || r.Commit() != first.Commit() || r.Commit() != r.Op() {
-			return false
-		}
-	}
-	return true
-}
-
-func (s *Sim) collectStats() {
-	for _, n := range s.nodes {
-		if n.up {
-			st := n.replica.Stats()
-			s.stats.ViewChanges += st.ViewChanges
-			s.stats.SnapshotsInstalled += st.SnapshotsIn
-		}
-	}
-}
-
 // describe summarizes the replicas for a failure message.
 func (s *Sim) describe() string {
 	out := ""
 	for _, n := range s.nodes {
+		if !n.up {
+			out += fmt.Sprintf("[r%d down] ", n.index)
+			continue
+		}
 		r := n.replica
 		out += fmt.Sprintf("[r%d view=%d log_view=%d normal=%v op=%d commit=%d] ", n.index, r.View(), r.LogView(),
 			r.Normal(), r.Op(), r.Commit())

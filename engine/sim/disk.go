@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"slices"
+
 	"github.com/ringstream/ringstream/engine/vsr"
 )
 
@@ -19,12 +21,33 @@ const (
 	targetSnapshot
 )
 
+// persistFault is how a persist fails, if it does.
+type persistFault uint8
+
+const (
+	persistOK persistFault = iota
+	persistEIO
+	persistENOSPC
+)
+
+func (f persistFault) String() string {
+	switch f {
+	case persistEIO:
+		return "EIO"
+	case persistENOSPC:
+		return "ENOSPC"
+	}
+	return "ok"
+}
+
 // job is one persist in flight: its writes in the order the driver issues them (snapshot, log,
 // fsync, superblock, fsync).
 type job struct {
-	id     uint64
-	doneAt uint64
-	writes []write
+	id       uint64
+	doneAt   uint64
+	writes   []write
+	snapshot bool // the persist carries a checkpoint (compaction may follow it)
+	fault    persistFault
 }
 
 // disk is one replica's storage. Its byte slices are what survives a crash; jobs are what has not
@@ -36,17 +59,31 @@ type disk struct {
 	jobs        []job
 }
 
-// format writes the format step's superblock to every copy: replica i of a cluster being created.
-func (d *disk) format(i int) {
-	sb := vsr.AppendSuperblock(nil, vsr.FormatSuperblock(vsr.Identity{Cluster: 1, Node: uint16(i + 1), Replica: uint8(i)}, false))
+// format writes the format step's superblock to every copy: replica i of a cluster being created,
+// or with recovering set, a replacement for replica i that was lost.
+func (d *disk) format(i int, recovering bool) {
+	sb := vsr.AppendSuperblock(nil, vsr.FormatSuperblock(vsr.Identity{Cluster: 1, Node: uint16(i + 1),
+		Replica: uint8(i)}, recovering))
 	for c := range d.superblocks {
 		d.superblocks[c] = sb
 	}
 }
 
+// clone is a copy of the synced state (the old copy a disk may later be restored from).
+func (d *disk) clone() disk {
+	c := disk{log: slices.Clone(d.log)}
+	for i := range d.superblocks {
+		c.superblocks[i] = slices.Clone(d.superblocks[i])
+	}
+	for i := range d.snapshots {
+		c.snapshots[i] = slices.Clone(d.snapshots[i])
+	}
+	return c
+}
+
 // persist turns an Effects persist into a job due at doneAt (after every earlier job).
-func (d *disk) persist(fx *vsr.Effects, doneAt uint64) {
-	j := job{id: fx.PersistID, doneAt: doneAt}
+func (d *disk) persist(fx *vsr.Effects, doneAt uint64, fault persistFault) {
+	j := job{id: fx.PersistID, doneAt: doneAt, snapshot: fx.Snapshot != nil, fault: fault}
 	if n := len(d.jobs); n > 0 {
 		j.doneAt = max(j.doneAt, d.jobs[n-1].doneAt)
 	}
@@ -89,18 +126,50 @@ func overwrite(old, data []byte, size int) []byte {
 	return b[:size]
 }
 
-// complete syncs every job due at now and returns the last id synced (0 for none).
-func (d *disk) complete(now uint64) uint64 {
-	id := uint64(0)
+// completed is what one call to complete synced.
+type completed struct {
+	id       uint64       // last persist synced; 0 for none
+	snapshot bool         // one of them carried a checkpoint
+	fault    persistFault // the persist that failed, which ends the call
+	damaged  bool         // a log append was misdirected: acknowledged records are gone
+}
+
+// misdirection asks, per write, whether it lands in the wrong place.
+type misdirection struct {
+	superblock func() bool // over another copy
+	log        func() bool // over older records
+	pick       func(n int) int
+}
+
+// complete syncs every job due at now, up to the first that fails (which reaches the disk not at
+// all). m is asked per write whether it lands in the wrong place.
+func (d *disk) complete(now uint64, m misdirection) completed {
+	var c completed
 	done := 0
 	for ; done < len(d.jobs) && d.jobs[done].doneAt <= now; done++ {
-		for _, w := range d.jobs[done].writes {
-			d.apply(w, len(w.data))
+		j := &d.jobs[done]
+		misdirected := false
+		if j.fault != persistOK {
+			c.fault = j.fault
+			break
 		}
-		id = d.jobs[done].id
+		for _, w := range j.writes {
+			if w.target == targetSuperblock && !misdirected && m.superblock() {
+				// One copy per persist lands over another: the newest superblock is then held by
+				// one copy fewer, and one copy keeps an older one.
+				w.slot = (w.slot + 1 + m.pick(len(d.superblocks)-1)) % len(d.superblocks)
+				misdirected = true
+			}
+			d.apply(w, len(w.data))
+			if w.target == targetLog && m.log() && d.misdirectLog(len(w.data), m.pick) {
+				c.damaged = true
+			}
+		}
+		c.id = j.id
+		c.snapshot = c.snapshot || j.snapshot
 	}
 	d.jobs = d.jobs[done:]
-	return id
+	return c
 }
 
 // crash drops every job not synced. With torn set, the first one's writes reach the disk up to a
@@ -116,4 +185,64 @@ func (d *disk) crash(torn bool, writes int, cut func(n int) int) {
 		d.apply(j.writes[k], cut(len(j.writes[k].data)))
 	}
 	d.jobs = nil
+}
+
+// compact rewrites the log without the records at or below the checkpoint the synced superblock
+// names, as engine's metadata group does after a checkpoint: the new file replaces the old one
+// atomically (written, synced, renamed), so a crash leaves one or the other. Records that do not
+// decode end the scan and are dropped with everything after them, as Recover would cut them.
+func (d *disk) compact() {
+	dur, _, err := vsr.Recover(d.superblocks, d.snapshots, d.log)
+	if err != nil || dur.Fresh || dur.Superblock.SnapshotOp == 0 {
+		return
+	}
+	kept := make([]byte, 0, len(d.log))
+	for off := 0; off < len(d.log); {
+		e, n, err := vsr.DecodeLogRecord(d.log[off:])
+		if err != nil {
+			break
+		}
+		if e.Op > dur.Superblock.SnapshotOp {
+			kept = append(kept, d.log[off:off+n]...)
+		}
+		off += n
+	}
+	d.log = kept
+}
+
+// corruptSector damages a run of synced bytes, as a latent sector error would: in a superblock slot,
+// a snapshot slot or the log. It returns what it hit.
+func (d *disk) corruptSector(pick func(n int) int) string {
+	var b []byte
+	var what string
+	switch pick(3) {
+	case 0:
+		b, what = d.superblocks[pick(len(d.superblocks))], "superblock copy"
+	case 1:
+		b, what = d.snapshots[pick(len(d.snapshots))], "snapshot slot"
+	default:
+		b, what = d.log, "log"
+	}
+	if len(b) == 0 {
+		return "nothing (empty " + what + ")"
+	}
+	start := pick(len(b))
+	for i := start; i < min(len(b), start+1+pick(64)); i++ {
+		b[i] ^= byte(1 + pick(255))
+	}
+	return what
+}
+
+// misdirectLog moves the last records appended (n bytes) over older bytes of the log: the append
+// landed at the wrong offset, and the end of the log keeps what was there (nothing, here: the file
+// is shorter by the misdirected write). It reports whether older records were hit.
+func (d *disk) misdirectLog(n int, pick func(n int) int) bool {
+	if n <= 0 || n >= len(d.log) {
+		return false
+	}
+	data := slices.Clone(d.log[len(d.log)-n:])
+	d.log = d.log[:len(d.log)-n]
+	at := pick(len(d.log))
+	copy(d.log[at:], data)
+	return true
 }

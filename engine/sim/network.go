@@ -36,6 +36,8 @@ type network struct {
 	flight  []packet
 	seq     uint64
 	blocked [][]bool // blocked[from][to]: the one-way link drops everything
+	// longUntil: a long partition holds until this tick (0: none).
+	longUntil uint64
 }
 
 func newNetwork(s *Sim, n int) *network {
@@ -119,6 +121,22 @@ func (nw *network) repartition() {
 			}
 		}
 	}
+}
+
+// isolate cuts node i off from every other node, both ways.
+func (nw *network) isolate(i int) {
+	nw.heal()
+	for j := range nw.blocked {
+		if j != i {
+			nw.blocked[i][j], nw.blocked[j][i] = true, true
+		}
+	}
+}
+
+// requeue puts p back in flight to arrive at at, keeping its place among packets due then.
+func (nw *network) requeue(p packet, at uint64) {
+	p.deliverAt = at
+	nw.flight = append(nw.flight, p)
 }
 
 func (nw *network) heal() {

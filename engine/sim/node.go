@@ -30,19 +30,49 @@ type node struct {
 	checked    uint64 // ops up to here were checked against the committed history
 	digestAt   uint64 // commit+1 at which the digest was last checked; 0 for none
 	msg        wire.VSRMessage
+
+	pausedUntil uint64 // the process is stopped until this tick
+	skew        int    // +1: ticks fast; -1: ticks slow
+	fullUntil   uint64 // ENOSPC: persists fail until this tick
+	oldCopy     *disk  // the synced state at an earlier crash, for an old-copy restore
+	// Lost state (the fault budget): damaged from a fault that lost acknowledged state until the next
+	// start, then recovering until the replica has rejoined.
+	damaged, recovering bool
 }
 
-func (s *Sim) newMachine() vsr.StateMachine {
+// lostState: the node may have lost state it acknowledged and has not recovered yet.
+func (n *node) lostState() bool { return n.damaged || n.recovering }
+
+func (n *node) paused(now uint64) bool { return now < n.pausedUntil }
+
+// checkedMachine wraps a replica's state machine to check its digest after every op it applies.
+type checkedMachine struct {
+	vsr.StateMachine
+	sim  *Sim
+	node *node
+}
+
+func (m *checkedMachine) Apply(op []byte, opNumber uint64, result []byte) []byte {
+	result = m.StateMachine.Apply(op, opNumber, result)
+	m.sim.checkApplied(m.node, opNumber, m.StateMachine.Digest())
+	return result
+}
+
+func (s *Sim) newMachine(n *node) vsr.StateMachine {
+	var m vsr.StateMachine = newCounterMachine()
 	if s.opts.Machine == MachineMeta {
-		return meta.NewState()
+		m = meta.NewState()
 	}
-	return newCounterMachine()
+	return &checkedMachine{StateMachine: m, sim: s, node: n}
 }
 
 // start (re)creates the node's replica from its disk. It fails on an injected read error.
 func (s *Sim) start(n *node) error {
 	if s.chance(s.opts.ReadErrorPPM) {
 		return errReadFault
+	}
+	if n.damaged {
+		n.damaged, n.recovering = false, true
 	}
 	d, valid, err := vsr.Recover(n.disk.superblocks, n.disk.snapshots, n.disk.log)
 	if err != nil {
@@ -52,7 +82,7 @@ func (s *Sim) start(n *node) error {
 	if d.Recovering {
 		d.RecoveryNonce = s.rng.Uint64() | 1
 	}
-	m := s.newMachine()
+	m := s.newMachine(n)
 	r, err := vsr.New(s.opts.VSR(s.opts.Replicas, uint8(n.index)), m, d)
 	if err != nil {
 		return fmt.Errorf("restart replica %d: %w", n.index, err)
@@ -64,6 +94,7 @@ func (s *Sim) start(n *node) error {
 	n.schedule = heartbeat.NewSchedule(s.opts.Heartbeat)
 	n.primary, n.backup = heartbeat.Primary{}, heartbeat.Backup{}
 	n.tick, n.sentCommit, n.checked, n.digestAt = 0, r.Commit(), min(n.checked, r.Commit()), 0
+	n.pausedUntil = 0
 	return nil
 }
 
@@ -73,6 +104,10 @@ func (s *Sim) crash(n *node) {
 	n.replica = nil
 	torn := s.chance(s.opts.TornWritePPM)
 	n.disk.crash(torn, s.rng.IntN(4), func(size int) int { return s.rng.IntN(size + 1) })
+	if s.opts.LostState && s.chance(s.opts.OldCopyPPM) {
+		c := n.disk.clone()
+		n.oldCopy = &c
+	}
 }
 
 // tickNode runs one tick of the node: the replica's timeouts, then the heartbeat schedule.
@@ -84,46 +119,14 @@ func (s *Sim) tickNode(n *node) error {
 		return err
 	}
 	t := n.schedule.Advance()
-	ticks := s.opts.Heartbeat
-	self := uint8(n.index)
 	if r.IsPrimary() {
 		n.backup.Stop()
-		if !n.primary.Running() || n.primary.View() != r.View() {
-			s.trace("r%d primary of view %d: op=%d commit=%d", n.index, r.View(), r.Op(), r.Commit())
-			var backups heartbeat.Members
-			for i := 0; i < s.opts.Replicas; i++ {
-				if i != n.index {
-					backups |= heartbeat.MemberOf(uint8(i))
-				}
-			}
-			n.primary.Start(ticks, t.Number, r.View(), r.Commit(), self, backups, s.quorum())
-			n.sentCommit = r.Commit()
-		}
-		if r.Commit() != n.sentCommit {
-			n.sentCommit = r.Commit()
-			n.primary.Committed(t.Number, r.Commit(), heartbeat.Members(r.Holders()))
-		}
-		n.primary.Plan(t)
-		owed, state := n.primary.Owed()
-		if owed != 0 {
-			ts := n.primary.Timestamp(t.Number)
-			for i := 0; i < s.opts.Replicas; i++ {
-				if owed.Has(uint8(i)) {
-					s.net.send(packet{kind: packetCommit, from: n.index, to: i, commit: wire.CommitEntry{
-						View: r.View(), Commit: r.Commit(), TimestampMonotonic: ts,
-						HeartbeatState: wire.HeartbeatState(state), Replica: self}}, true)
-				}
-			}
-			n.primary.Sent(owed, ts)
-		}
-		if n.primary.QuorumLost(t.Number) {
-			r.OnQuorumLost()
-		}
+		s.tickPrimary(n, t)
 	} else {
 		n.primary.Stop()
 		if r.Normal() {
 			if !n.backup.Running() || r.View() != n.backupView {
-				n.backup.Follow(ticks, t.Number, r.View(), r.PrimaryIndex())
+				n.backup.Follow(s.opts.Heartbeat, t.Number, r.View(), r.PrimaryIndex())
 				n.backupView = r.View()
 			}
 			if n.backup.Silent(t.Number) {
@@ -134,6 +137,44 @@ func (s *Sim) tickNode(n *node) error {
 		}
 	}
 	return s.flush(n)
+}
+
+// tickPrimary runs the primary's side of the heartbeat schedule: Commit entries and the quorum
+// window (R24).
+func (s *Sim) tickPrimary(n *node, t heartbeat.Tick) {
+	r := n.replica
+	self := uint8(n.index)
+	if !n.primary.Running() || n.primary.View() != r.View() {
+		s.trace("r%d primary of view %d: op=%d commit=%d", n.index, r.View(), r.Op(), r.Commit())
+		var backups heartbeat.Members
+		for i := 0; i < s.opts.Replicas; i++ {
+			if i != n.index {
+				backups |= heartbeat.MemberOf(uint8(i))
+			}
+		}
+		n.primary.Start(s.opts.Heartbeat, t.Number, r.View(), r.Commit(), self, backups, s.quorum())
+		n.sentCommit = r.Commit()
+	}
+	if r.Commit() != n.sentCommit {
+		n.sentCommit = r.Commit()
+		n.primary.Committed(t.Number, r.Commit(), heartbeat.Members(r.Holders()))
+	}
+	n.primary.Plan(t)
+	owed, state := n.primary.Owed()
+	if owed != 0 {
+		ts := n.primary.Timestamp(t.Number)
+		for i := 0; i < s.opts.Replicas; i++ {
+			if owed.Has(uint8(i)) {
+				s.net.send(packet{kind: packetCommit, from: n.index, to: i, commit: wire.CommitEntry{
+					View: r.View(), Commit: r.Commit(), TimestampMonotonic: ts,
+					HeartbeatState: wire.HeartbeatState(state), Replica: self}}, true)
+			}
+		}
+		n.primary.Sent(owed, ts)
+	}
+	if n.primary.QuorumLost(t.Number) {
+		r.OnQuorumLost()
+	}
 }
 
 // onCommit is a backup receiving a Commit entry (R8, R22).
@@ -180,7 +221,7 @@ func (s *Sim) flush(n *node) error {
 			break
 		}
 		if fx.PersistID != 0 {
-			n.disk.persist(fx, s.now+1+uint64(s.rng.Int64N(int64(s.opts.DiskLatencyTicksMax))))
+			n.disk.persist(fx, s.persistDoneAt(), s.persistFault(n))
 		}
 		for i := range fx.Messages {
 			env := &fx.Messages[i]

@@ -25,19 +25,54 @@ type Options struct {
 	Clients  int
 
 	FaultTicks    uint64 // ticks with faults on
-	LivenessTicks uint64 // bound for progress and convergence once faults stop
+	CoreTicks     uint64 // bound for a healthy core's progress while the others stay down or cut off; 0: no core phase
+	LivenessTicks uint64 // bound for progress and convergence once every fault is healed
 
 	// Per-tick or per-packet probabilities, in parts per million.
 	DropPPM, DuplicatePPM, CorruptPPM uint32
 	DelayTicksMax                     uint64
 	PartitionPPM                      uint32 // per tick: change the partition
-	CrashPPM, RestartPPM              uint32 // per node per tick
-	ReadErrorPPM                      uint32 // per restart
-	TornWritePPM                      uint32 // per crash with a persist in flight: a prefix reaches disk
-	DiskLatencyTicksMax               uint64
+	// LongPartitionPPM, per tick: a partition that holds for LongPartitionTicksMax ticks at most,
+	// isolating the primary, a minority or a majority.
+	LongPartitionPPM      uint32
+	LongPartitionTicksMax uint64
+	CrashPPM, RestartPPM  uint32 // per node per tick
+	// CrashInFlightPPM, per node per tick while the node has a persist in flight: crashes that land
+	// between a write and its fsync, where a message sent too early shows.
+	CrashInFlightPPM uint32
+	// PausePPM, per node per tick: the process stops for up to PauseTicksMax ticks (no tick, no
+	// packet handled, no completion seen), then resumes where it was, its packets queued.
+	PausePPM      uint32
+	PauseTicksMax uint64
+	// SkewPPM, per node per tick: a fast node ticks twice, a slow node skips the tick (each node's
+	// direction drawn at boot).
+	SkewPPM      uint32
+	ReadErrorPPM uint32 // per restart: the restart fails and is retried later
+	TornWritePPM uint32 // per crash with a persist in flight: a prefix reaches disk
+	// PersistFailPPM, per persist: it fails with EIO or ENOSPC. An ENOSPC disk stays full for up
+	// to FullTicksMax ticks.
+	PersistFailPPM      uint32
+	FullTicksMax        uint64
+	DiskLatencyTicksMax uint64
+	// SlowDiskTicksMax: up to this many ticks more per persist (0: none).
+	SlowDiskTicksMax uint64
+	// MisdirectPPM, per persist: one superblock copy lands over another copy.
+	MisdirectPPM uint32
+	// CompactPPM, per durable checkpoint: the log is rewritten without the records at or below it.
+	CompactPPM uint32
 	// LinksUpTick: until this tick nothing passes between replicas, as when a node boots before its
 	// peer links connect (the first prepares are lost and nothing may follow them).
 	LinksUpTick uint64
+
+	// Faults that lose state a replica acknowledged. Each applies at a restart, to at most f replicas
+	// that have not recovered yet (the fault budget): more would lose committed ops whatever the
+	// protocol does. Off unless LostState is set.
+	LostState  bool
+	WipePPM    uint32 // per restart: the disk comes back empty (a replaced disk)
+	SectorPPM  uint32 // per restart: a synced sector of the superblock, a snapshot or the log reads back corrupt
+	OldCopyPPM uint32 // per restart: the disk is an old copy of itself (restored from a backup)
+	// MisdirectLogPPM, per log append: the records land over older records instead of at the end.
+	MisdirectLogPPM uint32
 
 	VSR       func(n int, self uint8) vsr.Config
 	Heartbeat heartbeat.Ticks
@@ -69,7 +104,9 @@ func SimHeartbeatTicks() heartbeat.Ticks {
 		IdleHeartbeatTimeoutTicks: 48}
 }
 
-// Draw returns the run for seed: the cluster shape and fault rates come from the seed too.
+// Draw returns the run for seed: the cluster shape and fault rates come from the seed too. The
+// faults added after the first simulator are drawn after the first ones, so that a seed with them
+// turned off (WithoutLaterFaults) draws what it drew before they existed.
 func Draw(seed uint64) Options {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	o := Options{
@@ -78,6 +115,7 @@ func Draw(seed uint64) Options {
 		Machine:             Machine(1 + rng.IntN(2)),
 		Clients:             1 + rng.IntN(4),
 		FaultTicks:          1500 + uint64(rng.IntN(1500)),
+		CoreTicks:           3000,
 		LivenessTicks:       4000,
 		DropPPM:             uint32(rng.IntN(100_000)),
 		DuplicatePPM:        uint32(rng.IntN(30_000)),
@@ -95,10 +133,44 @@ func Draw(seed uint64) Options {
 	if rng.IntN(3) == 0 {
 		o.LinksUpTick = uint64(rng.IntN(40))
 	}
-	if rng.IntN(4) == 0 {
-		// Message faults only: no crash or partition forces a view change that would rescue a replica
-		// the protocol itself left stuck.
-		o.CrashPPM, o.PartitionPPM = 0, 0
+	messageFaultsOnly := rng.IntN(4) == 0
+	drawLaterFaults(rng, &o)
+	if messageFaultsOnly {
+		// Message faults only: no crash, pause or partition forces a view change that would rescue a
+		// replica the protocol itself left stuck.
+		o.CrashPPM, o.PartitionPPM, o.LongPartitionPPM, o.CrashInFlightPPM = 0, 0, 0, 0
+		o.PausePPM, o.PersistFailPPM = 0, 0
 	}
+	return o
+}
+
+// drawLaterFaults draws the rates of the faults added after the first simulator.
+func drawLaterFaults(rng *rand.Rand, o *Options) {
+	o.LongPartitionPPM = uint32(rng.IntN(1_000))
+	o.LongPartitionTicksMax = 200 + uint64(rng.IntN(800))
+	o.CrashInFlightPPM = uint32(rng.IntN(20_000))
+	o.PausePPM = uint32(rng.IntN(1_000))
+	o.PauseTicksMax = 1 + uint64(rng.IntN(100))
+	o.SkewPPM = uint32(rng.IntN(100_000))
+	o.PersistFailPPM = uint32(rng.IntN(2_000))
+	o.FullTicksMax = 1 + uint64(rng.IntN(200))
+	o.MisdirectPPM = uint32(rng.IntN(20_000))
+	o.CompactPPM = uint32(rng.IntN(1_000_000))
+	o.WipePPM = uint32(rng.IntN(300_000))
+	o.SectorPPM = uint32(rng.IntN(300_000))
+	o.OldCopyPPM = uint32(rng.IntN(200_000))
+	o.MisdirectLogPPM = uint32(rng.IntN(5_000))
+	if rng.IntN(4) == 0 {
+		o.SlowDiskTicksMax = uint64(rng.IntN(30)) // slow disks: long windows between write and fsync
+	}
+}
+
+// WithoutLaterFaults turns off the faults drawLaterFaults adds (and the core liveness phase), for the
+// regression seeds found before they existed.
+func WithoutLaterFaults(o Options) Options {
+	o.LongPartitionPPM, o.CrashInFlightPPM, o.PausePPM, o.SkewPPM, o.PersistFailPPM = 0, 0, 0, 0, 0
+	o.MisdirectPPM, o.CompactPPM, o.MisdirectLogPPM, o.SlowDiskTicksMax = 0, 0, 0, 0
+	o.LostState = false
+	o.CoreTicks = 0
 	return o
 }

@@ -20,8 +20,16 @@ type Stats struct {
 	Crashes, Restarts  uint64
 	ReadErrors         uint64
 	Dropped, Corrupt   uint64
+	Pauses             uint64
+	LongPartitions     uint64
+	PersistFailures    uint64
+	Compactions        uint64
+	Wipes, OldCopies   uint64
+	SectorFaults       uint64
+	MisdirectedWrites  uint64
 	ViewChanges        uint64
 	SnapshotsInstalled uint64
+	CoreTicks          uint64 // ticks the healthy core took to make progress
 	LivenessTicks      uint64 // ticks the healed cluster took to make progress and converge
 }
 
@@ -52,7 +60,8 @@ type Sim struct {
 	quiet   bool // liveness phase: clients send no new requests
 
 	committed    map[uint64]uint64 // op -> checksum of the committed entry
-	digests      map[uint64]uint64 // commit -> state machine digest
+	digests      map[uint64]uint64 // commit -> digest of state machine and client table
+	opDigests    map[uint64]uint64 // op -> state machine digest right after applying it
 	maxCommitted uint64
 	// maxCommittedView is the highest view a replica was in when it reached maxCommitted.
 	maxCommittedView uint32
@@ -61,13 +70,19 @@ type Sim struct {
 }
 
 // Run runs the simulation opts describes and returns its stats, or an error wrapping ErrViolation.
+// Three phases: faults with load; a healthy core (a quorum) must make progress while the other
+// replicas stay down or cut off; then everything heals and the group must converge.
 func Run(opts Options) (Stats, error) {
 	s := &Sim{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0xc1a5)), faults: true,
-		committed: make(map[uint64]uint64), digests: make(map[uint64]uint64)}
+		committed: make(map[uint64]uint64), digests: make(map[uint64]uint64),
+		opDigests: make(map[uint64]uint64)}
 	s.net = newNetwork(s, opts.Replicas)
 	for i := 0; i < opts.Replicas; i++ {
 		n := &node{index: i}
-		n.disk.format(i)
+		n.disk.format(i, false)
+		if opts.SkewPPM > 0 {
+			n.skew = s.rng.IntN(3) - 1
+		}
 		s.nodes = append(s.nodes, n)
 		if err := s.startRetrying(n); err != nil {
 			return s.stats, err
@@ -78,6 +93,11 @@ func Run(opts Options) (Stats, error) {
 	}
 	for s.now < opts.FaultTicks {
 		if err := s.tick(); err != nil {
+			return s.stats, err
+		}
+	}
+	if opts.CoreTicks > 0 {
+		if err := s.requireCoreProgress(); err != nil {
 			return s.stats, err
 		}
 	}
@@ -126,7 +146,8 @@ func (s *Sim) clientIndex(id uint64) int {
 	return i
 }
 
-// tick is one tick of the whole cluster.
+// tick is one tick of the whole cluster. A paused node does nothing; a skewed one ticks twice or
+// not at all now and then.
 func (s *Sim) tick() error {
 	s.now++
 	s.stats.Ticks++
@@ -137,7 +158,11 @@ func (s *Sim) tick() error {
 		}
 	}
 	for _, n := range s.nodes {
-		if n.up {
+		ticks := 1
+		if s.faults && n.skew != 0 && s.chance(s.opts.SkewPPM) {
+			ticks += n.skew
+		}
+		for ; ticks > 0 && n.up && !n.paused(s.now); ticks-- {
 			s.step++
 			if err := s.tickNode(n); err != nil {
 				return err
@@ -151,13 +176,8 @@ func (s *Sim) tick() error {
 		}
 	}
 	for _, n := range s.nodes {
-		if !n.up {
-			continue
-		}
-		if id := n.disk.complete(s.now); id != 0 {
-			s.step++
-			n.replica.Advance(id)
-			if err := s.flush(n); err != nil {
+		if n.up && !n.paused(s.now) {
+			if err := s.completeDisk(n); err != nil {
 				return err
 			}
 		}
@@ -166,37 +186,7 @@ func (s *Sim) tick() error {
 	return s.firstErr
 }
 
-// injectFaults crashes and restarts nodes and changes the partition.
-func (s *Sim) injectFaults() error {
-	if s.chance(s.opts.PartitionPPM) {
-		s.net.repartition()
-		s.trace("links now %v", s.net.blocked)
-	}
-	for _, n := range s.nodes {
-		switch {
-		case n.up && s.chance(s.opts.CrashPPM):
-			s.stats.Crashes++
-			s.trace("crash r%d (view=%d op=%d commit=%d, %d persists in flight)", n.index, n.replica.View(),
-				n.replica.Op(), n.replica.Commit(), len(n.disk.jobs))
-			s.crash(n)
-		case !n.up && s.chance(s.opts.RestartPPM):
-			err := s.start(n)
-			if errors.Is(err, errReadFault) {
-				s.stats.ReadErrors++
-				continue
-			}
-			if err != nil {
-				return s.violation("%v", err)
-			}
-			s.stats.Restarts++
-			s.trace("restart r%d: view=%d log_view=%d normal=%v op=%d commit=%d", n.index, n.replica.View(),
-				n.replica.LogView(), n.replica.Normal(), n.replica.Op(), n.replica.Commit())
-		}
-	}
-	return nil
-}
-
-// deliver hands one packet to its replica or client.
+// deliver hands one packet to its replica or client. A paused replica gets it when it resumes.
 func (s *Sim) deliver(p *packet) error {
 	if p.kind == packetReply {
 		s.onReply(p)
@@ -204,6 +194,10 @@ func (s *Sim) deliver(p *packet) error {
 	}
 	n := s.nodes[p.to]
 	if !n.up {
+		return nil
+	}
+	if n.paused(s.now) {
+		s.net.requeue(*p, n.pausedUntil)
 		return nil
 	}
 	s.step++

@@ -55,7 +55,8 @@ func runSeed(t *testing.T, seed uint64, verbose bool) Stats {
 	return st
 }
 
-// regressionSeeds are seeds that once found a bug (in the replica or in these checks); each stays here.
+// regressionSeeds are seeds that once found a bug (in the replica or in these checks); each stays here,
+// replayed with the faults it was found with (WithoutLaterFaults).
 var regressionSeeds = []struct {
 	seed uint64
 	why  string
@@ -72,7 +73,7 @@ var regressionSeeds = []struct {
 
 func TestSim_RegressionSeeds(t *testing.T) {
 	for _, r := range regressionSeeds {
-		if _, err := Run(Draw(r.seed)); err != nil {
+		if _, err := Run(WithoutLaterFaults(Draw(r.seed))); err != nil {
 			t.Errorf("seed %d (%s): %v", r.seed, r.why, err)
 		}
 	}

@@ -56,3 +56,7 @@ func TestSim_CatchesDoViewChangeIgnoringLogView(t *testing.T) { catchBroken(t, v
 // TestSim_CatchesPrepareOKBeforeDurable: a backup acknowledges a prepare before the entry is durable,
 // so a crash can lose an op the primary counted toward a commit.
 func TestSim_CatchesPrepareOKBeforeDurable(t *testing.T) { catchBroken(t, vsr.BreakPrepareOKEarly) }
+
+// TestSim_CatchesViewChangeBeforeDurable: do-view-change and start-view leave before the log they
+// carry is durable, so a crash can lose the log a new view was built on.
+func TestSim_CatchesViewChangeBeforeDurable(t *testing.T) { catchBroken(t, vsr.BreakViewChangeEarly) }

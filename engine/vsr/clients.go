@@ -1,6 +1,11 @@
 package vsr
 
-import "sort"
+import (
+	"encoding/binary"
+	"sort"
+
+	"github.com/cespare/xxhash/v2"
+)
 
 // session is one client's latest committed request and its result. A retried request gets this
 // result back instead of being applied again.
@@ -55,4 +60,21 @@ func (t *clientTable) commit(client, request, op uint64, result []byte) {
 		}
 		t.sessions = append(t.sessions[:oldest], t.sessions[oldest+1:]...)
 	}
+}
+
+// digest hashes seed and every session (client, request, op, result length, result) in client order.
+func (t *clientTable) digest(seed uint64) uint64 {
+	var h xxhash.Digest
+	h.Reset()
+	var b [32]byte
+	_, _ = h.Write(binary.LittleEndian.AppendUint64(b[:0], seed))
+	for i := range t.sessions {
+		s := &t.sessions[i]
+		e := binary.LittleEndian.AppendUint64(b[:0], s.client)
+		e = binary.LittleEndian.AppendUint64(e, s.request)
+		e = binary.LittleEndian.AppendUint64(e, s.op)
+		_, _ = h.Write(binary.LittleEndian.AppendUint64(e, uint64(len(s.result))))
+		_, _ = h.Write(s.result)
+	}
+	return h.Sum64()
 }

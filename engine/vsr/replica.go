@@ -458,5 +458,6 @@ func (r *Replica) PersistFailed() {
 // Failed reports whether a persist failed (PersistFailed).
 func (r *Replica) Failed() bool { return r.status == statusFailed }
 
-// Digest is the state machine's digest at Commit.
-func (r *Replica) Digest() uint64 { return r.sm.Digest() }
+// Digest is a digest of the replicated state at Commit: the state machine's digest and the client
+// table (equal on every replica at one commit, since checkpoints carry it).
+func (r *Replica) Digest() uint64 { return r.clients.digest(r.sm.Digest()) }
