@@ -26,7 +26,7 @@ func (s *Sim) check(n *node) error {
 		}
 		s.stats.Committed = s.maxCommitted
 	}
-	if n.recovering && r.Normal() {
+	if n.recovering && r.Normal() && !n.disk.saysRecovering() {
 		n.recovering = false
 		s.trace("r%d recovered: view=%d op=%d commit=%d", n.index, r.View(), r.Op(), r.Commit())
 	}

@@ -57,6 +57,10 @@ type disk struct {
 	snapshots   [2][]byte
 	log         []byte
 	jobs        []job
+	// staleCopy: a superblock copy does not hold the newest superblock (a torn write cut it, or the
+	// last persist's write to it was misdirected). No second copy is torn before a persist rewrites
+	// them all (see crash).
+	staleCopy bool
 }
 
 // format writes the format step's superblock to every copy: replica i of a cluster being created,
@@ -65,7 +69,7 @@ func (d *disk) format(i int, recovering bool) {
 	sb := vsr.AppendSuperblock(nil, vsr.FormatSuperblock(vsr.Identity{Cluster: 1, Node: uint16(i + 1),
 		Replica: uint8(i)}, recovering))
 	for c := range d.superblocks {
-		d.superblocks[c] = sb
+		d.superblocks[c] = slices.Clone(sb) // each copy in its own sector
 	}
 }
 
@@ -97,6 +101,9 @@ func (d *disk) persist(fx *vsr.Effects, doneAt uint64, fault persistFault) {
 	}
 	if log != nil {
 		j.writes = append(j.writes, write{target: targetLog, data: log})
+	}
+	if fault == persistENOSPC && log == nil && fx.Snapshot == nil {
+		j.fault = persistOK // superblock copies are rewritten in place: they need no new space
 	}
 	sb := vsr.AppendSuperblock(nil, fx.Superblock)
 	for i := range d.superblocks {
@@ -132,6 +139,8 @@ type completed struct {
 	snapshot bool         // one of them carried a checkpoint
 	fault    persistFault // the persist that failed, which ends the call
 	damaged  bool         // a log append was misdirected: acknowledged records are gone
+	// misdirected counts the writes that landed in the wrong place.
+	misdirected uint64
 }
 
 // misdirection asks, per write, whether it lands in the wrong place.
@@ -159,32 +168,60 @@ func (d *disk) complete(now uint64, m misdirection) completed {
 				// one copy fewer, and one copy keeps an older one.
 				w.slot = (w.slot + 1 + m.pick(len(d.superblocks)-1)) % len(d.superblocks)
 				misdirected = true
+				c.misdirected++
 			}
 			d.apply(w, len(w.data))
 			if w.target == targetLog && m.log() && d.misdirectLog(len(w.data), m.pick) {
 				c.damaged = true
+				c.misdirected++
 			}
 		}
 		c.id = j.id
 		c.snapshot = c.snapshot || j.snapshot
+		d.staleCopy = misdirected
 	}
 	d.jobs = d.jobs[done:]
 	return c
 }
 
 // crash drops every job not synced. With torn set, the first one's writes reach the disk up to a
-// point: some whole, the last cut at cut bytes (the order of writes holds: the superblock only after
-// the log).
-func (d *disk) crash(torn bool, writes int, cut func(n int) int) {
+// point: some whole, the last cut at cut bytes (the order of writes holds: the superblock copies only
+// after the log). A failed persist (fault) reaches the disk the same way, except that an ENOSPC
+// persist stops at its first write that needs new space (a snapshot slot or the log).
+//
+// Superblock copies that do not hold the newest superblock (torn, or missed by a misdirected write)
+// are held to one between two persists that rewrite them all: a second would leave a replica unable
+// to prove its latest superblock (two copies of four must agree), a lost state outside the fault
+// budget. So while one copy is stale, the write a crash would tear in a superblock copy does not
+// start.
+func (d *disk) crash(torn bool, writes int, cut func(n int) int, fault persistFault) {
 	if torn && len(d.jobs) > 0 {
 		j := d.jobs[0]
 		k := min(writes, len(j.writes)-1)
+		if fault == persistENOSPC {
+			k = slices.IndexFunc(j.writes, func(w write) bool { return w.target != targetSuperblock })
+		}
 		for i := 0; i < k; i++ {
 			d.apply(j.writes[i], len(j.writes[i].data))
 		}
-		d.apply(j.writes[k], cut(len(j.writes[k].data)))
+		w := j.writes[k]
+		n := cut(len(w.data))
+		if w.target == targetSuperblock && n > 0 && n < len(w.data) {
+			if d.staleCopy {
+				n = 0
+			}
+			d.staleCopy = true
+		}
+		d.apply(w, n)
 	}
 	d.jobs = nil
+}
+
+// saysRecovering reports whether the synced storage would start its replica in recovery: until the
+// persist that ends a recovery is durable, a restart recovers again.
+func (d *disk) saysRecovering() bool {
+	dur, _, err := vsr.Recover(d.superblocks, d.snapshots, d.log)
+	return err != nil || dur.Recovering
 }
 
 // compact rewrites the log without the records at or below the checkpoint the synced superblock

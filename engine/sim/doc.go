@@ -5,14 +5,15 @@
 //
 // It owns everything in memory: the network (delay, loss, duplication, reordering, corruption,
 // partitions short and long, one-way links, links that come up late at boot), the disks (latency,
-// writes lost on a crash unless synced, a torn last write, persists failing with EIO or ENOSPC, log compaction, read errors at restart), processes (crashes, crashes
-// with a persist in flight, restarts, pauses, tick skew), and a workload of client requests. One
-// seeded *rand.Rand draws every choice; it never reads the clock and starts no goroutine, so a seed
-// replays exactly: go test ./engine/sim -run TestSim -seed=N, or ringstream sim --seed N.
-//
-// Faults that lose state a replica acknowledged (its disk wiped, restored from an old copy, a synced
-// sector corrupted, a superblock write misdirected over the newest copy, a log append misdirected
-// over older records) run when Options.LostState is set.
+// slow disks, writes lost on a crash unless synced, a torn last write, a superblock copy written over
+// another, persists failing with EIO or ENOSPC, log compaction, read errors at restart), processes
+// (crashes, crashes with a persist in flight, restarts, pauses, tick skew), and a workload of client
+// requests. Faults that lose state a replica acknowledged are drawn too, within the fault budget: its
+// disk wiped (then formatted as its replacement), restored from an old copy (the same), a synced
+// sector of a superblock copy, a snapshot slot or the log corrupted, a log append misdirected over
+// older records. One seeded *rand.Rand draws every choice; it never reads the clock and starts no
+// goroutine, so a seed replays exactly: go test ./engine/sim -run TestSim -seed=N, or
+// ringstream sim --seed N.
 //
 // After every step (a tick of one replica, one delivered packet, one completed persist) it checks:
 // no two replicas commit different ops at one op number; a primary in normal status holds every op
@@ -29,12 +30,24 @@
 //     DecodeVSR), so corruption exercises the checksums; Commit and CommitReply entries travel as
 //     values.
 //   - Read errors are transient (the restart is retried later).
-//   - A failed persist stops the node (fail-stop, as a process that exits on a write error): the
-//     failed persist and every later one never reach the disk. An ENOSPC disk stays full for a while,
-//     so the node fails again at its first persist until then.
+//   - A failed persist is reported with PersistFailed: the replica stops taking part, and the node's
+//     supervisor restarts it a while later. What reached the disk is a prefix of the persist's writes;
+//     an ENOSPC persist stops at its first write that needs new space (a snapshot slot or the log), so
+//     it never reaches the superblock copies, which are rewritten in place. An ENOSPC disk stays full
+//     for a while, so the restarted node fails again at its first persist until then.
+//   - A wiped disk must be refused (vsr.ErrUnformatted); the operator then formats it as the lost
+//     replica's replacement, which starts in recovery. A disk restored from an old copy is formatted
+//     the same way: vsr cannot tell an old copy from a replica that was down (its doc says so), and
+//     such a replica voting with the old state would lose committed ops, so the undetected restore is
+//     outside the fault budget.
 //   - The fault budget: at most f replicas (a minority) may have lost acknowledged state and not yet
 //     recovered at one time. More would lose committed ops whatever the protocol does (a committed
-//     op is held by f+1 replicas only), so such runs are not drawn.
+//     op is held by f+1 replicas only), or leave no quorum to recover from, so such runs are not drawn.
+//     A replica counts from the fault until its recovery is durable (a restart before that recovers
+//     again), whatever put it in recovery.
+//   - At most one superblock copy is stale (torn, or missed by a misdirected write) between two
+//     persists that rewrite them all; a crash does not tear a second one. Two stale copies of four
+//     leave no quorum of copies, a lost state outside the budget.
 //   - Compaction rewrites the log without the records at or below the checkpoint the synced
 //     superblock names, as one atomic replace (engine writes log.new, syncs it and renames it).
 //   - A paused node's packets wait for it; its disk keeps writing but it sees no completion until it

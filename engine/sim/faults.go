@@ -189,10 +189,10 @@ func (s *Sim) completeDisk(n *node) error {
 		log:        func() bool { return s.lostStateFault(n, s.opts.MisdirectLogPPM) },
 		pick:       s.rng.IntN,
 	})
+	s.stats.MisdirectedWrites += c.misdirected
 	if c.damaged && !n.damaged {
 		n.damaged = true
-		s.stats.MisdirectedWrites++
-		s.trace("misdirect a write of r%d", n.index)
+		s.trace("misdirect a log append of r%d over older records", n.index)
 	}
 	if c.snapshot && s.chance(s.opts.CompactPPM) {
 		n.disk.compact()
@@ -210,8 +210,8 @@ func (s *Sim) completeDisk(n *node) error {
 		// after it is issued.
 		s.stats.PersistFailures++
 		s.trace("persist of r%d failed with %v: the replica stops taking part", n.index, c.fault)
-		n.disk.crash(s.chance(s.opts.TornWritePPM), s.rng.IntN(len(n.disk.jobs[0].writes)),
-			func(size int) int { return s.rng.IntN(size + 1) })
+		n.disk.crash(true, s.rng.IntN(len(n.disk.jobs[0].writes)), func(size int) int { return s.rng.IntN(size + 1) },
+			c.fault)
 		n.replica.PersistFailed()
 		return s.flush(n)
 	}

@@ -172,6 +172,7 @@ func (s *Sim) collectStats() {
 			st := n.replica.Stats()
 			s.stats.ViewChanges += st.ViewChanges
 			s.stats.SnapshotsInstalled += st.SnapshotsIn
+			s.stats.Recoveries += st.Recoveries
 		}
 	}
 }

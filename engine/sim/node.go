@@ -90,6 +90,10 @@ func (s *Sim) start(n *node) error {
 	if s.opts.OnReplica != nil {
 		s.opts.OnReplica(r)
 	}
+	if r.Recovering() {
+		n.recovering = true // whatever the cause: a replica in recovery cannot help a quorum
+		s.trace("r%d starts in recovery (cause: %v)", n.index, d.Cause)
+	}
 	n.replica, n.machine, n.up = r, m, true
 	n.schedule = heartbeat.NewSchedule(s.opts.Heartbeat)
 	n.primary, n.backup = heartbeat.Primary{}, heartbeat.Backup{}
@@ -103,7 +107,8 @@ func (s *Sim) crash(n *node) {
 	n.up = false
 	n.replica = nil
 	torn := s.chance(s.opts.TornWritePPM)
-	n.disk.crash(torn, s.rng.IntN(4), func(size int) int { return s.rng.IntN(size + 1) })
+	n.disk.crash(torn, s.rng.IntN(4+vsr.SuperblockCopies), func(size int) int { return s.rng.IntN(size + 1) },
+		persistOK)
 	if s.opts.LostState && s.chance(s.opts.OldCopyPPM) {
 		c := n.disk.clone()
 		n.oldCopy = &c

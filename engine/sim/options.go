@@ -64,9 +64,9 @@ type Options struct {
 	// peer links connect (the first prepares are lost and nothing may follow them).
 	LinksUpTick uint64
 
-	// Faults that lose state a replica acknowledged. Each applies at a restart, to at most f replicas
-	// that have not recovered yet (the fault budget): more would lose committed ops whatever the
-	// protocol does. Off unless LostState is set.
+	// Faults that lose state a replica acknowledged, when LostState is set (Draw sets it). Each
+	// applies to at most f replicas that have not recovered yet (the fault budget): more would lose
+	// committed ops whatever the protocol does.
 	LostState  bool
 	WipePPM    uint32 // per restart: the disk comes back empty (a replaced disk)
 	SectorPPM  uint32 // per restart: a synced sector of the superblock, a snapshot or the log reads back corrupt
@@ -133,6 +133,8 @@ func Draw(seed uint64) Options {
 	if rng.IntN(3) == 0 {
 		o.LinksUpTick = uint64(rng.IntN(40))
 	}
+	o.LostState = true
+	o.LostState = true // vsr recovers a replica that lost its state (engine/vsr/recovering.go)
 	messageFaultsOnly := rng.IntN(4) == 0
 	drawLaterFaults(rng, &o)
 	if messageFaultsOnly {

@@ -27,10 +27,38 @@ type Stats struct {
 	Wipes, OldCopies   uint64
 	SectorFaults       uint64
 	MisdirectedWrites  uint64
+	Recoveries         uint64 // recoveries completed by the replicas up at the end
 	ViewChanges        uint64
 	SnapshotsInstalled uint64
 	CoreTicks          uint64 // ticks the healthy core took to make progress
 	LivenessTicks      uint64 // ticks the healed cluster took to make progress and converge
+}
+
+// add sums o's counts into st (Committed, the highest op, is summed too: ops committed over runs).
+func (st *Stats) add(o Stats) {
+	st.Ticks += o.Ticks
+	st.Steps += o.Steps
+	st.Committed += o.Committed
+	st.Requests += o.Requests
+	st.Replies += o.Replies
+	st.Crashes += o.Crashes
+	st.Restarts += o.Restarts
+	st.ReadErrors += o.ReadErrors
+	st.Dropped += o.Dropped
+	st.Corrupt += o.Corrupt
+	st.Pauses += o.Pauses
+	st.LongPartitions += o.LongPartitions
+	st.PersistFailures += o.PersistFailures
+	st.Compactions += o.Compactions
+	st.Wipes += o.Wipes
+	st.OldCopies += o.OldCopies
+	st.SectorFaults += o.SectorFaults
+	st.MisdirectedWrites += o.MisdirectedWrites
+	st.Recoveries += o.Recoveries
+	st.ViewChanges += o.ViewChanges
+	st.SnapshotsInstalled += o.SnapshotsInstalled
+	st.CoreTicks += o.CoreTicks
+	st.LivenessTicks += o.LivenessTicks
 }
 
 // client is one workload client: one request outstanding at a time, retried at another replica when

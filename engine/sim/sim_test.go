@@ -25,15 +25,9 @@ func TestSim(t *testing.T) {
 	}
 	var total Stats
 	for i := 0; i < seeds; i++ {
-		st := runSeed(t, *seedBase+uint64(i), false)
-		total.Committed += st.Committed
-		total.ViewChanges += st.ViewChanges
-		total.Crashes += st.Crashes
-		total.SnapshotsInstalled += st.SnapshotsInstalled
-		total.Replies += st.Replies
+		total.add(runSeed(t, *seedBase+uint64(i), false))
 	}
-	t.Logf("seeds %d..%d: %d ops committed, %d replies, %d view changes, %d crashes, %d snapshots installed",
-		*seedBase, *seedBase+uint64(seeds)-1, total.Committed, total.Replies, total.ViewChanges, total.Crashes, total.SnapshotsInstalled)
+	t.Logf("seeds %d..%d: %+v", *seedBase, *seedBase+uint64(seeds)-1, total)
 }
 
 func runSeed(t *testing.T, seed uint64, verbose bool) Stats {

@@ -25,3 +25,19 @@ func (b *brokenRules) sendsEarly(c wire.Command) bool {
 	}
 	return false
 }
+
+// skipRecovery is the broken rule of a replica that takes a lost disk for a new one: started in
+// recovery, it acts at once on the state it has (none) in the view its storage named, votes and
+// acknowledges without having learnt the group's state. The simulator must catch the committed op
+// this loses (issue 10's first repro).
+func (r *Replica) skipRecovery() {
+	if r.status != statusRecovering {
+		return
+	}
+	r.logView = r.view
+	if r.isPrimaryOf(r.view) {
+		r.startViewChange(r.view + 1)
+		return
+	}
+	r.status = statusNormal
+}

@@ -60,3 +60,10 @@ func TestSim_CatchesPrepareOKBeforeDurable(t *testing.T) { catchBroken(t, vsr.Br
 // TestSim_CatchesViewChangeBeforeDurable: do-view-change and start-view leave before the log they
 // carry is durable, so a crash can lose the log a new view was built on.
 func TestSim_CatchesViewChangeBeforeDurable(t *testing.T) { catchBroken(t, vsr.BreakViewChangeEarly) }
+
+// TestSim_CatchesWipedReplicaVotingWithoutRecovery: a replica whose disk was wiped (and formatted as
+// its replacement) votes and acknowledges at once with an empty log, so a view change can leave out an
+// op it had acknowledged (issue 10's first repro).
+func TestSim_CatchesWipedReplicaVotingWithoutRecovery(t *testing.T) {
+	catchBroken(t, vsr.BreakSkipRecovery)
+}

@@ -9,3 +9,7 @@ func BreakPrepareOKEarly(r *Replica) { r.broken.prepareOKEarly = true }
 
 // BreakViewChangeEarly makes r send do-view-change and start-view before the log they carry is durable.
 func BreakViewChangeEarly(r *Replica) { r.broken.viewChangeEarly = true }
+
+// BreakSkipRecovery makes r, if it starts in recovery, skip it: it takes part at once with the empty
+// state it has.
+func BreakSkipRecovery(r *Replica) { r.skipRecovery() }
