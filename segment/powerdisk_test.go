@@ -109,14 +109,23 @@ func (d *powerDisk) synced(fd int) {
 	d.images[st.Ino] = b
 }
 
-// PowerLoss rewrites the tree under root to what survives a power cut.
+// PowerLoss rewrites the tree under root to what survives a power cut. Half the cuts keep each
+// directory exactly as last fsynced; the other half also keep a random subset of the changes
+// made since (each name as it is now or as it was durable), as a file system that commits
+// directory operations in any order may.
 func (d *powerDisk) PowerLoss() {
-	current := map[uint64][]byte{} // inode: bytes on disk now (files only)
+	cut := powerCut{files: map[uint64][]byte{}, dirs: map[uint64]map[string]uint64{}, isDir: map[uint64]bool{}}
+	cut.partial = d.rng.IntN(2) == 0
 	_ = filepath.WalkDir(d.root, func(path string, e os.DirEntry, err error) error {
-		if err == nil && !e.IsDir() {
-			if b, err := os.ReadFile(path); err == nil {
-				current[inodeOf(path)] = b
-			}
+		if err != nil {
+			return nil
+		}
+		ino := inodeOf(path)
+		if e.IsDir() {
+			cut.isDir[ino] = true
+			cut.dirs[ino] = d.listing(path)
+		} else if b, err := os.ReadFile(path); err == nil {
+			cut.files[ino] = b
 		}
 		return nil
 	})
@@ -124,7 +133,7 @@ func (d *powerDisk) PowerLoss() {
 	for _, e := range list {
 		_ = os.RemoveAll(filepath.Join(d.root, e.Name()))
 	}
-	d.rebuild(d.root, d.rootIn, current)
+	d.rebuild(d.root, d.rootIn, &cut)
 	// The rebuilt tree is the new durable state; inodes changed, so start the record afresh.
 	d.images, d.dirs, d.isDir = map[uint64][]byte{}, map[uint64]map[string]uint64{}, map[uint64]bool{}
 	d.isDir[d.rootIn] = true
@@ -138,6 +147,14 @@ func (d *powerDisk) PowerLoss() {
 			d.images[ino] = b
 		}
 	}
+}
+
+// powerCut is the tree as it was when the power went.
+type powerCut struct {
+	files   map[uint64][]byte
+	dirs    map[uint64]map[string]uint64
+	isDir   map[uint64]bool
+	partial bool // keep a random subset of the unsynced directory changes
 }
 
 func (d *powerDisk) listing(dir string) map[string]uint64 {
@@ -160,9 +177,35 @@ func (d *powerDisk) walk(root string) []string {
 	return out
 }
 
-// rebuild writes directory dir (durable inode ino) from its durable entries, in name order.
-func (d *powerDisk) rebuild(dir string, ino uint64, current map[uint64][]byte) {
-	entries := d.dirs[ino]
+// rebuild writes directory dir (inode ino) from its durable entries and, in a partial cut, a
+// random subset of its current ones, in name order.
+func (d *powerDisk) rebuild(dir string, ino uint64, cut *powerCut) {
+	durable, now := d.dirs[ino], cut.dirs[ino]
+	entries := map[string]uint64{}
+	for name, child := range durable {
+		entries[name] = child
+	}
+	if cut.partial {
+		names := make([]string, 0, len(durable)+len(now))
+		for name := range durable {
+			names = append(names, name)
+		}
+		for name := range now {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		names = slices.Compact(names)
+		for _, name := range names {
+			if durable[name] == now[name] || d.rng.IntN(2) == 0 {
+				continue
+			}
+			if child, ok := now[name]; ok {
+				entries[name] = child
+			} else {
+				delete(entries, name)
+			}
+		}
+	}
 	names := make([]string, 0, len(entries))
 	for name := range entries {
 		names = append(names, name)
@@ -171,12 +214,12 @@ func (d *powerDisk) rebuild(dir string, ino uint64, current map[uint64][]byte) {
 	for _, name := range names {
 		child := entries[name]
 		path := filepath.Join(dir, name)
-		if d.isDir[child] {
+		if d.isDir[child] || cut.isDir[child] {
 			_ = os.Mkdir(path, 0o755)
-			d.rebuild(path, child, current)
+			d.rebuild(path, child, cut)
 			continue
 		}
-		cur, ok := current[child]
+		cur, ok := cut.files[child]
 		if !ok {
 			cur = d.images[child] // unlinked since: the unlink is undone, the bytes stay
 		}

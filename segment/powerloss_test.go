@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -42,19 +43,45 @@ type plRun struct {
 	nextCursor int
 	off        bool // the power is cut: events of the old copy are ignored
 	failed     error
+
+	cuts    bool          // this seed cuts (half do not, and check cursors exactly)
+	sealed  uint64        // highest fence epoch a SealDone reported durable
+	epochs  []plEpoch     // log epoch entries started, in order
+	cursors []plCursorEvt // cursor events committed, by token
+}
+
+type plEpoch struct {
+	e     EpochEntry
+	acked bool
+}
+
+type plCursorEvt struct {
+	name  string
+	off   uint64
+	acked bool
 }
 
 // plEvents feeds a plRun.
 type plEvents struct{ r *plRun }
 
-func (e plEvents) AppendDone(log LogKind, _ uint64, end uint64, err error) {
-	if e.r.off || log != RecordLog || err != nil || e.r.cutting {
+func (e plEvents) AppendDone(log LogKind, token uint64, end uint64, err error) {
+	if e.r.off || err != nil {
 		return
 	}
-	e.r.floor = max(e.r.floor, end)
+	if log == CursorLog {
+		e.r.cursors[token].acked = true
+		return
+	}
+	if !e.r.cutting {
+		e.r.floor = max(e.r.floor, end)
+	}
 }
 func (e plEvents) ReadDone(LogKind, uint64, []byte, error) {}
-func (e plEvents) SealDone(uint64, Seal, error)            {}
+func (e plEvents) SealDone(_ uint64, s Seal, err error) {
+	if !e.r.off && err == nil {
+		e.r.sealed = max(e.r.sealed, s.Epoch)
+	}
+}
 func (e plEvents) Done(res Result) {
 	run := e.r
 	if run.off {
@@ -69,6 +96,8 @@ func (e plEvents) Done(res Result) {
 		if run.broken != nil {
 			run.broken(run.c)
 		}
+	case res.Op == OpAppendEpoch && res.Err == nil:
+		run.epochs[res.Tag].acked = true
 	case res.Op == OpCut:
 		run.cutting = false
 		if res.Err == nil {
@@ -88,6 +117,7 @@ func plConfig(rng *rand.Rand) Config {
 func powerLossRun(t testing.TB, root string, seed uint64, broken func(c *Copy)) error {
 	rng := rand.New(rand.NewPCG(seed, 0x5e9))
 	run := &plRun{seed: seed, rng: rng, dir: filepath.Join(root, "copy"), cfg: plConfig(rng), broken: broken}
+	run.cuts = rng.IntN(2) == 0
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return err
 	}
@@ -181,9 +211,15 @@ func (run *plRun) act() {
 			run.bases = append(run.bases, base)
 		}
 	case k < 72:
-		run.nextCursor++
-		name := fmt.Sprintf("c%d", run.nextCursor%5)
-		_, _ = c.CommitCursor(0, 1, name, uint64(rng.IntN(int(c.records.next)+1)))
+		// A consumer commits offsets it has read: at or below the durable tail.
+		for n := rng.IntN(8) + 1; n > 0; n-- {
+			run.nextCursor++
+			ev := plCursorEvt{name: fmt.Sprintf("c%d", run.nextCursor%5), off: uint64(rng.IntN(int(c.records.durable) + 1))}
+			if _, err := c.CommitCursor(uint64(len(run.cursors)), 1, ev.name, ev.off); err != nil {
+				break
+			}
+			run.cursors = append(run.cursors, ev)
+		}
 	case k < 78:
 		c.SyncCursors()
 	case k < 83:
@@ -191,9 +227,14 @@ func (run *plRun) act() {
 	case k < 88:
 		_ = c.Retain(0, 0, 8<<10, 0)
 	case k < 91:
-		_ = c.AppendEpoch(0, EpochEntry{Epoch: uint64(rng.IntN(3) + 1), RecordStart: c.records.next})
+		e := EpochEntry{Epoch: uint64(len(run.epochs) + 1), RecordStart: c.records.next}
+		if c.AppendEpoch(uint64(len(run.epochs)), e) == nil {
+			run.epochs = append(run.epochs, plEpoch{e: e})
+		}
 	case k < 94:
-		run.cut()
+		if run.cuts {
+			run.cut()
+		}
 	case k < 97:
 		_ = c.Seal(0, 1)
 	}
@@ -217,6 +258,11 @@ func (run *plRun) cut() {
 	}
 	run.cutting = true
 	run.floor = min(run.floor, off)
+	for i := range run.epochs {
+		if run.epochs[i].e.RecordStart > off {
+			run.epochs[i].acked = false // the cut may drop it
+		}
+	}
 	k := 0
 	for _, b := range run.bases {
 		if b < off {
@@ -261,8 +307,48 @@ func (run *plRun) check(disk *powerDisk) error {
 			return fmt.Errorf("cursor %s at %d past the record tail %d", name, *off, tail)
 		}
 	}
+	if err := run.checkCursors(c); err != nil {
+		return err
+	}
+	if f := c.FenceEpoch(); f < run.sealed {
+		return fmt.Errorf("fence %d after power loss, a seal at %d was reported durable", f, run.sealed)
+	}
+	have := c.Epochs()
+	for _, pe := range run.epochs {
+		if pe.acked && !slices.Contains(have, pe.e) {
+			return fmt.Errorf("log epoch %+v reported durable is gone (have %+v)", pe.e, have)
+		}
+	}
 	if _, _, err := c.VerifySync(); err != nil {
 		return fmt.Errorf("verify after power loss: %w", err)
+	}
+	return nil
+}
+
+// checkCursors: in a seed without cuts, each consumer's cursor is the value of its last event
+// acknowledged durable, or of one committed after it (which may have reached the disk too).
+func (run *plRun) checkCursors(c *Copy) error {
+	if run.cuts {
+		return nil
+	}
+	last := map[string]int{}
+	for i, ev := range run.cursors {
+		if ev.acked {
+			last[ev.name] = i
+		}
+	}
+	for name, from := range last {
+		got, ok := c.Cursor(name)
+		if !ok {
+			return fmt.Errorf("cursor %s lost (last acknowledged at %d)", name, run.cursors[from].off)
+		}
+		found := false
+		for _, ev := range run.cursors[from:] {
+			found = found || (ev.name == name && ev.off == got)
+		}
+		if !found {
+			return fmt.Errorf("cursor %s at %d, last acknowledged %d", name, got, run.cursors[from].off)
+		}
 	}
 	return nil
 }
