@@ -70,6 +70,10 @@ type metaStore struct {
 
 	done   uint64 // highest persist id durable
 	failed error  // the first failure: nothing is queued after it
+
+	// brokenNoSuperblockSync is a deliberately wrong persist (no fdatasync after the superblock
+	// write), set only by tests, to prove the power-loss tests catch it.
+	brokenNoSuperblockSync bool
 }
 
 // metaStage is what the store has on the ring.
@@ -280,6 +284,9 @@ func (s *metaStore) queuePersist(p metaPersist) (int, error) {
 	}
 	steps[n], steps[n+1] = step{true, s.sbFD, p.sb, 0}, step{false, s.sbFD, nil, 0}
 	n += 2
+	if s.brokenNoSuperblockSync {
+		n-- // the broken variant: the superblock copies are written and never synced
+	}
 	if s.rg.InFlight()+n > int(s.rg.Info().SQEntries) {
 		return 0, ring.ErrQueueFull
 	}
