@@ -46,6 +46,9 @@ func NewNode(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	for _, w := range cfg.Schedule.Warnings() {
+		cfg.Logger.Warn(w)
+	}
 	n := &Node{cfg: cfg, listenFD: -1, groupIDs: make(map[uint64]bool), perShard: make([]int, cfg.Shards),
 		stopDone: make(chan struct{})}
 	if cfg.PinCores {

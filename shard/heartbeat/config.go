@@ -94,7 +94,8 @@ func (c Config) IdleTimeoutEffective() Millis {
 	return max(c.CommitIdleHeartbeatTimeout, c.CommitHeartbeatTimeout)
 }
 
-// Validate runs the boot checks of R9 and R23 (and this package's R24 check) on the options as given.
+// Validate runs the boot checks of R9 and R23 on the options as given. It refuses nothing they
+// allow: the advice that the quorum window span two idle heartbeats is in Warnings.
 // Zero options are errors: call WithDefaults first to apply the defaults.
 func (c Config) Validate() error {
 	named := [...]struct {
@@ -134,12 +135,25 @@ func checkRelations(broadcast, heartbeatTimeout, idleInterval, idleTimeout uint6
 			"commit_heartbeat_timeout); R23 requires at least 4 x commit_idle_heartbeat_interval = %d %s",
 			ErrConfig, idleTimeout, unit, 4*idleInterval, unit)
 	}
-	if heartbeatTimeout < 2*idleInterval {
-		return fmt.Errorf("%w: commit_heartbeat_timeout is %d %s; the quorum window (R24) must span two "+
-			"idle heartbeats: at least 2 x commit_idle_heartbeat_interval = %d %s",
-			ErrConfig, heartbeatTimeout, unit, 2*idleInterval, unit)
-	}
 	return nil
+}
+
+// warnRelations holds the advice that R9 and R23 do not require: a configuration that breaks it is
+// allowed, and only warned about.
+func warnRelations(heartbeatTimeout, idleInterval uint64, unit string) []string {
+	var w []string
+	if heartbeatTimeout < 2*idleInterval {
+		w = append(w, fmt.Sprintf("heartbeat: commit_heartbeat_timeout is %d %s, below 2 x "+
+			"commit_idle_heartbeat_interval = %d %s: the quorum window (R24) spans fewer than two idle "+
+			"heartbeats, so one lost idle heartbeat or reply can make an idle primary step down",
+			heartbeatTimeout, unit, 2*idleInterval, unit))
+	}
+	return w
+}
+
+// Warnings lists what Validate allows but advises against (each a sentence naming the options).
+func (c Config) Warnings() []string {
+	return warnRelations(uint64(c.CommitHeartbeatTimeout), uint64(c.CommitIdleHeartbeatInterval), "ms")
 }
 
 // Ticks converts the options to ticks of tickMs milliseconds, once, at load. It validates first, and
@@ -202,4 +216,9 @@ func (t Ticks) Validate() error {
 	}
 	return checkRelations(t.BroadcastIntervalTicks, t.HeartbeatTimeoutTicks, t.IdleHeartbeatIntervalTicks,
 		t.IdleHeartbeatTimeoutTicks, "ticks")
+}
+
+// Warnings lists what Validate allows but advises against, in ticks.
+func (t Ticks) Warnings() []string {
+	return warnRelations(t.HeartbeatTimeoutTicks, t.IdleHeartbeatIntervalTicks, "ticks")
 }

@@ -97,9 +97,11 @@ func TestR9_R23_BootChecksNameOptionAndRule(t *testing.T) {
 		{"R23 larger heartbeat timeout raises idle timeout", func(c *Config) {
 			c.CommitHeartbeatTimeout, c.CommitIdleHeartbeatTimeout = 8000, 3000
 		}, nil},
-		{"R24 window shorter than two idle heartbeats", func(c *Config) {
+		// Issue 9 audit: R9 and R23 allow a quorum window shorter than two idle heartbeats; it is
+		// only warned about (TestR24_ShortWindowIsAWarning).
+		{"R24 window shorter than two idle heartbeats is allowed", func(c *Config) {
 			c.CommitIdleHeartbeatInterval, c.CommitIdleHeartbeatTimeout = 3000, 12000
-		}, []string{"commit_heartbeat_timeout", "R24", "2 x commit_idle_heartbeat_interval"}},
+		}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -162,5 +164,32 @@ func TestTicksValidate(t *testing.T) {
 		if err := b.Validate(); !errors.Is(err, ErrConfig) {
 			t.Errorf("case %d: %+v accepted", i, b)
 		}
+	}
+}
+
+// A configuration R9 and R23 allow is not refused: a quorum window shorter than two idle heartbeats
+// validates, in ms and in ticks, and Warnings names the options and R24. The defaults warn nothing.
+func TestR24_ShortWindowIsAWarning(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.CommitIdleHeartbeatInterval, cfg.CommitIdleHeartbeatTimeout = 3000, 12000
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	ticks, err := cfg.Ticks(10)
+	if err != nil {
+		t.Fatalf("ticks refused: %v", err)
+	}
+	for _, w := range [][]string{cfg.Warnings(), ticks.Warnings()} {
+		if len(w) != 1 {
+			t.Fatalf("warnings %q, want one", w)
+		}
+		for _, m := range []string{"commit_heartbeat_timeout", "R24", "2 x commit_idle_heartbeat_interval"} {
+			if !strings.Contains(w[0], m) {
+				t.Errorf("warning %q does not mention %q", w[0], m)
+			}
+		}
+	}
+	if w := DefaultConfig().Warnings(); len(w) != 0 {
+		t.Fatalf("defaults warn %q", w)
 	}
 }

@@ -38,8 +38,9 @@
 //   - A CommitReply refreshes its member in the quorum window only when it is for the current view, names
 //     a backup of the group, echoes a timestamp this primary stamped, and is newer than that member's
 //     previous reply: duplicates and replays never extend the window.
-//   - Config: every option must be a whole multiple of tick_ms; commit_heartbeat_timeout must be at least
-//     twice commit_idle_heartbeat_interval, so an idle group's quorum window (R24) always spans one idle
-//     heartbeat and its reply with room to spare.
+//   - Config: every option must be a whole multiple of tick_ms. A commit_heartbeat_timeout below twice
+//     commit_idle_heartbeat_interval is allowed (R9 and R23 allow it) and only warned about
+//     (Config.Warnings, logged by the shard at NewNode): an idle group's quorum window (R24) then spans
+//     fewer than two idle heartbeats.
 //   - Members are member indexes 0 to MembersMax-1, held in a bit mask.
 package heartbeat
