@@ -40,7 +40,8 @@ func (s *Shard) flush() {
 }
 
 // appendGroup appends one group's owed entries to the batches of their members' links and records what
-// went out, and whether each send reached a connected link (R25).
+// went out. Whether each send reached a connected link (R25) is recorded from the send's outcome: at
+// once for a link that is down, when the outbox's send completes or fails for one that is up.
 func (s *Shard) appendGroup(gs *groupSlot, owed heartbeat.Members, state heartbeat.State) {
 	ts := gs.primary.Timestamp(s.nowNs)
 	e := wire.CommitEntry{
@@ -76,7 +77,7 @@ func (s *Shard) appendGroup(gs *groupSlot, owed heartbeat.Members, state heartbe
 			continue
 		}
 		sent |= heartbeat.MemberOf(i)
-		gs.primary.RecordLink(i, true)
+		l.records = append(l.records, sendRecord{gs: gs, member: i}) // R25: recorded when the send ends
 	}
 	if sent != 0 {
 		gs.primary.Sent(sent, ts)

@@ -177,14 +177,20 @@ func TestR13_OneTicksEntriesLeaveInOneFrame(t *testing.T) {
 	}
 }
 
-// R25: after a send each group records, for its member, whether the link was connected; a down link
-// counts the entry as dropped and does not retry it blindly.
+// R25: after a send each group records, for its member, whether the send reached a connected link,
+// from the send's outcome: not connected at once for a link that is down (counted as dropped, not
+// retried blindly); connected when the outbox that carries the entry was sent; not connected when
+// that send failed, although the entry had entered the outbox of a link that was up.
 func TestR25_RecordsWhetherLinkWasConnected(t *testing.T) {
 	g := newGroup(1, []uint16{1, 2, 3}, 1, 1)
 	n := offlineNode(t, 1, 1, []uint16{2, 3}, g)
 	s := n.Shards()[0]
 	s.SetLinkUp(3, false)
 	runTicks(n, 5)
+	if s.LinkConnected(1, 1) || s.LinkConnected(1, 2) {
+		t.Fatal("a member recorded connected before its send ended")
+	}
+	s.TakeOutbox(2) // the send to node 2 completed
 	if !s.LinkConnected(1, 1) || s.LinkConnected(1, 2) {
 		t.Fatalf("link records: member 1 %v member 2 %v", s.LinkConnected(1, 1), s.LinkConnected(1, 2))
 	}
@@ -197,13 +203,18 @@ func TestR25_RecordsWhetherLinkWasConnected(t *testing.T) {
 	}
 	s.SetLinkUp(3, true)
 	runTicks(n, 4)
+	s.TakeOutbox(2)
+	s.TakeOutbox(3)
 	if !s.LinkConnected(1, 2) {
 		t.Fatal("member 2 not recorded connected after the link came back")
 	}
+	runTicks(n, 5) // the next heartbeat enters node 2's outbox, and that send fails
+	s.FailLink(2)
+	if s.LinkConnected(1, 1) {
+		t.Fatal("member 1 recorded connected although the send that carried its entry failed")
+	}
 }
 
-// deliver takes what shard src queued for node dst and feeds it to shard 0 of dst as if it arrived
-// on a connection.
 func deliver(t *testing.T, src *shard.Shard, srcNode uint16, dst *shard.Node, dstNode uint16) {
 	t.Helper()
 	out := src.TakeOutbox(dstNode)

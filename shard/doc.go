@@ -84,10 +84,11 @@
 //     this node's shard i mod S, which owns the group when both nodes run the same S.
 //   - Node-level frames run the NodeHandler on the receiving shard, not on one chosen shard: node
 //     heartbeats from every peer shard then spread over the shards.
-//   - A link that is
-//     down counts its owed entries as dropped (R25: the group records the member as not connected) and
-//     does not retry them; the next heartbeat carries the newest state. A failed send closes the link
-//     and drops what was unsent, the reply batch included (R30).
+//   - R25 is recorded from each send's outcome. A link that is down counts its owed entries as
+//     dropped, the group records the member as not connected at once, and the entries are not
+//     retried: the next heartbeat carries the newest state. An entry in the outbox of a link that is
+//     up is recorded connected when the send that carries it completes, not connected when that send
+//     fails. A failed send closes the link and drops what was unsent, replies included (R30).
 //   - Empty batches are not sent: with one tick for the whole shard there is no "metadata-only tick"
 //     to lose, and an empty frame per peer per tick would undo the batching. A tick that owes anything,
 //     metadata or not, sends (R11, R27).

@@ -1,6 +1,10 @@
 package shard
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // NewOfflineNode builds a node's shards, queues, links and groups without rings, sockets or
 // goroutines: every link is marked up with its sends held, so tests drive ticks and frames by hand.
@@ -28,12 +32,23 @@ func NewOfflineNode(cfg Config, peers []Peer, groups []Group) (*Node, error) {
 // RunTick runs one tick at clock value nowNs.
 func (s *Shard) RunTick(nowNs uint64) { s.runTick(nowNs) }
 
-// TakeOutbox returns a copy of what the shard queued for peer and empties the outbox.
+// TakeOutbox returns a copy of what the shard queued for peer and empties the outbox, as a send that
+// reached the peer whole would (its groups record the member as connected, R25).
 func (s *Shard) TakeOutbox(peer uint16) []byte {
 	l := s.byNode[peer]
 	out := append([]byte(nil), l.out...)
 	l.out = l.out[:0]
+	recordSends(l.records, true)
+	l.records = l.records[:0]
 	return out
+}
+
+// FailLink fails the link to peer as a failed send would: what its outbox held is dropped (R30) and
+// the groups whose entries were in it record the member as not connected (R25).
+func (s *Shard) FailLink(peer uint16) {
+	l := s.byNode[peer]
+	l.sendInFlight = false // held by NewOfflineNode; fail then closes at once
+	l.fail(errors.New("test: send failed"))
 }
 
 // SetLinkUp marks the link to peer up or down without a socket.
@@ -117,6 +132,8 @@ func (s *Shard) DiscardOutboxes() {
 	for _, l := range s.links {
 		l.out = l.out[:0]
 		l.replies = l.replies[:0]
+		clear(l.records)
+		l.records = l.records[:0]
 	}
 }
 

@@ -60,6 +60,11 @@ type link struct {
 	dataNext     bool // the next send takes a data frame before the outbox (they alternate)
 	refused      bool // a frame was refused for room: OnOutboxDrained is owed once all is sent
 
+	// records are the Commit entries in out, sendingRecords those in sending: each group records
+	// whether its member was reached when the send that carries its entry ends (R25).
+	records        []sendRecord
+	sendingRecords []sendRecord
+
 	batch     wire.BatchWriter
 	batchOpen bool
 	replies   []wire.CommitReplyEntry // the reply outbox (R27), capacity ReplyOutboxEntries
@@ -199,6 +204,8 @@ func (l *link) onSend(c ring.Completion) {
 	}
 	l.sending = l.sending[:0]
 	l.sendOff = 0
+	recordSends(l.sendingRecords, true)
+	l.sendingRecords = l.sendingRecords[:0]
 	l.kick()
 	l.checkDrained()
 }
@@ -320,8 +327,25 @@ func (l *link) kick() {
 	}
 	l.dataNext = true
 	l.out, l.sending = l.sending[:0], l.out
+	l.records, l.sendingRecords = l.sendingRecords[:0], l.records
 	l.sendOff = 0
 	l.postSend()
+}
+
+// sendRecord is one Commit entry in an outbox: the group and the member it is for (R25).
+type sendRecord struct {
+	gs     *groupSlot
+	member uint8
+}
+
+// recordSends tells each group whose entry was in recs whether its send reached the connected link.
+func recordSends(recs []sendRecord, connected bool) {
+	for i, r := range recs {
+		if !r.gs.removed {
+			r.gs.primary.RecordLink(r.member, connected)
+		}
+		recs[i] = sendRecord{}
+	}
 }
 
 // checkDrained tells the groups that the link sent everything, once after a refusal for room.
@@ -437,6 +461,9 @@ func (l *link) fail(err error) {
 	l.replies = l.replies[:0]
 	l.batchOpen = false
 	l.refused = false
+	recordSends(l.records, false) // R25: these entries never reached the peer
+	recordSends(l.sendingRecords, false)
+	l.records, l.sendingRecords = l.records[:0], l.sendingRecords[:0]
 	l.dropData()
 	l.in.reset() // the old connection's bytes are gone with it
 	wasUp := l.state == linkUp
