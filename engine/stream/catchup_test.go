@@ -167,3 +167,39 @@ func TestCatchup_FailedReadRetriedOnTick(t *testing.T) {
 		t.Fatalf("%d refusals left, follower at %d", owner.failRead, cl.nodes[2].recTail())
 	}
 }
+
+// Under constant load the owner's log always holds a group waiting for its commit. A follower that
+// caught up by reads to the durable tail gets that group from the owner's memory and is live again,
+// instead of trailing one group commit behind on reads for as long as produces come.
+func TestCatchup_LiveAgainUnderConstantLoad(t *testing.T) {
+	cl := newCluster(t, assignment(1, 1, 2, 3))
+	owner := cl.nodes[1]
+	owner.autoSync = false
+	cut := true
+	cut3(cl, &cut)
+	for i := 0; i < 100; i++ {
+		cl.produce(1, 9, 0, 0, 1, payload(i, 100))
+		owner.sync(t)
+		owner.ready(t)
+		cl.settle()
+	}
+	cut = false
+	var reads uint64
+	for i := 0; i < 40; i++ {
+		cl.produce(1, 9, 0, 0, 1, payload(i, 100)) // appended, waiting for the next group commit
+		cl.tick(1)
+		if i == 30 {
+			reads = owner.c.Stats().Catchups
+		}
+		owner.sync(t)
+		owner.ready(t)
+		cl.settle()
+	}
+	if got := owner.c.Stats().Catchups; got != reads {
+		t.Fatalf("follower still served by reads after catching up: %d reads, %d ten turns ago", got, reads)
+	}
+	if owner.c.Stats().Unsynced == 0 || cl.nodes[3].recTail() != owner.recTail() {
+		t.Fatalf("stats %+v, node 3 at %d, owner at %d", owner.c.Stats(), cl.nodes[3].recTail(), owner.recTail())
+	}
+	sameLog(t, owner, cl.nodes[3])
+}

@@ -58,8 +58,9 @@
 //     its log, ReadBytes at a time). In-flight bytes and batches per follower are bounded
 //     (InflightBytesMax, InflightPreparesMax): a follower past either drops to catch-up and is read
 //     for later, so the owner never buffers for it and the others confirm without it. A catch-up
-//     follower goes live when its reads reach the appended tail; under constant load it is served one
-//     group commit behind, from reads, until a quiet moment.
+//     follower whose reads reached the durable tail gets the records past it from the host's
+//     unsynced groups (SourceUnsynced) and is live again, so constant load does not keep it one
+//     group commit behind on reads.
 //   - An owner that reopens in its own epoch (its newest log epoch is the assignment's) may have lost
 //     records its followers hold, confirmed ones included; it refuses everything with CodeUnavailable
 //     and waits for a new assignment instead of appending at that epoch again.

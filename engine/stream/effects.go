@@ -16,10 +16,11 @@ import (
 //     copy's records would no longer match its log).
 //  3. SyncCursors: commit the cursor log's queued events (one fsync for all).
 //  4. Reads: read each from the log and report ReadDone with the tag.
-//  5. Prepares to followers and PrepareOKs to the owner. A prepare either carries its batches
-//     (read from the log) or names a run of this Effects' Appends whose encoded bytes the host
-//     sends as they were appended (the host keeps those bytes, in its log's group buffer, alive
-//     until the send completes). Every PrepareOK vouches only for what AppendDone covered.
+//  5. Prepares to followers and PrepareOKs to the owner. A prepare carries its batches (read from
+//     the log), or names a run of this Effects' Appends, or the records appended past the durable
+//     tail (SourceUnsynced); for the last two the host sends the encoded bytes its log holds for
+//     its next group commits, and keeps them alive until the send completes. Every PrepareOK
+//     vouches only for what AppendDone covered.
 //  6. Replies to clients.
 //
 // Heartbeat is the copy's state for the shard's heartbeat schedule, read after every Ready.
@@ -82,6 +83,11 @@ const (
 	SourceAppends PrepareSource = 1
 	// SourceMsg: Msg.Batches holds the batches (from a read), or the prepare is an empty probe.
 	SourceMsg PrepareSource = 2
+	// SourceUnsynced: the batches are every record from Msg.BaseOffset (the durable tail the copy
+	// was last told) to the appended tail: appended, none yet reported durable. The host's log still
+	// holds their encoded bytes in its groups waiting for commit; the host sends those, as for
+	// SourceAppends, and Msg.Batches is nil.
+	SourceUnsynced PrepareSource = 3
 )
 
 // Prepare is one stream prepare for follower node To.

@@ -184,8 +184,11 @@ func (n *node) apply(t tb, fx *stream.Effects) bool {
 	n.reads = append(n.reads, fx.Reads...)
 	for _, p := range fx.Prepares {
 		msg := p.Msg
-		if p.Source == stream.SourceAppends {
+		switch p.Source {
+		case stream.SourceAppends:
 			msg.Batches = slices.Concat(encoded[p.AppendFrom:p.AppendTo]...)
+		case stream.SourceUnsynced:
+			msg.Batches = n.unsynced(t, msg.BaseOffset, msg.Count)
 		}
 		n.sent = append(n.sent, envelope{from: n.id, to: p.To, frame: wire.AppendStreamPrepare(nil, wire.From{Cluster: 1, Node: n.id}, &msg)})
 	}
@@ -204,6 +207,20 @@ func (n *node) apply(t tb, fx *stream.Effects) bool {
 		busy = true
 	}
 	return busy || len(fx.Epochs) > 0
+}
+
+// unsynced is what the host's log holds past its durable tail for a SourceUnsynced prepare: every
+// batch from base on, count records, none of them durable.
+func (n *node) unsynced(t tb, base uint64, count uint32) []byte {
+	t.Helper()
+	if base != n.recTail() {
+		t.Fatalf("node %d: unsynced send from %d, durable tail %d", n.id, base, n.recTail())
+	}
+	out := slices.Concat(n.rec[n.recSync:]...)
+	if uint64(count) != tailOf(n.rec, len(n.rec))-base {
+		t.Fatalf("node %d: unsynced send of %d records, %d held", n.id, count, tailOf(n.rec, len(n.rec))-base)
+	}
+	return out
 }
 
 // sync makes every queued append durable and reports it.

@@ -145,6 +145,9 @@ func (c *Copy) kick(i int) {
 		switch {
 		case p.sent == c.rec.appended:
 			p.mode = modeLive
+		case p.sent == c.rec.durable && p.inflightBytes+c.rec.bytes <= c.cfg.InflightBytesMax &&
+			p.inflight.len() < c.cfg.InflightPreparesMax:
+			c.sendUnsynced(i)
 		case p.sent < c.rec.durable && room >= c.cfg.BatchHeaderBytes+c.cfg.BatchBytesMax &&
 			p.inflight.len() < c.cfg.InflightPreparesMax:
 			c.fx.Reads = append(c.fx.Reads, Read{Tag: makeTag(tagCatchup, i, p.gen), Log: wire.LogRecords, From: p.sent, BytesMax: room})
@@ -156,6 +159,22 @@ func (c *Copy) kick(i int) {
 		c.fx.Reads = append(c.fx.Reads, Read{Tag: makeTag(tagCursors, i, p.gen), Log: wire.LogCursors, From: p.csent, BytesMax: c.cfg.ReadBytes})
 		p.creading = true
 	}
+}
+
+// sendUnsynced sends follower i, caught up to the durable tail, everything appended past it (the
+// host still holds those bytes: they wait for their group commit), and makes it live. Without this a
+// follower that caught up by reads would stay one group commit behind for as long as produces come.
+func (c *Copy) sendUnsynced(i int) {
+	p := &c.followers[i]
+	assert.True(p.sent == c.rec.durable && p.sent < c.rec.appended, "stream: unsynced send off the durable tail")
+	prev, ok := c.prevEpoch(p.sent)
+	assert.True(ok, "stream: owner lacks the epoch of its own record")
+	msg := c.prepareMsg(wire.LogRecords, p.sent, prev)
+	msg.Count = uint32(c.rec.appended - p.sent)
+	c.fx.Prepares = append(c.fx.Prepares, Prepare{To: p.node, Source: SourceUnsynced, Msg: msg})
+	c.sent(p, c.rec.appended, c.rec.bytes)
+	p.mode = modeLive
+	c.stats.Unsynced++
 }
 
 // ReadDone reports the read with tag: data holds whole batches from at or below the offset asked

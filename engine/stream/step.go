@@ -132,6 +132,7 @@ type Stats struct {
 	Probes      uint64 // probes sent to followers
 	Resets      uint64 // followers probed again after ResendTicks of silence
 	Catchups    uint64 // catch-up reads issued
+	Unsynced    uint64 // followers made live by sending what waits for the owner's group commit
 	Duplicates  uint64 // produces answered from the producer table
 	Diverged    uint64 // followers found holding a divergent suffix (left for the seal to cut)
 }

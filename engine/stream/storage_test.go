@@ -33,6 +33,7 @@ type diskNode struct {
 	scan  [][]byte // data of reads made while reopening (no copy attached yet)
 	down  bool
 	token uint64
+	held  [][]byte // encoded record batches appended and not yet durable, in order
 }
 
 func kindOf(l segment.LogKind) wire.LogKind {
@@ -47,6 +48,13 @@ func (n *diskNode) AppendDone(log segment.LogKind, _ uint64, end uint64, err err
 	if err != nil {
 		n.c.LogFailed(kindOf(log))
 		return
+	}
+	for log == segment.RecordLog && len(n.held) > 0 {
+		h, _, _, _ := segment.DecodeBatch(n.held[0])
+		if h.NextOffset() > end {
+			break
+		}
+		n.held = n.held[1:]
 	}
 	n.c.AppendDone(kindOf(log), end)
 }
@@ -166,6 +174,9 @@ func (n *diskNode) effects() {
 		if err != nil || base != a.Header.BaseOffset {
 			t.Fatalf("node %d: append at %d went to %d: %v", n.id, a.Header.BaseOffset, base, err)
 		}
+		if a.Log == wire.LogRecords {
+			n.held = append(n.held, encoded[i])
+		}
 	}
 	if fx.SyncCursors {
 		n.seg.SyncCursors()
@@ -182,8 +193,14 @@ func (n *diskNode) effects() {
 	from := wire.From{Cluster: 1, Node: n.id}
 	for _, p := range fx.Prepares {
 		msg := p.Msg
-		if p.Source == stream.SourceAppends {
+		switch p.Source {
+		case stream.SourceAppends:
 			msg.Batches = slices.Concat(encoded[p.AppendFrom:p.AppendTo]...)
+		case stream.SourceUnsynced:
+			msg.Batches = slices.Concat(n.held...) // the log's groups waiting for commit
+			if h, _, _, err := segment.DecodeBatch(msg.Batches); err != nil || h.BaseOffset != msg.BaseOffset {
+				t.Fatalf("node %d: unsynced send from %d, held from %d: %v", n.id, msg.BaseOffset, h.BaseOffset, err)
+			}
 		}
 		n.out = append(n.out, envelope{from: n.id, to: p.To, frame: wire.AppendStreamPrepare(nil, from, &msg)})
 	}
