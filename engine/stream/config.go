@@ -5,8 +5,13 @@ import (
 	"fmt"
 )
 
-// ErrConfig: a configuration value breaks a rule; the message names the option.
-var ErrConfig = errors.New("stream: invalid config")
+// Sentinel errors. Each has one meaning.
+var (
+	// ErrConfig: a configuration value or an assignment breaks a rule; the message names it.
+	ErrConfig = errors.New("stream: invalid config")
+	// ErrBatchOrder: the retained batches fed on open do not follow each other (damaged log).
+	ErrBatchOrder = errors.New("stream: retained batches out of order")
+)
 
 // BatchDecoder reads the encoded batch at the start of b: its header and its whole size in bytes. It
 // is segment's batch format (the host passes an adapter over segment.DecodeBatch), so this package

@@ -46,3 +46,30 @@ func TestConfig_Refusals(t *testing.T) {
 		t.Fatalf("defaults refused: %v", err)
 	}
 }
+
+// Retained batch headers that do not follow each other are refused on open with ErrBatchOrder.
+func TestObserveBatch_Order(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		batches []stream.BatchHeader
+	}{
+		{"gap", []stream.BatchHeader{{BaseOffset: 0, Count: 2, Epoch: 1}, {BaseOffset: 3, Count: 1, Epoch: 1}}},
+		{"overlap", []stream.BatchHeader{{BaseOffset: 0, Count: 2, Epoch: 1}, {BaseOffset: 1, Count: 1, Epoch: 1}}},
+		{"epoch back", []stream.BatchHeader{{BaseOffset: 0, Count: 2, Epoch: 2}, {BaseOffset: 2, Count: 1, Epoch: 1}}},
+		{"no records", []stream.BatchHeader{{BaseOffset: 0, Count: 0, Epoch: 1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := stream.New(testConfig(1), assignment(1, 1, 2), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last error
+			for _, h := range tc.batches {
+				last = c.ObserveBatch(h)
+			}
+			if !errors.Is(last, stream.ErrBatchOrder) {
+				t.Fatalf("got %v, want ErrBatchOrder", last)
+			}
+		})
+	}
+}

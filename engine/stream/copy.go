@@ -56,17 +56,20 @@ type Copy struct {
 	starts []meta.HistoryStart
 	w      int // confirm count of asg
 
-	role         Role
-	fence        uint32 // the fence epoch storage reported
-	failed       bool   // a log failed: nothing is served until reopened
-	epochPending bool   // a log-epoch entry is being made durable
-	restarted    bool   // owner reopened within its own epoch: waits for a new one
-	epochs       []wire.LogEpoch
-	head         uint64 // retained head of the record log
-	runs         epochRuns
-	rec, cur     logState
-	confirmed    uint64
-	now          uint64 // ticks
+	role          Role
+	fence         uint32 // the fence epoch storage reported
+	failed        bool   // a log failed: nothing is served until reopened
+	epochPending  bool   // a log-epoch entry is being made durable
+	restarted     bool   // owner reopened within its own epoch: waits for a new one
+	epochs        []wire.LogEpoch
+	head          uint64 // retained head of the record log
+	observed      bool   // ObserveBatch saw a batch: from observedStart to observedEnd
+	observedStart uint64
+	observedEnd   uint64
+	runs          epochRuns
+	rec, cur      logState
+	confirmed     uint64
+	now           uint64 // ticks
 
 	// Owner state.
 	followers []progress
@@ -131,11 +134,27 @@ type OpenState struct {
 }
 
 // ObserveBatch feeds the header of one retained record batch, in offset order, before OpenDone: the
-// copy rebuilds its producer table and the epochs of its records from them.
-func (c *Copy) ObserveBatch(h BatchHeader) {
+// copy rebuilds its producer table and the epochs of its records from them. Headers that do not
+// follow each other (an offset gap or overlap, an epoch going back) are refused with ErrBatchOrder:
+// the log is damaged, and the host reports the copy instead of serving it.
+func (c *Copy) ObserveBatch(h BatchHeader) error {
 	assert.True(c.role == RoleOpening, "stream: ObserveBatch after open")
+	switch {
+	case h.Count == 0:
+		return fmt.Errorf("%w: batch at %d without records", ErrBatchOrder, h.BaseOffset)
+	case c.observed && h.BaseOffset != c.observedEnd:
+		return fmt.Errorf("%w: batch at %d after one ending at %d", ErrBatchOrder, h.BaseOffset, c.observedEnd)
+	case len(c.runs.runs) > 0 && h.Epoch < c.runs.runs[len(c.runs.runs)-1].epoch:
+		return fmt.Errorf("%w: batch at %d of epoch %d after epoch %d", ErrBatchOrder, h.BaseOffset, h.Epoch,
+			c.runs.runs[len(c.runs.runs)-1].epoch)
+	}
+	if !c.observed {
+		c.observedStart = h.BaseOffset
+	}
+	c.observed, c.observedEnd = true, h.End()
 	c.runs.observe(h.BaseOffset, h.Epoch)
 	c.producers.observe(&h)
+	return nil
 }
 
 // ObserveCursor feeds one consumer's committed offset (from storage's cursor state) before OpenDone.
@@ -150,6 +169,8 @@ func (c *Copy) ObserveCursor(name []byte, off uint64) {
 func (c *Copy) OpenDone(o OpenState) {
 	assert.True(c.role == RoleOpening, "stream: OpenDone twice")
 	assert.True(o.RecordHead <= o.RecordTail, "stream: record head past the tail")
+	assert.True(o.RecordHead == o.RecordTail || (c.observed && c.observedStart == o.RecordHead && c.observedEnd == o.RecordTail),
+		"stream: open without every retained batch header fed")
 	c.head = o.RecordHead
 	c.rec = logState{appended: o.RecordTail, durable: o.RecordTail}
 	c.cur = logState{appended: o.CursorTail, durable: o.CursorTail}

@@ -61,6 +61,10 @@
 //     follower whose reads reached the durable tail gets the records past it from the host's
 //     unsynced groups (SourceUnsynced) and is live again, so constant load does not keep it one
 //     group commit behind on reads.
+//   - The host feeds every retained batch header on open (ObserveBatch; batches out of order are
+//     ErrBatchOrder, a damaged log). A copy with records but none retained (head at its tail above
+//     0) knows no predecessor epoch and refuses every prepare: not reachable while retention stays
+//     below RetainLimit and segment keeps its active segment.
 //   - An owner that reopens in its own epoch (its newest log epoch is the assignment's) may have lost
 //     records its followers hold, confirmed ones included; it refuses everything with CodeUnavailable
 //     and waits for a new assignment instead of appending at that epoch again.

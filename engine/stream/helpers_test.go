@@ -105,7 +105,9 @@ func newNode(t tb, cfg stream.Config, a meta.Assignment, rec, cur [][]byte, epoc
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.ObserveBatch(h)
+		if err := c.ObserveBatch(h); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c.OpenDone(stream.OpenState{RecordTail: tailOf(rec, len(rec)), CursorTail: tailOf(cur, len(cur)), LogEpochs: epochs})
 	n.ready(t)

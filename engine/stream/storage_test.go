@@ -95,8 +95,11 @@ func (n *diskNode) open() {
 		}
 		it := segment.NewBatchIter(n.scan[0], from)
 		for h, _, ok := it.Next(); ok; h, _, ok = it.Next() {
-			c.ObserveBatch(stream.BatchHeader{BaseOffset: h.BaseOffset, Count: h.RecordCount, Epoch: uint32(h.Epoch),
+			err := c.ObserveBatch(stream.BatchHeader{BaseOffset: h.BaseOffset, Count: h.RecordCount, Epoch: uint32(h.Epoch),
 				ProducerID: h.ProducerID, Sequence: h.ProducerSeq})
+			if err != nil {
+				t.Fatal(err)
+			}
 			from = h.NextOffset()
 		}
 	}
