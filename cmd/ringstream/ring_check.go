@@ -37,7 +37,8 @@ func newRingCheckCommand() *cobra.Command {
 		Long: "Opens a ring and prints the kernel, the io_uring setup flags accepted and refused (with why),\n" +
 			"the features, the operations supported and the backend in use. Then it runs a self-test:\n" +
 			"openat, write + fdatasync (linked), read-back and close through the ring in a temporary\n" +
-			"directory under --dir, and a MsgRing round trip between two rings on two threads.\n" +
+			"directory under --dir; mkdirat, renameat, statx and unlinkat linked in one chain; and a\n" +
+			"MsgRing round trip between two rings on two threads.\n" +
 			"It exits non-zero when the self-test fails.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -73,9 +74,16 @@ func runRingCheck(out io.Writer, cfg ring.Config, dir string) error {
 	printInfo(out, r.Info())
 	fileErr := checkFileIO(r, dir)
 	reportStep(out, "write + fdatasync + read-back", fileErr)
+	var pathErr error
+	if missing := missingOps(r.Info(), ring.OpMkdirAt, ring.OpRenameAt, ring.OpStatx, ring.OpUnlinkAt); missing != "" {
+		fmt.Fprintf(out, "self-test %-32s skipped: the kernel lacks %s\n", "mkdir + rename + stat + unlink:", missing)
+	} else {
+		pathErr = checkPathOps(r, dir)
+		reportStep(out, "mkdir + rename + stat + unlink", pathErr)
+	}
 	msgErr := checkMsgRing(r, cfg)
 	reportStep(out, "msg_ring between two rings", msgErr)
-	if fileErr != nil || msgErr != nil {
+	if fileErr != nil || pathErr != nil || msgErr != nil {
 		fmt.Fprintln(out, "self-test: FAILED")
 		return errSelfTest
 	}
@@ -199,6 +207,57 @@ func checkFileIO(r ring.Ring, dir string) error {
 		return errors.Join(stepErr, err)
 	}
 	return errors.Join(stepErr, c.got[len(c.got)-1].Err())
+}
+
+// missingOps names the ops info lacks, or is empty.
+func missingOps(info ring.Info, ops ...ring.Opcode) string {
+	var names []string
+	for _, op := range ops {
+		if !info.Has(op) {
+			names = append(names, op.String())
+		}
+	}
+	return strings.Join(names, " ")
+}
+
+// checkPathOps runs one linked chain in a fresh temporary directory under dir: mkdirat, renameat of
+// the new directory, statx of it under its new name, unlinkat of it; then the directory must be empty.
+func checkPathOps(r ring.Ring, dir string) error {
+	tmp, err := os.MkdirTemp(dir, "ringstream-check-")
+	if err != nil {
+		return fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	c := &completions{}
+	var st unix.Statx_t
+	a, b := filepath.Join(tmp, "a"), filepath.Join(tmp, "b")
+	steps := []func() error{
+		func() error { return r.MkdirAt(c, 1, unix.AT_FDCWD, a, 0o700, ring.Link) },
+		func() error { return r.RenameAt(c, 2, unix.AT_FDCWD, a, unix.AT_FDCWD, b, 0, ring.Link) },
+		func() error { return r.Statx(c, 3, unix.AT_FDCWD, b, 0, unix.STATX_TYPE, &st, ring.Link) },
+		func() error { return r.UnlinkAt(c, 4, unix.AT_FDCWD, b, unix.AT_REMOVEDIR, 0) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	if err := c.await(r, len(steps)); err != nil {
+		return err
+	}
+	for _, comp := range c.got {
+		if err := comp.Err(); err != nil {
+			return err
+		}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("statx of the renamed directory: mode %o, want a directory", st.Mode)
+	}
+	left, err := os.ReadDir(tmp)
+	if err == nil && len(left) != 0 {
+		err = fmt.Errorf("%d entries left after unlinkat", len(left))
+	}
+	return err
 }
 
 func firstErr(cs []ring.Completion) error {

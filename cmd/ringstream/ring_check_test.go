@@ -25,7 +25,8 @@ func TestRingCheckPassesOnBothBackends(t *testing.T) {
 			t.Fatalf("--backend %s: %v\n%s", backend, err, out)
 		}
 		for _, want := range []string{"kernel:", "backend:", "setup accepted:", "ops supported:",
-			"write + fdatasync + read-back:   ok", "msg_ring between two rings:      ok", "self-test: ok"} {
+			"write + fdatasync + read-back:   ok", "mkdir + rename + stat + unlink:  ok",
+			"msg_ring between two rings:      ok", "self-test: ok"} {
 			if !strings.Contains(out, want) {
 				t.Fatalf("--backend %s: output lacks %q:\n%s", backend, want, out)
 			}

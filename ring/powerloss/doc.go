@@ -46,6 +46,10 @@
 //     opened before PowerLoss must be closed and opened again, as after a reboot.
 //   - After PowerLoss, what exists under root counts as durable again, as after NewDisk; the seeded
 //     generator carries on, so a second PowerLoss draws new choices from the same seed.
+//   - A sync applies the operations it covers to the durable image in the order they completed, and
+//     leaves the ones it does not cover pending; a power loss applies a prefix of those after it. Two
+//     overlapping writes in flight at once, one covered and one not, may thus land in an order the
+//     disk would not have chosen: the model assumes callers do not race overlapping writes.
 //   - An injected fault queues the same operation on fd -1 (so the kernel, or the fallback, fails it
 //     and cancels what is linked after it, as a real EIO would) and reports the chosen errno instead.
 package powerloss
