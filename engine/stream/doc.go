@@ -14,10 +14,12 @@
 // read); Tick; the host's storage reports: EpochDone, AppendDone (a log's durable tail), ReadDone,
 // LogFailed, Sealed, HeadMoved (retention, never past RetainLimit); and CommitSeen (the owner's
 // commit from its Commit entries, on a follower). Output: Ready's Effects, whose slices keep their
-// capacity. CheckInvariants asserts the whole state; tests and engine/sim run it after every input. The order the host
-// keeps is on Effects; in short: log epochs durable first, appends queued in order, reads, then sends
-// and replies. A follower's acknowledgement leaves only after AppendDone covered it, and an owner
-// counts only acknowledged durable tails, so no ack ever vouches for bytes the host has not fsynced.
+// capacity. CheckInvariants asserts the whole state; tests and engine/sim run it after every input.
+//
+// The host keeps the order Effects states: log epochs durable first, appends queued in order, reads,
+// then sends and replies. A follower's acknowledgement leaves only after AppendDone covered it, and
+// an owner counts only acknowledged durable tails, so no ack vouches for bytes not yet fsynced.
+// storage_test.go carries the effects out on real segment logs and rings, as a shard would.
 //
 // The owner appends each produce and, in the same step, sends it to every live follower as a prepare
 // naming the appended run (the host sends the bytes it appended, not a second encoding). Each copy's
@@ -42,7 +44,6 @@
 //     does not hand them out yet, so that is part of the shard's integration.
 //   - Epochs are 32 bits here as in meta and wire; segment stores 64. The host's Decode refuses a
 //     batch epoch above 32 bits (input, not an assert).
-//   - storage_test.go carries the Effects out on real segment logs and rings, as a shard would.
 //   - A follower answers PrepareAppended with min(durable tail, end of the prepares it accepted):
 //     records it held from before but has not matched with this owner are not vouched for.
 //   - A follower refuses a gap, a wrong predecessor epoch or a held record with another epoch with
