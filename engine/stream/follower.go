@@ -96,12 +96,14 @@ func (c *Copy) checkPrepare(m *wire.StreamPrepare) (Refusal, bool) {
 			return RefuseOversize, false
 		case h.BaseOffset != next || h.Epoch > m.Epoch || h.Epoch < last:
 			return RefuseBadBatch, false
-		case h.End() <= tail:
+		case h.BaseOffset < tail:
+			// This copy holds records at the batch's offsets: they must be the same batch.
 			if e, ok := c.runs.epochAt(h.BaseOffset); !ok || e != h.Epoch {
 				return RefuseDivergent, false
 			}
-		case h.BaseOffset < tail:
-			return RefuseBadBatch, false // straddles this copy's tail: not on a batch boundary
+			if h.End() > tail {
+				return RefuseBadBatch, false // same epoch, another boundary: not what the owner holds
+			}
 		}
 		c.scratch = append(c.scratch, decodedBatch{h: h, from: off, to: off + n})
 		next, count, last = h.End(), count+uint64(h.Count), h.Epoch

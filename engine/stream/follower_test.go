@@ -51,6 +51,8 @@ func TestLogMatching_Refusals(t *testing.T) {
 		{"batch epoch past the prepare's", prepareMsg(10, 2, 2, batch(10, 2, 3, 30)), stream.RefuseBadBatch, false},
 		{"batch epoch below its predecessor", prepareMsg(10, 2, 2, batch(10, 2, 1, 30)), stream.RefuseBadBatch, false},
 		{"held record with another epoch", prepareMsg(8, 1, 4, batch(8, 2, 1, 30), batch(10, 2, 1, 30)), stream.RefuseDivergent, true},
+		{"held records of another epoch across the tail", prepareMsg(8, 1, 4, batch(8, 4, 1, 30)), stream.RefuseDivergent, true},
+		{"held batch with another boundary", prepareMsg(8, 1, 3, batch(8, 3, 2, 30)), stream.RefuseBadBatch, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := followerAt(t)
