@@ -201,3 +201,31 @@ func TestRetention_LimitAndHead(t *testing.T) {
 	fetch(cl, 1, 4, 1<<20, 0, 0)
 	checkFetch(t, fetchReplies(cl, 1)[0], 4, 4)
 }
+
+// Cursors survive a reopen: the host feeds storage's cursor map before OpenDone and a read returns
+// the committed offset; a follower refuses cursor requests, naming the owner.
+func TestCursors_FedOnOpen(t *testing.T) {
+	c, err := stream.New(testConfig(1), assignment(2, 1, 2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ObserveBatch(stream.BatchHeader{BaseOffset: 0, Count: 8, Epoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.ObserveCursor([]byte("reader"), 5)
+	c.OpenDone(stream.OpenState{RecordTail: 8, CursorTail: 3, LogEpochs: []wire.LogEpoch{{Epoch: 1}}})
+	c.Ready()
+	c.EpochDone(2, nil)
+	m := cursorMsg(stream.KindGetCursor, "reader", 0)
+	c.Step(&m)
+	fx := c.Ready()
+	if len(fx.Replies) != 1 || !fx.Replies[0].Cursor.Found || fx.Replies[0].Cursor.Offset != 5 {
+		t.Fatalf("replies %+v", fx.Replies)
+	}
+	f := newNode(t, testConfig(2), assignment(2, 1, 2), nil, nil, nil)
+	m = cursorMsg(stream.KindCommitCursor, "reader", 0)
+	f.c.Step(&m)
+	if fx := f.c.Ready(); len(fx.Replies) != 1 || fx.Replies[0].Error.Code != wire.CodeNotOwner || fx.Replies[0].Error.Owner != 1 {
+		t.Fatalf("follower answered %+v", fx.Replies)
+	}
+}
