@@ -179,3 +179,33 @@ func TestFollower_IgnoresAndStaleEpoch(t *testing.T) {
 		t.Fatalf("appends %d answers %+v", len(fx.Appends), fx.PrepareOKs)
 	}
 }
+
+// Answers the owner cannot use are counted and dropped: from a node that is no follower, for another
+// stream, of an older epoch, or to a copy that is not the owner.
+func TestOwner_IgnoresAnswers(t *testing.T) {
+	owner := newNode(t, testConfig(1), assignment(2, 1, 2), nil, nil, []wire.LogEpoch{{Epoch: 1}})
+	for _, mod := range []func(m *stream.Message){
+		func(m *stream.Message) { m.From = 3 },
+		func(m *stream.Message) { m.PrepareOK.Stream = 8 },
+		func(m *stream.Message) { m.PrepareOK.Epoch = 1 },
+	} {
+		m := okMsg(2, 5, 0)
+		m.PrepareOK.Epoch = 2
+		mod(&m)
+		owner.c.Step(&m)
+	}
+	owner.ready(t)
+	st := owner.c.Stats()
+	if st.Ignored[stream.IgnoreNotFromFollower] != 1 || st.Ignored[stream.IgnoreWrongStream] != 1 || st.Ignored[stream.IgnoreOlderEpoch] != 1 {
+		t.Fatalf("ignored %v", st.Ignored)
+	}
+	if owner.c.FollowerMatch(2) != 0 {
+		t.Fatal("an ignored answer moved the follower's tail")
+	}
+	f := followerAt(t)
+	m := okMsg(1, 5, 0)
+	f.c.Step(&m)
+	if f.c.Stats().Ignored[stream.IgnoreRole] != 1 {
+		t.Fatalf("follower ignored %v", f.c.Stats().Ignored)
+	}
+}

@@ -67,3 +67,31 @@ func TestProducers_RetryAfterRestart(t *testing.T) {
 		t.Fatalf("old owner, now follower, at %d", n1.recTail())
 	}
 }
+
+// Past ProducersMax the producer whose last batch is oldest is forgotten: its retry is appended again
+// (the table's documented limit), the others' retries are still answered from the table.
+func TestProducers_EvictOldest(t *testing.T) {
+	cfg := testConfig(1)
+	cfg.ProducersMax = 2
+	n := newNode(t, cfg, assignment(1, 1), nil, nil, nil)
+	send := func(p, seq uint64) stream.Reply {
+		m := stream.Message{Kind: stream.KindProduce, Client: p}
+		m.Produce = wire.Produce{RequestID: seq, Stream: testStream, ProducerID: p, Sequence: seq, Count: 1, Batch: payload(int(p), 10)}
+		n.c.Step(&m)
+		n.ready(t)
+		r := n.takeReplies()
+		if len(r) != 1 {
+			t.Fatalf("replies %+v", r)
+		}
+		return r[0]
+	}
+	send(1, 0) // offset 0
+	send(2, 0) // offset 1
+	send(3, 0) // offset 2: producer 1 (oldest last batch) is forgotten
+	if r := send(2, 0); !r.Produce.Duplicate || r.Produce.BaseOffset != 1 {
+		t.Fatalf("producer 2's retry: %+v", r.Produce)
+	}
+	if r := send(1, 0); r.Produce.Duplicate || r.Produce.BaseOffset != 3 {
+		t.Fatalf("forgotten producer 1's retry: %+v", r.Produce)
+	}
+}
