@@ -11,7 +11,7 @@
 //     fsync, log write + fdatasync, superblock write + fdatasync); one chain is in flight at a time,
 //     in the replica's order, and the rest wait in the store's queue. The chain's last completion
 //     makes the persist durable: the store marks it done in the completion, starts the next persist
-//     there, and the replica hears of it (Advance) at the next tick. A chain is queued only when the
+//     there, and the replica hears of it (Advance) in the same loop turn (OnTurn, the shard's TurnHook). A chain is queued only when the
 //     ring has room for all of it; otherwise (ErrQueueFull) the persist stays queued and the next
 //     tick tries again. The shard's superblock saves (R12) are not used: they run only for
 //     primaries that owe Commit entries, while a VSR backup must persist every prepare before it
@@ -33,12 +33,17 @@
 //   - The superblock file holds vsr.SuperblockCopies copies, each at the start of its own 4 KiB, all
 //     written by one write and one fdatasync per persist.
 //   - A failed persist (any step of the chain: EIO, ENOSPC, a short write) stops the store and the
-//     replica hears of it at the next tick (vsr.Replica.PersistFailed): it acknowledges nothing more and
+//     replica hears of it in the same loop turn (vsr.Replica.PersistFailed): it acknowledges nothing more and
 //     is never primary again until the node restarts it; Status reports the error. The recovery nonce
 //     is drawn from crypto/rand at open.
 //   - The metadata group's Commit entries carry incarnation 0.
-//   - Propose and Status may be called from any goroutine: a proposal waits in a locked inbox until the
-//     next tick; Status is a copy the shard goroutine publishes after each event.
+//   - Propose and Status may be called from any goroutine: a proposal waits in a locked inbox until
+//     the next loop turn of shard 0, which Propose wakes (SetWake: the node passes Node.Wake(0)), or
+//     the next tick without one; Status is a copy the shard goroutine publishes after each event. What
+//     a turn's events make the replica send leaves in that turn (OnTurn runs before the sends).
+//   - Eager failover (metagroup_events.go): the grace counts ticks from the tick after shard 0's link
+//     to the primary's node went down; only that shard's own link counts (it is where the group's
+//     frames leave). It fires once per view, and only on a backup in normal status.
 package engine
 
 import (
@@ -50,7 +55,6 @@ import (
 
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/vsr"
-	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/heartbeat"
 	"github.com/ringstream/ringstream/wire"
@@ -98,6 +102,9 @@ type MetaStatus struct {
 	// PersistErr is the persist failure that took the replica out of the group (it acknowledges
 	// nothing more and is never primary until the node restarts it); nil while its storage works.
 	PersistErr error
+	// EagerFailovers counts the view changes this replica started because the link to the primary's
+	// node stayed down for the grace.
+	EagerFailovers uint64
 }
 
 type proposal struct {
@@ -136,15 +143,12 @@ type MetaGroup struct {
 	status       MetaStatus
 
 	links metaLinks
-
-	// wrapRing, set only by tests before the node starts, wraps the ring the store persists on (a
-	// fault-injecting ring).
-	wrapRing func(ring.Ring) ring.Ring
 }
 
-// MetaGroupStats counts what the adapter dropped.
+// MetaGroupStats counts what the adapter dropped, and the eager failovers it started.
 type MetaGroupStats struct {
 	BadFrames, SendFailures uint64
+	EagerFailovers          uint64 // view changes started because the primary's link stayed down
 }
 
 // NewMetaGroup opens the storage under cfg.Dir and resumes the replica from it.
@@ -299,11 +303,7 @@ func (g *MetaGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
 
 func (g *MetaGroup) OnTick(tick uint64) {
 	if g.store.rg == nil && g.sender != nil {
-		rg := g.sender.Ring()
-		if g.wrapRing != nil {
-			rg = g.wrapRing(rg)
-		}
-		g.store.attach(rg)
+		g.store.attach(g.sender.Ring())
 	}
 	g.store.kick() // a persist the ring had no room for on an earlier tick
 	g.takeProposals()
@@ -416,7 +416,7 @@ func (g *MetaGroup) publish() {
 	}
 	st := MetaStatus{View: g.replica.View(), Op: g.replica.Op(), Commit: g.replica.Commit(),
 		Primary: g.replica.IsPrimary(), Normal: g.replica.Normal(), Digest: g.digest,
-		Recovering: g.replica.Recovering(), PersistErr: g.persistErr}
+		Recovering: g.replica.Recovering(), PersistErr: g.persistErr, EagerFailovers: g.stats.EagerFailovers}
 	g.mu.Lock()
 	g.status = st
 	g.mu.Unlock()

@@ -4,12 +4,19 @@ import (
 	"fmt"
 
 	"github.com/ringstream/ringstream/engine/vsr"
+	"github.com/ringstream/ringstream/shard"
 )
 
 // The metadata group's events between ticks, on shard 0's host interface: proposals and persist
 // completions are taken in the loop turn they arrive in (OnTurn), and a backup that loses its links to
 // the primary's node for EagerFailoverGraceTicks starts a view change at once (OnLinkDown, DESIGN
 // section 7) instead of waiting out the heartbeat timeout.
+
+// MetaGroup hears the shard's loop turns and link events.
+var (
+	_ shard.TurnHook    = (*MetaGroup)(nil)
+	_ shard.LinkWatcher = (*MetaGroup)(nil)
+)
 
 // DefaultEagerFailoverGraceTicks is EagerFailoverGraceTicks when the config leaves it 0.
 const DefaultEagerFailoverGraceTicks = 20
@@ -85,6 +92,7 @@ func (g *MetaGroup) checkLinks(tick uint64) {
 		return
 	}
 	g.links.firedView = g.replica.View() + 1
+	g.stats.EagerFailovers++
 	g.log.Info("links to the primary's node closed past the grace: starting a view change", "view",
 		g.replica.View(), "primary_node", g.nodeOf[p], "grace_ticks", g.cfg.EagerFailoverGraceTicks)
 	g.replica.OnPrimarySilent()

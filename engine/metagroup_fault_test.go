@@ -43,14 +43,14 @@ func TestMetaGroup_FailedPersistTakesThePrimaryOut(t *testing.T) {
 		t.Run(errno.Error(), func(t *testing.T) {
 			dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 			rings := map[uint16]*failingRing{}
-			nodes := startMetaClusterTB(t, dirs, 2*time.Millisecond, nil, func(n *metaNode) {
+			nodes := startMetaClusterTB(t, dirs, 2*time.Millisecond, func(id uint16) metaNodeOpts {
 				f := &failingRing{}
-				rings[n.id] = f
-				n.group.wrapRing = func(rg ring.Ring) ring.Ring { // on the shard goroutine
+				rings[id] = f
+				return metaNodeOpts{wrap: func(rg ring.Ring) ring.Ring { // on the shard goroutine
 					f.Ring = rg
 					return f
-				}
-			})
+				}}
+			}, nil)
 			alive := map[uint16]bool{1: true, 2: true, 3: true}
 			waitFor(t, "a primary", func() bool { return primaryOf(nodes, alive) != nil })
 			var last uint64

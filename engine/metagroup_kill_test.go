@@ -14,6 +14,7 @@ import (
 
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/shard/heartbeat"
 )
 
 // The environment of the child process TestMetaGroup_PrimaryProcessKilled starts: the directory of
@@ -38,7 +39,7 @@ func TestMetaGroupChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("the child process of TestMetaGroup_PrimaryProcessKilled")
 	}
-	n := newMetaNode(t, childNodeID, dir, 2*time.Millisecond, netip.MustParseAddrPort("127.0.0.1:0"), nil)
+	n := newMetaNode(t, childNodeID, dir, 2*time.Millisecond, netip.MustParseAddrPort("127.0.0.1:0"), metaNodeOpts{})
 	fmt.Printf("addr %s\n", n.node.Addr())
 	var peers []shard.Peer
 	for i, a := range strings.Split(os.Getenv(metaChildPeers), ",") {
@@ -71,6 +72,18 @@ func TestMetaGroupChild(t *testing.T) {
 	wg.Wait()
 }
 
+// killGraceTicks is the survivors' eager-failover grace: 25 ticks of 2 ms. Their heartbeat timeout is
+// 2,000 ticks (4 s), so a new primary within a second comes from the eager failover.
+const killGraceTicks = 25
+
+func killSurvivorOpts() metaNodeOpts {
+	return metaNodeOpts{
+		tune: func(c *MetaGroupConfig) { c.EagerFailoverGraceTicks = killGraceTicks },
+		schedule: heartbeat.Ticks{BroadcastIntervalTicks: 5, HeartbeatTimeoutTicks: 2000,
+			IdleHeartbeatIntervalTicks: 10, IdleHeartbeatTimeoutTicks: 3000},
+	}
+}
+
 // TestMetaGroup_PrimaryProcessKilled runs the metadata primary in a child process and kills it with
 // SIGKILL while its clients have ops in flight (no Stop, no flush: its ring and sockets die with it).
 // Every op the child saw committed must be on both survivors once they have elected a new primary,
@@ -88,7 +101,7 @@ func TestMetaGroup_PrimaryProcessKilled(t *testing.T) {
 	var survivors []*metaNode
 	for i := 1; i < 3; i++ {
 		survivors = append(survivors, newMetaNode(t, uint16(i+1), dirs[i], 2*time.Millisecond,
-			netip.MustParseAddrPort("127.0.0.1:0"), nil))
+			netip.MustParseAddrPort("127.0.0.1:0"), killSurvivorOpts()))
 	}
 	t.Cleanup(func() {
 		for _, n := range survivors {
@@ -147,8 +160,11 @@ func TestMetaGroup_PrimaryProcessKilled(t *testing.T) {
 	_ = cmd.Wait()
 	alive := map[uint16]bool{2: true, 3: true}
 	waitFor(t, "a new primary among the survivors", func() bool { return primaryOf(survivors, alive) != nil })
-	t.Logf("SIGKILL to a new primary in normal status: %v (%d ops committed by the child, last op %d)",
-		time.Since(killed), len(committed), lastOp)
+	t.Logf("SIGKILL to a new primary in normal status: %v with a grace of %d ticks of 2 ms (%d ops committed "+
+		"by the child, last op %d)", time.Since(killed), killGraceTicks, len(committed), lastOp)
+	if survivors[0].group.Status().EagerFailovers+survivors[1].group.Status().EagerFailovers == 0 {
+		t.Fatal("no survivor started an eager failover: the view change waited for the heartbeat timeout")
+	}
 	last := commitOp(t, survivors, alive, 99, 1, registerOp(999)).Op
 	if last <= lastOp {
 		t.Fatalf("new op at %d, at or below the killed primary's committed op %d", last, lastOp)

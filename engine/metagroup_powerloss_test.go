@@ -175,13 +175,13 @@ func (d *metaPowerDisk) PowerLoss(t testing.TB) {
 func metaPowerLossRun(t *testing.T, seed uint64, broken bool) []uint16 {
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	var disk2 *metaPowerDisk
-	nodes := startMetaClusterTB(t, dirs, 2*time.Millisecond, nil, func(n *metaNode) {
-		n.group.store.brokenNoSuperblockSync = broken
-		if n.id == 2 {
-			disk2 = newMetaPowerDisk(t, dirs[1], seed)
-			n.group.wrapRing = disk2.Wrap
+	disk2 = newMetaPowerDisk(t, dirs[1], seed)
+	nodes := startMetaClusterTB(t, dirs, 2*time.Millisecond, func(id uint16) metaNodeOpts {
+		if id == 2 {
+			return metaNodeOpts{wrap: disk2.Wrap}
 		}
-	})
+		return metaNodeOpts{}
+	}, func(n *metaNode) { n.group.store.brokenNoSuperblockSync = broken })
 	alive := map[uint16]bool{1: true, 2: true, 3: true}
 	waitFor(t, "a primary", func() bool { return primaryOf(nodes, alive) != nil })
 	if err := nodes[2].node.Stop(); err != nil {
@@ -233,7 +233,7 @@ func metaPowerLossRun(t *testing.T, seed uint64, broken bool) []uint16 {
 	alive = map[uint16]bool{2: true, 3: true}
 	var back []*metaNode
 	for _, i := range []int{1, 2} {
-		n := newMetaNode(t, nodes[i].id, dirs[i], 2*time.Millisecond, nodes[i].node.Addr(), nil)
+		n := newMetaNode(t, nodes[i].id, dirs[i], 2*time.Millisecond, nodes[i].node.Addr(), metaNodeOpts{})
 		n.group.store.brokenNoSuperblockSync = broken
 		nodes[i] = n
 		back = append(back, n)

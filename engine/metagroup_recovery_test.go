@@ -20,7 +20,7 @@ func registerOp(id uint16) []byte {
 // reopen opens node n's replica again from dir (after the test stopped it), as its process would.
 func reopen(t *testing.T, n *metaNode, dir string) *metaNode {
 	t.Helper()
-	return newMetaNode(t, n.id, dir, 2*time.Millisecond, n.node.Addr(), nil)
+	return newMetaNode(t, n.id, dir, 2*time.Millisecond, n.node.Addr(), metaNodeOpts{})
 }
 
 // A directory that was never formatted, or whose disk was lost, never starts; a formatted one is not
