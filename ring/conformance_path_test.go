@@ -257,3 +257,37 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// testWriteAtFilePosition: offset -1 reads and writes at the file position and moves it (and an
+// O_APPEND file appends), as io_uring does since IORING_FEAT_RW_CUR_POS.
+func testWriteAtFilePosition(t *testing.T, newRing newRingFunc) {
+	r := testRing(t, newRing, 8)
+	path := filepath.Join(t.TempDir(), "log")
+	writeFile(t, path, "0123")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	must(t, err)
+	defer f.Close()
+	fd := int(f.Fd())
+	rec := &recorder{}
+	must(t, r.Write(rec, 1, fd, []byte("ab"), -1, Link))
+	must(t, r.Writev(rec, 2, fd, [][]byte{[]byte("c"), []byte("d")}, -1, 0))
+	drive(t, r, rec, 2)
+	mustOK(t, rec.byTag(t, 1))
+	mustOK(t, rec.byTag(t, 2))
+	if got, _ := os.ReadFile(path); string(got) != "0123abcd" {
+		t.Fatalf("file holds %q, want %q", got, "0123abcd")
+	}
+	g, err := os.Open(path)
+	must(t, err)
+	defer g.Close()
+	if _, err := g.Seek(2, 0); err != nil {
+		t.Fatal(err)
+	}
+	one, two := make([]byte, 3), make([]byte, 2)
+	must(t, r.Read(rec, 3, int(g.Fd()), one, -1, Link))
+	must(t, r.Readv(rec, 4, int(g.Fd()), [][]byte{two}, -1, 0))
+	drive(t, r, rec, 4)
+	if string(one) != "23a" || string(two) != "bc" {
+		t.Fatalf("reads at the file position got %q and %q, want %q and %q", one, two, "23a", "bc")
+	}
+}

@@ -98,6 +98,7 @@ func runConformance(t *testing.T, newRing newRingFunc) {
 		{"PathOpsLinkedAfterWrite", testPathOpsLinkedAfterWrite},
 		{"PathFailureCancelsChain", testPathFailureCancelsChain},
 		{"PathBadArguments", testPathBadArguments},
+		{"WriteAtFilePosition", testWriteAtFilePosition},
 		{"QueueFullIsBackPressure", testQueueFullIsBackPressure},
 		{"MixedOps100k", testMixedOps100k},
 		{"RegisteredBuffers", testRegisteredBuffers},

@@ -244,14 +244,8 @@ func (r *fallbackRing) execute(idx int32, s *slot) (res int32, parked bool) {
 	switch s.op {
 	case OpNop:
 		return 0, false
-	case OpRead:
-		return retryIntr(func() (int, error) { return unix.Pread(fd, s.buf, s.off) }), false
-	case OpWrite:
-		return retryIntr(func() (int, error) { return unix.Pwrite(fd, s.buf, s.off) }), false
-	case OpReadv:
-		return rawSyscallRes(unix.SYS_PREADV, uintptr(fd), uintptr(s.iovecsPtr()), uintptr(len(s.iovecs)), uintptr(s.off), 0), false
-	case OpWritev:
-		return rawSyscallRes(unix.SYS_PWRITEV, uintptr(fd), uintptr(s.iovecsPtr()), uintptr(len(s.iovecs)), uintptr(s.off), 0), false
+	case OpRead, OpWrite, OpReadv, OpWritev:
+		return executeRW(fd, s), false
 	case OpFsync:
 		if s.datasync {
 			return retryIntr(func() (int, error) { return 0, unix.Fdatasync(fd) }), false

@@ -145,6 +145,34 @@ func (r *fallbackRing) UnregisterBuffers() error {
 	return nil
 }
 
+// executeRW runs a read or write at s.off, or at the file position when s.off is -1 (read(2),
+// write(2), readv(2), writev(2)), as io_uring does for offset -1.
+func executeRW(fd int, s *slot) int32 {
+	atPos := s.off == -1
+	switch s.op {
+	case OpRead:
+		if atPos {
+			return retryIntr(func() (int, error) { return unix.Read(fd, s.buf) })
+		}
+		return retryIntr(func() (int, error) { return unix.Pread(fd, s.buf, s.off) })
+	case OpWrite:
+		if atPos {
+			return retryIntr(func() (int, error) { return unix.Write(fd, s.buf) })
+		}
+		return retryIntr(func() (int, error) { return unix.Pwrite(fd, s.buf, s.off) })
+	}
+	iov, n := uintptr(s.iovecsPtr()), uintptr(len(s.iovecs))
+	switch {
+	case s.op == OpReadv && atPos:
+		return rawSyscallRes(unix.SYS_READV, uintptr(fd), iov, n, 0, 0)
+	case s.op == OpReadv:
+		return rawSyscallRes(unix.SYS_PREADV, uintptr(fd), iov, n, uintptr(s.off), 0)
+	case atPos:
+		return rawSyscallRes(unix.SYS_WRITEV, uintptr(fd), iov, n, 0, 0)
+	}
+	return rawSyscallRes(unix.SYS_PWRITEV, uintptr(fd), iov, n, uintptr(s.off), 0)
+}
+
 // retryIntr runs a syscall wrapper, retrying on EINTR, and turns its outcome into a completion result.
 func retryIntr(f func() (int, error)) int32 {
 	for {

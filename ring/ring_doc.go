@@ -36,6 +36,8 @@
 //     appear. A loop that must not block collects them with Wait(0) before Dispatch.
 //   - The fallback ignores Async (there is no worker pool to force), and refuses FixedFile on
 //     CloseFile and Openat with EBADF, as the kernel does.
+//   - Offset -1 on Read, Write, Readv and Writev means the file position, as in io_uring
+//     (IORING_FEAT_RW_CUR_POS): the fallback runs read(2), write(2), readv(2) or writev(2) for it.
 //   - RenameAt, UnlinkAt, MkdirAt and Statx copy their paths, NUL-terminated, into the slot's own
 //     buffers, which grow only when a longer path than that slot ever held arrives: a rare path may
 //     allocate once, steady state does not (pinned by TestSteadyStateAllocatesNothing).

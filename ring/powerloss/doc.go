@@ -28,7 +28,9 @@
 // What it owns: the model (under a mutex, so several rings on several threads may share one Disk) and,
 // during PowerLoss, the files and directories under root that the model knows about.
 //
-// Limits (outside the model): files written or created by plain syscalls rather than through a wrapped
+// Limits (outside the model): a write at offset -1 (the file position) is placed exactly on an
+// O_APPEND file (at the modelled end of file) and elsewhere only while one such write per fd is in
+// flight; files written or created by plain syscalls rather than through a wrapped
 // ring (their state when the ring first touches them counts as durable); hard links and symlinks;
 // mmap. Operations still in flight when PowerLoss runs count as never completed, which a power loss
 // may indeed leave.

@@ -68,6 +68,23 @@ func resize(b []byte, size int64) []byte {
 	return append(b, make([]byte, size-int64(len(b)))...)
 }
 
+// size is the file's size with every operation applied, synced or not: the size the file has now.
+func (n *inode) size() int64 {
+	size := int64(len(n.durable))
+	for i := range n.pending {
+		op := &n.pending[i]
+		switch op.kind {
+		case opWrite:
+			size = max(size, op.off+int64(len(op.data)))
+		case opTruncate:
+			size = op.size
+		case opGrow:
+			size = max(size, op.size)
+		}
+	}
+	return size
+}
+
 // sync makes durable the pending operations queued before a sync queued at seq, and keeps the rest.
 func (n *inode) sync(seq uint64) {
 	kept := n.pending[:0]

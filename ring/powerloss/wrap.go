@@ -23,6 +23,7 @@ type op struct {
 	code     ring.Opcode
 	seq      uint64
 	ino      *inode
+	fd       int    // the real fd of a write, to place one at the current position (offset -1)
 	dir      string // a directory fsync: its path
 	path     string // namespace operations
 	path2    string
@@ -53,9 +54,9 @@ func (o *op) Complete(c ring.Completion) {
 func (d *Disk) completed(o *op, res int32) {
 	switch o.code {
 	case ring.OpWrite, ring.OpWriteFixed:
-		d.addFileOp(o.ino, fileOp{kind: opWrite, off: o.off, data: append([]byte(nil), o.buf[:res]...), queued: o.seq})
+		d.addFileOp(o.ino, fileOp{kind: opWrite, off: d.writeOff(o, res), data: append([]byte(nil), o.buf[:res]...), queued: o.seq})
 	case ring.OpWritev:
-		d.addFileOp(o.ino, fileOp{kind: opWrite, off: o.off, data: gather(o.bufs, int(res)), queued: o.seq})
+		d.addFileOp(o.ino, fileOp{kind: opWrite, off: d.writeOff(o, res), data: gather(o.bufs, int(res)), queued: o.seq})
 	case ring.OpFtruncate:
 		d.addFileOp(o.ino, fileOp{kind: opTruncate, size: o.size, queued: o.seq})
 	case ring.OpFallocate:
@@ -85,6 +86,24 @@ func (d *Disk) completed(o *op, res int32) {
 }
 
 func (d *Disk) addFileOp(n *inode, fo fileOp) { n.pending = append(n.pending, fo) }
+
+// writeOff is where a completed write of res bytes landed: its offset, or for offset -1 on an
+// O_APPEND file the model's end of file (completions arrive in the order they ran), or for offset -1
+// elsewhere the res bytes before the fd's position when the completion is dispatched (exact while one
+// such write per fd is in flight).
+func (d *Disk) writeOff(o *op, res int32) int64 {
+	if o.off >= 0 {
+		return o.off
+	}
+	if fl, err := unix.FcntlInt(uintptr(o.fd), unix.F_GETFL, 0); err == nil && fl&unix.O_APPEND != 0 {
+		return o.ino.size()
+	}
+	pos, err := unix.Seek(o.fd, 0, 1) // SEEK_CUR
+	if err != nil || pos < int64(res) {
+		return 0
+	}
+	return pos - int64(res)
+}
 
 func (d *Disk) fallocated(o *op) {
 	switch {
@@ -152,7 +171,7 @@ func (w *wrapped) fileOp(h ring.Handler, code ring.Opcode, fd int, fl ring.Flags
 	if !ok || (dir && code != ring.OpFsync) {
 		return nil
 	}
-	o := &op{d: d, h: h, code: code, seq: d.nextSeq(), ino: n}
+	o := &op{d: d, h: h, code: code, seq: d.nextSeq(), ino: n, fd: w.realFd(fd, fl)}
 	if dir {
 		o.dir = path
 	}
