@@ -163,6 +163,30 @@ func TestEpochs_ReadBackAndTornEntryCut(t *testing.T) {
 	})
 }
 
+// A crash while the epochs file was being created can leave its header torn (zeros, or short):
+// with no entry past it, open writes the header again. Found by the power-loss test, seed 1258.
+func TestEpochs_TornHeaderOfNewFileIsRewritten(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		e.close(e.open())
+		path := filepath.Join(e.dir, epochsName)
+		for _, torn := range [][]byte{make([]byte, epochsHeaderSize), {0x52, 0x53}} {
+			if err := os.WriteFile(path, torn, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c := e.open()
+			if err := c.AppendEpochSync(EpochEntry{1, 0, 0}); err != nil {
+				t.Fatal(err)
+			}
+			e.close(c)
+			c = e.open()
+			if got := c.Epochs(); len(got) != 1 {
+				t.Fatalf("epochs after a torn header and one append: %+v", got)
+			}
+			e.close(c)
+		}
+	})
+}
+
 // Item 9: retention by bytes and by age removes whole closed segments and moves the head; the
 // cursor log keeps everything at or above the snapshot boundary.
 func TestRetention_ByBytesAndAge(t *testing.T) {

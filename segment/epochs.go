@@ -105,9 +105,15 @@ func openEpochs(sr *syncRing, dirfd int, logger *slog.Logger) (*epochLog, error)
 	if _, err := sr.readAt(fd, b, 0); err != nil {
 		return nil, fmt.Errorf("segment: read %s: %w", epochsName, err)
 	}
-	entries, valid, err := decodeEpochs(b)
-	if err != nil {
-		return nil, err
+	var entries []EpochEntry
+	valid := 0
+	if st.Size > epochsHeaderSize {
+		// A file no longer than its header holds no entry: its header is rewritten below,
+		// whatever a crash during its creation left in it. Entries are appended only after the
+		// header is durable, so past it a bad header is corruption.
+		if entries, valid, err = decodeEpochs(b); err != nil {
+			return nil, err
+		}
 	}
 	if st.Size > int64(max(valid, epochsHeaderSize)) {
 		logger.Warn("segment: cut torn log epochs entry on open", "bytes_cut", st.Size-int64(valid), "entries", len(entries))
