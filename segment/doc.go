@@ -103,6 +103,8 @@
 //     committed and covered; appends from an epoch below the fence are refused from the call on.
 //   - Log epochs: a cut drops entries whose record or cursor start lies past the cut; entries
 //     starting exactly at it stay. Entries must grow (epoch up, starts not down).
+//     An epochs file no longer than its header holds no entry (entries follow a durable header),
+//     so open rewrites whatever a crash during its creation left there.
 //   - The fence file holds two checksummed slots written alternately, so it is replaced atomically
 //     without a rename. Cursor snapshots use write, fsync, rename, fsync dir.
 //   - Every create, rename and removal is followed by an fsync of its directory before it is
