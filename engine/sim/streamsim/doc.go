@@ -1,0 +1,66 @@
+// Package streamsim is the deterministic simulator of streams and their failover: N nodes (3 to 5)
+// running the real stream.Copy for every copy they hold and the real control.Controller on the node
+// that holds the metadata primary, over simulated disks and a simulated network. One seeded
+// *rand.Rand draws every choice; there is no clock and no goroutine, so a seed replays exactly:
+// go test ./engine/sim/streamsim -run TestSim -seed=N (add -simlog for the run's events).
+//
+// It owns the hosts of the copies (what a broker does with a copy's Effects, a seal and an
+// assignment), the disks, the network, the metadata group's stand-in, the workload and the checks.
+// It changes nothing in the packages it drives.
+//
+// What it runs:
+//   - Disks per copy: the record and cursor logs as segment-encoded batches, a durable fence, the
+//     log epochs and the last applied assignment. Appends are group-committed at random moments; a
+//     power loss keeps what was synced and a random prefix of the rest (a torn batch is cut on open).
+//   - Network: loss, duplication, delay (which reorders), partitions in two sides; a paused node
+//     gets its messages when it wakes. Stream replication and node heartbeats cross it as real wire
+//     frames; seals, seal replies, assignments and client messages as values.
+//   - Brokers: a seal completes the queued appends, writes the fence, cuts the copy onto
+//     meta.CutPoint at the fence and answers with the tails after the cut; an assignment is applied
+//     by cutting onto meta.CutPoint at its epoch and reopening the copy in its new role (empty for a
+//     new member); a restarted node reopens every copy at the assignment its disk last applied.
+//   - Workload: producers that wait for their confirm and retry the same sequence, a consumer per
+//     stream fetching below the confirmed tail and committing its cursor.
+//   - Faults: owner kills, the metadata primary's node killed (often an owner too), a second loss
+//     during a recovery, any node killed, pauses (a paused owner wakes after its failover), partitions,
+//     restarts with longer tails, and an operator who withdraws recoveries and accepts owner losses
+//     that waited long. Shrunken assignments and empty replacement followers come from the controller.
+//     The last quarter of a run heals everything.
+//
+// Checks after every step (the first failure stops the run and names seed, variant and tick): every
+// batch any owner confirmed is the same batch on every later owner that applied its assignment (a
+// ghost history, which never feeds back), so every confirmed record stays readable at exactly one
+// offset, and no producer batch is confirmed at two offsets; an acknowledged produce is confirmed at
+// the offset it was given; no epoch has two owners; no cut drops a confirmed batch; an owner's record
+// tail is not below its own history start once it applied its assignment; every applied follower
+// agrees with its applied owner below the shorter log; an owner's confirmed tail never moves back,
+// never passes its own durable tail, and never passes the start a seal decided for the next epoch (a
+// paused owner that wakes after the failover does not confirm); no consumer reads past the confirmed
+// tail or anything but the confirmed batches; a follower never acknowledges past its durable tail; and
+// every copy's and the controller's own CheckInvariants.
+//
+// Broken variants (Variant) are made in the host, since the packages export no test seams across
+// packages: the raw-tail seal skips the cut; "no prefix guard" raises a seal reply's record tail to the
+// latest start, so the guard in control and meta always passes; "seal R-1" stamps local_durable in
+// meta (R = 1) while the copies confirm by majority (R = 2 for E = 3); "confirm W-1" hands the copies
+// a count policy one below W; "ack before fsync" reports an owner's appends durable at once.
+//
+// Limits, written down:
+//   - The metadata group is an atomic replicated log applied to a real meta.State after
+//     MetaDelayTicks; the VSR group itself is simulated on its own in engine/sim. When the primary's
+//     node dies, each proposal it had out commits or vanishes at random, and a new primary (the
+//     lowest running node) starts a fresh controller viewChangeTicks later.
+//   - A seal is one atomic storage step (no crash between fence and cut); Commit entries between owner
+//     and followers are not sent (followers learn the confirmed tail from prepares); no retention.
+//   - Time is ticks: recovery times count protocol round trips and timeouts, not CPU or disk time.
+//
+// Decisions where the design is silent:
+//   - The known gap. An owner whose node restarts within the liveness window reopens in its own
+//     epoch having lost an unsynced suffix that a follower holds durably; engine/stream makes it
+//     refuse everything until a new assignment, and the controller, which never saw the node lost,
+//     gives it one without a recovery (a follower addition through meta.SetAssignment, which records
+//     no history start). The follower keeps the lost suffix, the owner writes other batches at those
+//     offsets, and the follower's log no longer agrees with the owner's; with a later seal that
+//     follower may report the longer tail. The simulator counts such streams (Stats.Gaps, Diverged)
+//     instead of failing on the divergence; every check on confirmed records still applies to them.
+package streamsim

@@ -1,0 +1,336 @@
+package streamsim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/ringstream/ringstream/engine/control"
+	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/stream"
+	"github.com/ringstream/ringstream/segment"
+)
+
+// Variant selects the protocol the simulator runs: the real one, or a test-only broken variant the
+// checks must catch.
+type Variant uint8
+
+const (
+	Correct Variant = iota
+	// RawTailSeal: a seal fences and reports the copy's raw tails without first cutting the copy onto
+	// the recorded history (the copy is cut only when it applies an assignment).
+	RawTailSeal
+	// NoPrefixGuard: the confirmed-prefix guard never holds a promotion back. The controller and
+	// meta keep their guard, so the host makes it vacuous: a seal reply reports a record tail of at
+	// least the latest history start the seal carried.
+	NoPrefixGuard
+	// SealRMinus1: the controller and meta stamp local_durable (W = E, so R = 1) while the copies
+	// confirm by majority_durable: recoveries seal one copy fewer than R for E = 3.
+	SealRMinus1
+	// ConfirmWMinus1: the copies confirm on one copy fewer than their assignment's W (through a
+	// count policy handed to the copies only).
+	ConfirmWMinus1
+	// AckBeforeFsync: the host reports an owner's appends durable as soon as it queues them.
+	AckBeforeFsync
+)
+
+func (v Variant) String() string {
+	return [...]string{"correct", "raw-tail seal", "no prefix guard", "seal R-1", "confirm W-1",
+		"ack before fsync"}[v]
+}
+
+// Options are one run's shape. Zero values are drawn from the seed.
+type Options struct {
+	Seed    uint64
+	Variant Variant
+	Nodes   int // 3..5
+	Streams int
+	Copies  int // E of each stream (1..Nodes); 0 draws it per stream
+	// Ticks of faults and load; a heal phase of Ticks/4 follows.
+	Ticks int
+	// Scripted: no random faults, no load, no random delays: the caller drives everything.
+	Scripted bool
+	// Control is the controller's configuration; zero takes a short one for the simulator.
+	Control control.Config
+	// MetaDelayTicks is how long a proposal takes to commit in the metadata group (0: drawn).
+	MetaDelayTicks int
+	// Log receives one line per notable event when set.
+	Log func(format string, args ...any)
+}
+
+// ErrViolation: a check failed. The error names the seed, the tick and the check.
+var ErrViolation = errors.New("streamsim: violation")
+
+// Sim is one simulated cluster. Everything runs on the caller's goroutine; one seeded *rand.Rand
+// draws every choice.
+type Sim struct {
+	opt   Options
+	rng   *rand.Rand
+	now   uint64
+	nodes []*node // index = node id; nodes[0] is nil
+	net   network
+	meta  metaGroup
+	strs  []simStream
+	work  workload
+	chk   checker
+	fault faults
+	err   error
+}
+
+// simStream is one stream of the run.
+type simStream struct {
+	st  meta.Stream
+	idx int
+	// gapAt is the tick the stream first took a new epoch without a recovery on an owner that had
+	// restarted within its epoch (the known gap); gapSeen: a follower was then found divergent.
+	gapAt   uint64
+	gapSeen bool
+}
+
+// node is one simulated node: its disks survive crashes, its copies do not.
+type node struct {
+	id          uint16
+	up          bool
+	pausedUntil uint64 // 0: running
+	restartAt   uint64
+	disks       []*disk     // per stream index; nil: never held a copy
+	copies      []*hostCopy // per stream index; nil: no open copy
+	hbSeq       uint64
+}
+
+func (n *node) running(now uint64) bool { return n.up && n.pausedUntil <= now }
+
+// New builds a cluster from opt: nodes registered, streams created, the controller on node 1.
+func New(opt Options) (*Sim, error) {
+	s := &Sim{opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, 0x5eed))}
+	s.drawOptions()
+	s.net.side = make([]uint8, s.opt.Nodes+1)
+	s.nodes = make([]*node, s.opt.Nodes+1)
+	for id := 1; id <= s.opt.Nodes; id++ {
+		s.nodes[id] = &node{id: uint16(id), up: true, disks: make([]*disk, s.opt.Streams),
+			copies: make([]*hostCopy, s.opt.Streams)}
+	}
+	if err := s.meta.init(s); err != nil {
+		return nil, err
+	}
+	s.chk.init(s)
+	s.work.init(s)
+	return s, nil
+}
+
+func (s *Sim) drawOptions() {
+	o := &s.opt
+	if o.Nodes == 0 {
+		o.Nodes = 3 + s.rng.IntN(3)
+	}
+	if o.Streams == 0 {
+		o.Streams = 1 + s.rng.IntN(3)
+	}
+	if o.Ticks == 0 {
+		o.Ticks = 500 + s.rng.IntN(300)
+	}
+	if o.MetaDelayTicks == 0 {
+		o.MetaDelayTicks = 1 + s.rng.IntN(4)
+	}
+	if o.Control == (control.Config{}) {
+		o.Control = control.Config{NodeLivenessTimeoutTicks: 40, EagerFailoverGraceTicks: 8,
+			SealTimeoutTicks: 20, SealRetryTimeoutTicks: 5, ProposalTimeoutTicks: 60}
+	}
+	if !o.Scripted {
+		s.net.lossPct = s.rng.IntN(6)
+		s.net.dupPct = s.rng.IntN(4)
+		s.net.delayMax = 1 + s.rng.IntN(4)
+	} else {
+		s.net.delayMax = 1
+	}
+}
+
+// copyConfig is the stream.Config of node's copy of st: small limits, so that catch-up and
+// back-pressure happen in short runs.
+func copyConfig(self uint16, st meta.Stream) stream.Config {
+	return stream.Config{Self: self, Stream: st.ID, Incarnation: st.Incarnation, Decode: decodeBatch,
+		BatchHeaderBytes: segment.BatchHeaderSize, BatchBytesMax: 1 << 10, PendingBytesMax: 16 << 10,
+		InflightBytesMax: 8 << 10, InflightPreparesMax: 8, ReadBytes: 4 << 10, ResendTicks: 4,
+		CursorSyncTicks: 3}
+}
+
+func (s *Sim) logf(format string, args ...any) {
+	if s.opt.Log != nil {
+		s.opt.Log("t=%d "+format, append([]any{s.now}, args...)...)
+	}
+}
+
+// fail records the first violation; the run stops at the end of the step.
+func (s *Sim) fail(format string, args ...any) {
+	if s.err == nil {
+		s.err = fmt.Errorf("%w: seed=%d variant=%s tick=%d: %s", ErrViolation, s.opt.Seed, s.opt.Variant, s.now,
+			fmt.Sprintf(format, args...))
+	}
+}
+
+// Err is the first violation found, or nil.
+func (s *Sim) Err() error { return s.err }
+
+// Now is the current tick.
+func (s *Sim) Now() uint64 { return s.now }
+
+// Run runs the fault and load phase, then the heal phase, checking after every step. It returns the
+// first violation (ErrViolation), or a panic of a checked invariant of the real code as an error.
+func Run(opt Options) error {
+	s, err := New(opt)
+	if err != nil {
+		return err
+	}
+	return s.RunTicks(s.opt.Ticks + s.opt.Ticks/4)
+}
+
+// RunTicks runs n ticks (stopping at the first violation) and returns s.Err.
+func (s *Sim) RunTicks(n int) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg, ok := r.(string)
+			if !ok || !isInvariant(msg) {
+				panic(r)
+			}
+			s.fail("invariant panic: %s", msg)
+			err = s.err
+		}
+	}()
+	for range n {
+		if s.err != nil {
+			break
+		}
+		s.step()
+	}
+	return s.err
+}
+
+func isInvariant(msg string) bool {
+	for _, p := range []string{"stream: ", "control: ", "meta: ", "wire: "} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// healing reports whether the run is past its fault phase.
+func (s *Sim) healing() bool { return s.now >= uint64(s.opt.Ticks) }
+
+// step is one tick of the whole cluster.
+func (s *Sim) step() {
+	s.now++
+	if !s.opt.Scripted {
+		s.fault.step(s)
+	}
+	s.restartDue()
+	s.meta.tick(s)
+	for _, n := range s.nodes[1:] {
+		if n.running(s.now) {
+			s.tickNode(n)
+		}
+	}
+	for _, e := range s.net.due(s.now) {
+		s.deliver(e)
+	}
+	for _, n := range s.nodes[1:] {
+		if n.running(s.now) {
+			s.diskStep(n)
+		}
+	}
+	s.meta.commitDue(s)
+	if !s.opt.Scripted {
+		s.work.step(s)
+	}
+	s.chk.check(s)
+}
+
+// send queues a message, drawing its loss, duplication and delay.
+func (s *Sim) send(e envelope) {
+	if s.net.drop != nil && s.net.drop(&e) {
+		return
+	}
+	if s.net.lossPct > 0 && s.rng.IntN(100) < s.net.lossPct {
+		return
+	}
+	copies := 1
+	if s.net.dupPct > 0 && s.rng.IntN(100) < s.net.dupPct {
+		copies = 2
+	}
+	for range copies {
+		s.net.seq++
+		e.seq = s.net.seq
+		e.at = s.now + 1 + uint64(s.rng.IntN(s.net.delayMax))
+		s.net.queue = append(s.net.queue, e)
+	}
+}
+
+// deliver hands a due message to its node (or drops it: node down, partition; a paused node gets
+// it when it wakes).
+func (s *Sim) deliver(e envelope) {
+	if e.to == clientNode {
+		s.work.onReply(s, e)
+		return
+	}
+	n := s.nodes[e.to]
+	if !n.up || s.net.partitioned(e.from, e.to) {
+		return
+	}
+	if n.pausedUntil > s.now {
+		e.at = n.pausedUntil
+		s.net.queue = append(s.net.queue, e)
+		return
+	}
+	switch e.kind {
+	case kindPrepare, kindPrepareOK:
+		s.onStreamFrame(n, e)
+	case kindHeartbeat:
+		s.meta.onHeartbeat(s, e)
+	case kindSeal:
+		s.onSeal(n, e)
+	case kindSealReply:
+		s.meta.onSealReply(s, e)
+	case kindAssign:
+		s.onAssign(n, e)
+	case kindRequest:
+		s.onRequest(n, e)
+	}
+}
+
+// streamIndex maps a stream id to its index in the run.
+func (s *Sim) streamIndex(id uint64) (int, bool) {
+	for i := range s.strs {
+		if s.strs[i].st.ID == id {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// Stats sums up a run: what it did, so that a test can tell a run that did nothing.
+type Stats struct {
+	Acked     int // produce batches acknowledged
+	Confirmed int // batches confirmed, over every stream
+	MaxEpoch  uint32
+	Accepted  int // owner losses an operator accepted
+	Gaps      int // streams that hit the known gap
+	Diverged  int // of them, streams where a follower was then found divergent
+}
+
+func (s *Sim) Stats() Stats {
+	st := Stats{Acked: len(s.work.acked)}
+	for si := range s.strs {
+		st.Confirmed += len(s.chk.ghosts[si].ids)
+		st.Accepted += len(s.chk.ghosts[si].acceptedEpochs)
+		a, _ := s.meta.state.Assignment(s.strs[si].st.ID)
+		st.MaxEpoch = max(st.MaxEpoch, a.Epoch)
+		if s.strs[si].gapAt != 0 {
+			st.Gaps++
+		}
+		if s.strs[si].gapSeen {
+			st.Diverged++
+		}
+	}
+	return st
+}

@@ -1,0 +1,187 @@
+package streamsim
+
+import (
+	"encoding/binary"
+
+	"github.com/ringstream/ringstream/engine/stream"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// producer sends one batch at a time to the stream's owner (as the metadata state names it) and
+// waits for its confirm, retrying the same sequence until it is answered.
+type producer struct {
+	id      uint64
+	si      int
+	seq     uint64
+	count   uint32
+	waiting bool
+	retryAt uint64
+}
+
+// consumer fetches a stream from the owner below the confirmed tail and commits its cursor.
+type consumer struct {
+	si     int
+	next   uint64
+	sendAt uint64
+}
+
+type workload struct {
+	producers []producer
+	consumers []consumer
+	acked     map[ackKey]uint64 // acknowledged batch -> base offset
+	requests  uint64
+}
+
+type ackKey struct {
+	stream uint64
+	pid    uint64
+	seq    uint64
+}
+
+// retryTicks is how long a producer waits for an answer before it sends again.
+const retryTicks = 12
+
+func (w *workload) init(s *Sim) {
+	w.acked = make(map[ackKey]uint64)
+	for si := range s.strs {
+		for range 2 {
+			w.producers = append(w.producers, producer{id: uint64(len(w.producers) + 1), si: si})
+		}
+		w.consumers = append(w.consumers, consumer{si: si})
+	}
+}
+
+func payloadOf(pid, seq uint64, size int) []byte {
+	b := make([]byte, size)
+	binary.LittleEndian.PutUint64(b, pid)
+	binary.LittleEndian.PutUint64(b[8:], seq)
+	return b
+}
+
+func (w *workload) owner(s *Sim, si int) uint16 {
+	a, _ := s.meta.state.Assignment(s.strs[si].st.ID)
+	return a.Owner
+}
+
+// step sends what is due: new batches and retries, fetches, cursor commits.
+func (w *workload) step(s *Sim) {
+	for i := range w.producers {
+		p := &w.producers[i]
+		if p.waiting && s.now < p.retryAt {
+			continue
+		}
+		if !p.waiting {
+			if s.rng.IntN(3) != 0 {
+				continue
+			}
+			p.seq++
+			p.count = 1 + uint32(s.rng.IntN(3))
+			p.waiting = true
+		}
+		p.retryAt = s.now + retryTicks
+		w.produce(s, p, w.owner(s, p.si))
+	}
+	for i := range w.consumers {
+		c := &w.consumers[i]
+		if s.now < c.sendAt {
+			continue
+		}
+		c.sendAt = s.now + 4
+		st := s.strs[c.si].st
+		to := w.owner(s, c.si)
+		w.requests++
+		m := stream.Message{Kind: stream.KindFetch, Client: uint64(1000 + c.si)}
+		m.Fetch = wire.Fetch{RequestID: w.requests, Stream: st.ID, Incarnation: st.Incarnation, Offset: c.next,
+			BytesMax: 2048, RecordsMax: 64}
+		s.send(envelope{from: clientNode, to: to, kind: kindRequest, stream: st.ID, request: m})
+		if s.rng.IntN(5) == 0 {
+			m := stream.Message{Kind: stream.KindCommitCursor, Client: uint64(2000 + c.si)}
+			m.Cursor = wire.CursorRequest{RequestID: w.requests, Stream: st.ID, Incarnation: st.Incarnation,
+				Consumer: []byte("c1"), Offset: c.next}
+			s.send(envelope{from: clientNode, to: to, kind: kindRequest, stream: st.ID, request: m})
+		}
+	}
+}
+
+func (w *workload) produce(s *Sim, p *producer, to uint16) {
+	st := s.strs[p.si].st
+	m := stream.Message{Kind: stream.KindProduce, Client: p.id}
+	m.Produce = wire.Produce{RequestID: p.seq, Stream: st.ID, Incarnation: st.Incarnation, ProducerID: p.id,
+		Sequence: p.seq, Count: p.count, Batch: payloadOf(p.id, p.seq, 16+s.rng.IntN(48))}
+	s.send(envelope{from: clientNode, to: to, kind: kindRequest, stream: st.ID, request: m})
+}
+
+// Produce sends one batch from a scripted producer (id pid, sequence seq) to node to.
+func (s *Sim) Produce(streamIdx int, to uint16, pid, seq uint64, count uint32) {
+	st := s.strs[streamIdx].st
+	m := stream.Message{Kind: stream.KindProduce, Client: pid}
+	m.Produce = wire.Produce{RequestID: seq, Stream: st.ID, Incarnation: st.Incarnation, ProducerID: pid,
+		Sequence: seq, Count: count, Batch: payloadOf(pid, seq, 24)}
+	s.send(envelope{from: clientNode, to: to, kind: kindRequest, stream: st.ID, request: m})
+}
+
+// onReply takes a node's answer to a client.
+func (w *workload) onReply(s *Sim, e envelope) {
+	r := &e.reply
+	si, ok := s.streamIndex(e.stream)
+	if !ok {
+		return
+	}
+	switch r.Kind {
+	case stream.ReplyProduce:
+		w.onProduced(s, si, r)
+	case stream.ReplyFetch:
+		w.onFetched(s, si, e.from, r)
+	case stream.ReplyError:
+		if pi := int(r.Client) - 1; pi >= 0 && pi < len(w.producers) {
+			p := &w.producers[pi]
+			if p.waiting && r.Error.RequestID == p.seq {
+				p.retryAt = min(p.retryAt, s.now+2)
+			}
+		}
+	}
+}
+
+// onProduced records an acknowledged batch and lets its producer go on. Client is the producer id and
+// RequestID its sequence.
+func (w *workload) onProduced(s *Sim, si int, r *stream.Reply) {
+	k := ackKey{stream: s.strs[si].st.ID, pid: r.Client, seq: r.Produce.RequestID}
+	if base, ok := w.acked[k]; ok && base != r.Produce.BaseOffset {
+		s.fail("stream %d: batch %d/%d acknowledged at %d and at %d", k.stream, k.pid, k.seq, base, r.Produce.BaseOffset)
+		return
+	}
+	w.acked[k] = r.Produce.BaseOffset
+	s.chk.onAck(s, si, k, r.Produce.BaseOffset, r.Produce.Count)
+	if pi := int(r.Client) - 1; pi >= 0 && pi < len(w.producers) {
+		if p := &w.producers[pi]; p.waiting && p.seq == r.Produce.RequestID {
+			p.waiting = false
+		}
+	}
+}
+
+// onFetched checks a fetch reply against the confirmed records and moves the consumer on.
+func (w *workload) onFetched(s *Sim, si int, from uint16, r *stream.Reply) {
+	f := &r.Fetch
+	b := f.Batches
+	end := f.BaseOffset
+	for len(b) > 0 {
+		h, n, err := decodeBatch(b)
+		if err != nil {
+			s.fail("stream %d: fetch reply from %d holds a bad batch: %v", f.Stream, from, err)
+			return
+		}
+		id := batchID{base: h.BaseOffset, count: h.Count, epoch: h.Epoch, pid: h.ProducerID, seq: h.Sequence}
+		if id.end() > f.ConfirmedTail {
+			s.fail("stream %d: node %d served %s past the confirmed tail %d", f.Stream, from, id, f.ConfirmedTail)
+			return
+		}
+		s.chk.onRead(s, si, from, id)
+		end = id.end()
+		b = b[n:]
+	}
+	for i := range w.consumers {
+		if c := &w.consumers[i]; c.si == si && f.Count > 0 && end > c.next {
+			c.next = end
+		}
+	}
+}
