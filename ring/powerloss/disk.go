@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ringstream/ringstream/ring"
 	"golang.org/x/sys/unix"
@@ -35,7 +36,8 @@ type Disk struct {
 	durable names                  // the namespace a power loss keeps for certain
 	dirs    map[string][]*nsChange // directory -> its unsynced namespace changes, in completion order
 	faults  []Fault
-	errs    []error // model errors met in completion handlers, returned by PowerLoss
+	cut     atomic.Bool     // set by Cut: completions no longer reach the model
+	touched map[string]bool // paths namespace operations touched after Cut
 }
 
 // NewDisk models the disk under root; what exists under root now counts as durable. seed draws every
@@ -59,7 +61,16 @@ func (d *Disk) reset() {
 	d.cur = names{}
 	d.durable = names{}
 	d.dirs = map[string][]*nsChange{}
+	d.touched = map[string]bool{}
+	d.cut.Store(false)
 }
+
+// Cut is the moment the power goes, for a workload that is still running: from then on no completion
+// reaches the model, so nothing becomes durable any more, and every fsync or fdatasync through a
+// wrapped ring completes with EIO, so the workload never acknowledges a sync the power loss undoes.
+// Files created and paths renamed after Cut are removed or restored by PowerLoss. Call PowerLoss
+// once the rings are stopped; it clears the cut.
+func (d *Disk) Cut() { d.cut.Store(true) }
 
 // Root is the directory the Disk models, absolute and with symlinks resolved.
 func (d *Disk) Root() string { return d.root }
@@ -152,8 +163,8 @@ func (d *Disk) newInode(name string, durable []byte) *inode {
 // knowPath makes sure the model holds path p (and, for a directory, everything under it) as it is on
 // disk now, counted as durable, before a namespace change touches it. A missing path is left unknown.
 func (d *Disk) knowPath(p string) {
-	if _, known := d.cur[p]; known || !d.under(p) || p == d.root {
-		return
+	if _, known := d.cur[p]; known || !d.under(p) || p == d.root || d.cut.Load() {
+		return // after Cut nothing new counts as durable
 	}
 	filepath.WalkDir(p, func(q string, de os.DirEntry, err error) error {
 		if err != nil {

@@ -10,7 +10,9 @@
 // with the seed: a failing seed is a one-line repro. Disk.PowerLossCopy draws such a state into a copy
 // of the tree instead, from a seed of its own, leaving the files and the model alone: one recorded run
 // then yields thousands of power-loss states at the cost of copying small files, without repeating the
-// workload and its fsyncs. Disk.Inject makes a chosen write or sync fail with EIO or ENOSPC without
+// workload and its fsyncs. Disk.Cut is the moment the power goes for a workload that cannot stop at
+// once (a node whose shards are still running): afterwards nothing reaches the model and every sync
+// completes with EIO, so nothing is acknowledged that the power loss undoes. Disk.Inject makes a chosen write or sync fail with EIO or ENOSPC without
 // touching the file, for failed-persist tests.
 //
 // The model:

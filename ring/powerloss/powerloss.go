@@ -209,6 +209,9 @@ func (d *Disk) rel(s string) string { return strings.ReplaceAll(s, d.root+"/", "
 // renamed over its name.
 func (d *Disk) rewrite(final names, contents map[*inode][]byte, base string) error {
 	affected := map[string]bool{}
+	for p := range d.touched {
+		affected[p] = true
+	}
 	for p := range d.cur {
 		affected[p] = true
 	}

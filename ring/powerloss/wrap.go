@@ -40,9 +40,14 @@ type op struct {
 // Complete updates the model from c, then passes c on (with an injected errno in place of the fd -1
 // failure that stood for it).
 func (o *op) Complete(c ring.Completion) {
-	if o.injected != 0 && c.Res == -int32(unix.EBADF) {
+	switch {
+	case o.d.cut.Load():
+		if o.code == ring.OpFsync && c.Res >= 0 {
+			c.Res = -int32(unix.EIO) // the power is off: nothing was made durable
+		}
+	case o.injected != 0 && c.Res == -int32(unix.EBADF):
 		c.Res = -int32(o.injected)
-	} else if c.Res >= 0 {
+	case c.Res >= 0:
 		o.d.mu.Lock()
 		o.d.completed(o, c.Res)
 		o.d.mu.Unlock()
@@ -167,6 +172,13 @@ func (w *wrapped) fileOp(h ring.Handler, code ring.Opcode, fd int, fl ring.Flags
 	d := w.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.cut.Load() {
+		// The power is off: the operation still runs, but the model learns nothing from it.
+		if p, _, err := fdPath(w.realFd(fd, fl)); err != nil || !d.under(p) {
+			return nil
+		}
+		return &op{d: d, h: h, code: code}
+	}
 	path, n, dir, ok := d.fdTarget(w.realFd(fd, fl))
 	if !ok || (dir && code != ring.OpFsync) {
 		return nil
@@ -256,6 +268,9 @@ func (w *wrapped) pathOp(h ring.Handler, code ring.Opcode, dirfd int, path strin
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.cut.Load() {
+		d.touched[p] = true // whatever it becomes, PowerLoss puts back what the model holds
+	}
 	_, lerr := os.Lstat(p)
 	if touched {
 		d.knowPath(p)
@@ -289,6 +304,9 @@ func (w *wrapped) RenameAt(h ring.Handler, tag uint64, oldDirfd int, oldPath str
 			o.path2 = p2
 			w.d.mu.Lock()
 			w.d.knowPath(p2)
+			if w.d.cut.Load() {
+				w.d.touched[p2] = true
+			}
 			w.d.mu.Unlock()
 		}
 	}
