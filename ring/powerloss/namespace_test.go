@@ -18,7 +18,7 @@ import (
 // drawCopies draws n power-loss states of g's recorded run and calls check on each copy's root.
 func drawCopies(t *testing.T, g *rig, n uint64, check func(rep powerloss.Report, root string)) {
 	t.Helper()
-	out := t.TempDir()
+	out := scratchDir(t)
 	for seed := uint64(1); seed <= n; seed++ {
 		dst := filepath.Join(out, "s")
 		rep, err := g.disk.PowerLossCopy(dst, seed)
@@ -30,6 +30,18 @@ func drawCopies(t *testing.T, g *rig, n uint64, check func(rep powerloss.Report,
 			t.Fatal(err)
 		}
 	}
+}
+
+// scratchDir is a directory for drawn copies: on tmpfs (/dev/shm) where there is one, since a copy's
+// cost is file creation and removal, and t.TempDir elsewhere.
+func scratchDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "powerloss-test-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 func exists(p string) bool {

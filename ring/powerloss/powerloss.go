@@ -59,7 +59,9 @@ func (d *Disk) PowerLoss() (Report, error) {
 // PowerLossCopy is PowerLoss into a copy: it copies the tree under root to dst (which must not exist
 // yet), then rewrites the copy to one state a power loss could leave, drawn from seed alone. The real
 // files and the model stay as they are, so one recorded run yields as many power-loss states as there
-// are seeds, each without running the workload again. Report.Seed is seed; Report.Loss is 0.
+// are seeds, each without running the workload again. Report.Seed is seed; Report.Loss is 0. A copy
+// costs file creations and removals, so a dst on tmpfs (/dev/shm) draws many times faster than one
+// on a journaling file system.
 func (d *Disk) PowerLossCopy(dst string, seed uint64) (Report, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -126,7 +126,7 @@ func (g *rig) read(name string) ([]byte, bool) {
 // workload, fsyncs included); copySeeds how many states PowerLossCopy draws from one recorded run.
 const (
 	seeds     = 60
-	copySeeds = 1000
+	copySeeds = 2000
 )
 
 func pattern(c byte, n int) []byte { return bytes.Repeat([]byte{c}, n) }
@@ -350,7 +350,7 @@ func TestPowerLossCopyManySeeds(t *testing.T) {
 		g.run()
 		g.r.Close()
 		seen := map[string]int{}
-		out := t.TempDir()
+		out := scratchDir(t)
 		for seed := uint64(1); seed <= copySeeds; seed++ {
 			dst := filepath.Join(out, "s")
 			rep, err := g.disk.PowerLossCopy(dst, seed)
