@@ -162,6 +162,9 @@ func TestMetaGroup_PrimaryProcessKilled(t *testing.T) {
 	waitFor(t, "a new primary among the survivors", func() bool { return primaryOf(survivors, alive) != nil })
 	t.Logf("SIGKILL to a new primary in normal status: %v with a grace of %d ticks of 2 ms (%d ops committed "+
 		"by the child, last op %d)", time.Since(killed), killGraceTicks, len(committed), lastOp)
+	for _, n := range survivors {
+		t.Logf("node %d: %+v", n.id, n.group.Status())
+	}
 	if survivors[0].group.Status().EagerFailovers+survivors[1].group.Status().EagerFailovers == 0 {
 		t.Fatal("no survivor started an eager failover: the view change waited for the heartbeat timeout")
 	}
