@@ -2,38 +2,14 @@ package engine
 
 import (
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/ring/powerloss"
 )
-
-// failingRing makes every write fail with errno once armed (the data may still reach the file, as
-// after an EIO or ENOSPC on a real disk: the caller can no longer know what did).
-type failingRing struct {
-	ring.Ring
-	errno atomic.Int32 // 0: healthy
-}
-
-type failedCompletion struct {
-	h     ring.Handler
-	errno int32
-}
-
-func (f *failedCompletion) Complete(c ring.Completion) {
-	c.Res = -f.errno
-	f.h.Complete(c)
-}
-
-func (r *failingRing) Write(h ring.Handler, tag uint64, fd int, buf []byte, off int64, fl ring.Flags) error {
-	if e := r.errno.Load(); e != 0 {
-		h = &failedCompletion{h: h, errno: e}
-	}
-	return r.Ring.Write(h, tag, fd, buf, off, fl)
-}
 
 // A persist that fails with EIO or ENOSPC on the primary's node takes that replica out: it reports the
 // error in its Status and stops being primary, so the others' heartbeat timeout moves the group to a
@@ -42,14 +18,12 @@ func TestMetaGroup_FailedPersistTakesThePrimaryOut(t *testing.T) {
 	for _, errno := range []unix.Errno{unix.EIO, unix.ENOSPC} {
 		t.Run(errno.Error(), func(t *testing.T) {
 			dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
-			rings := map[uint16]*failingRing{}
+			disks := map[uint16]*powerloss.Disk{}
+			for i, dir := range dirs {
+				disks[uint16(i+1)] = powerloss.NewDisk(dir, uint64(i))
+			}
 			nodes := startMetaClusterTB(t, dirs, 2*time.Millisecond, func(id uint16) metaNodeOpts {
-				f := &failingRing{}
-				rings[id] = f
-				return metaNodeOpts{wrap: func(rg ring.Ring) ring.Ring { // on the shard goroutine
-					f.Ring = rg
-					return f
-				}}
+				return metaNodeOpts{wrap: disks[id].Wrap}
 			}, nil)
 			alive := map[uint16]bool{1: true, 2: true, 3: true}
 			waitFor(t, "a primary", func() bool { return primaryOf(nodes, alive) != nil })
@@ -59,7 +33,7 @@ func TestMetaGroup_FailedPersistTakesThePrimaryOut(t *testing.T) {
 			}
 			p := primaryOf(nodes, alive)
 			view := p.group.Status().View
-			rings[p.id].errno.Store(int32(errno))
+			disks[p.id].Inject(powerloss.Fault{Op: ring.OpWrite, Errno: errno})
 			p.group.Propose(5, 5, registerOp(505)) // its persist fails
 			waitFor(t, "the failed primary out", func() bool {
 				st := p.group.Status()
