@@ -197,6 +197,9 @@ func (s *Shard) addGroup(g Group) {
 	if s.ring != nil { // running: the schedule starts from the current tick
 		s.restartGroup(gs, g.Role(), g.View(), g.Primary())
 	}
+	if st, ok := g.(Stopper); ok && s.draining {
+		st.OnStop() // added while the shard drains: it hears Stop like the others
+	}
 }
 
 // removeGroup takes group id off this shard (shard goroutine). Its slot stays alive as the handler of

@@ -104,12 +104,13 @@ func (s *Shard) run() {
 		if err := s.ring.Wait(1); err != nil {
 			// Wait fails only on a broken ring; nothing the shard can do but stop cleanly.
 			s.log.Error("shard: ring wait failed", "shard", s.index, "err", err)
-			if !s.draining {
-				s.beginDrain()
-			}
-			if errors.Is(err, ring.ErrClosed) {
+			if s.draining || errors.Is(err, ring.ErrClosed) {
+				// A second failure while draining: waiting again could spin for ever, so what is
+				// still in flight is abandoned with the ring.
+				s.stats.DrainAbandoned.Add(uint64(s.ring.InFlight()))
 				return
 			}
+			s.beginDrain()
 		}
 		s.ring.Dispatch()
 		if !s.draining {
