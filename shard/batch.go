@@ -91,3 +91,84 @@ func (s *Shard) kickLinks() {
 		l.kick()
 	}
 }
+
+// appendCommit appends one Commit entry to this tick's batch, opening it on the first entry. It
+// returns false when the outbox has no room left for it.
+func (l *link) appendCommit(e wire.CommitEntry) bool {
+	need := wire.CommitEntrySize
+	if !l.batchOpen {
+		need += wire.HeaderSize
+	}
+	if len(l.out)+need > cap(l.out) {
+		return false
+	}
+	if !l.batchOpen {
+		l.out = l.batch.Begin(l.out, wire.CommandCommit, l.s.cfg.Cluster, l.s.cfg.Node)
+		l.batchOpen = true
+	}
+	l.out = l.batch.AppendCommit(l.out, e)
+	return true
+}
+
+// queueReply adds a reply to the reply outbox. It returns false when the outbox is full.
+func (l *link) queueReply(e wire.CommitReplyEntry) bool {
+	if len(l.replies) == cap(l.replies) {
+		return false
+	}
+	l.replies = append(l.replies, e)
+	return true
+}
+
+// endCommitBatch closes the Commit batch being built, if any.
+func (l *link) endCommitBatch() {
+	if !l.batchOpen {
+		return
+	}
+	st := &l.s.stats
+	n := l.batch.Count()
+	l.out = l.batch.End(l.out)
+	l.batchOpen = false
+	st.CommitBatchesSent.Add(1)
+	st.CommitEntriesSent.Add(uint64(n))
+}
+
+// endBatches closes this tick's Commit batch and adds the reply batch (R11, R27). Replies to a peer
+// whose link is down, or that do not fit, are dropped with their batch (R30).
+func (l *link) endBatches() {
+	st := &l.s.stats
+	l.endCommitBatch()
+	if len(l.replies) == 0 {
+		return
+	}
+	n := len(l.replies)
+	if l.state != linkUp || len(l.out)+wire.HeaderSize+n*wire.CommitReplyEntrySize > cap(l.out) {
+		st.RepliesDroppedLinkDown.Add(uint64(n))
+		l.replies = l.replies[:0]
+		return
+	}
+	var w wire.BatchWriter
+	l.out = w.Begin(l.out, wire.CommandCommitReply, l.s.cfg.Cluster, l.s.cfg.Node)
+	for i := range l.replies {
+		l.out = w.AppendCommitReply(l.out, l.replies[i])
+	}
+	l.out = w.End(l.out)
+	st.ReplyBatchesSent.Add(1)
+	st.ReplyEntriesSent.Add(uint64(n))
+	l.replies = l.replies[:0]
+}
+
+// sendRecord is one Commit entry in an outbox: the group and the member it is for (R25).
+type sendRecord struct {
+	gs     *groupSlot
+	member uint8
+}
+
+// recordSends tells each group whose entry was in recs whether its send reached the connected link.
+func recordSends(recs []sendRecord, connected bool) {
+	for i, r := range recs {
+		if !r.gs.removed {
+			r.gs.primary.RecordLink(r.member, connected)
+		}
+		recs[i] = sendRecord{}
+	}
+}
