@@ -74,3 +74,32 @@ func TestReceiveRoutingAllocatesNothing(t *testing.T) {
 		t.Fatalf("accepted %d, want %d", accepted, len(ids)*i)
 	}
 }
+
+// A 1 MiB data frame for a group of the receiving shard is received and handed on without an
+// allocation: the default receive buffer holds it whole (issue 9: frames over 256 KiB used to
+// allocate a buffer each).
+func TestDataFrameReceiveAllocatesNothing(t *testing.T) {
+	const id = 3
+	sink := &dataSink{Group: newGroup(id, []uint16{1, 2}, 2, 1), want: -1}
+	n, err := shard.NewOfflineNode(shard.Config{Node: 2, Cluster: testCluster, Schedule: testTicks},
+		peersOf(1), []shard.Group{sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 1<<20)
+	header := dataFrameParts(id, body)
+	frame := append(header, body...)
+	s := n.Shards()[0]
+	var r shard.TestReceiver
+	allocs := testing.AllocsPerRun(20, func() {
+		if _, err := s.Feed(&r, 1, frame); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per 1 MiB frame", allocs)
+	}
+	if sink.got != 21 {
+		t.Fatalf("%d frames handed on, want 21", sink.got)
+	}
+}
