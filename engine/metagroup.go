@@ -20,11 +20,10 @@
 //     that depends on it, and the commit point in a Commit entry needs no save (a replica that forgets
 //     it learns it again).
 //   - After a checkpoint, a log file past LogCompactBytes is rewritten without the records at or below
-//     the checkpoint, before the next persist starts: the log is read through the ring, log.new is
-//     opened with a plain syscall, written and fdatasynced as one chain through the ring, then renamed
-//     over the log and the directory fsynced, both plain syscalls on the shard goroutine (the ring has
-//     no renameat, and the directory fsync follows the rename at once). When the ring has no room for
-//     the read or the chain, that compaction is skipped and the next checkpoint tries again.
+//     the checkpoint, before the next persist starts, every step on the ring (metagroup_compact.go):
+//     read the log, open log.new, write and fdatasync it, rename it over the log linked to an fsync of
+//     the directory (opened once at open). When the ring has no room for a step, that compaction is
+//     given up and the next checkpoint tries again.
 //   - Opening and recovering the files runs before the shard starts, with plain syscalls on the
 //     opening goroutine. Only a directory made by FormatMeta (`ringstream format`) opens: a missing or
 //     empty one is ErrMetaUnformatted, so a replica that lost its disk never starts as a new one. The

@@ -39,7 +39,16 @@ type metaPowerLoss struct {
 // of a persist (its next fsync fails, as the power cut leaves it: nothing after it is durable, and the
 // replica acknowledges nothing more), and both nodes stop. Node 2's disk (ring/powerloss) holds what
 // its syncs made durable and what was still pending.
-func metaPowerLossRun(t *testing.T, seed uint64, broken bool) *metaPowerLoss {
+// metaPowerCase is one run's setup: its seed, whether checkpoints come every 8 ops with the log
+// compacted after each, and the broken variant it runs, if any.
+type metaPowerCase struct {
+	seed                    uint64
+	compact                 bool
+	noSuperblockSync, noDir bool
+}
+
+func metaPowerLossRun(t *testing.T, pc metaPowerCase) *metaPowerLoss {
+	seed := pc.seed
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	for i, dir := range dirs {
 		if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 42, Node: uint16(i + 1), Replica: uint8(i)}); err != nil {
@@ -53,8 +62,14 @@ func metaPowerLossRun(t *testing.T, seed uint64, broken bool) *metaPowerLoss {
 		if i == 1 {
 			o.wrap = disk.Wrap
 		}
+		if pc.compact {
+			o.tune = func(c *MetaGroupConfig) {
+				c.VSR.PipelineOpsMax, c.VSR.CheckpointOps, c.LogCompactBytes = 4, 8, 1
+			}
+		}
 		n := newMetaNode(t, uint16(i+1), dir, 2*time.Millisecond, netip.MustParseAddrPort("127.0.0.1:0"), o)
-		n.group.store.brokenNoSuperblockSync = broken
+		n.group.store.brokenNoSuperblockSync = pc.noSuperblockSync
+		n.group.store.brokenNoDirSync = pc.noDir
 		nodes = append(nodes, n)
 	}
 	// Node 3 stays down: its peers dial a port where nothing listens.
@@ -105,7 +120,11 @@ func metaPowerLossRun(t *testing.T, seed uint64, broken bool) *metaPowerLoss {
 			}
 		}()
 	}
-	waitFor(t, "ops committing", func() bool { mu.Lock(); defer mu.Unlock(); return len(run.committed) >= 10+int(seed%7) })
+	want := 10 + int(seed%7)
+	if pc.compact {
+		want = 30 + int(seed%7) // past a few checkpoints and compactions
+	}
+	waitFor(t, "ops committing", func() bool { mu.Lock(); defer mu.Unlock(); return len(run.committed) >= want })
 	// The power cut: the next fsync of node 2 (its log's or its superblock's, by seed) fails.
 	disk.Inject(powerloss.Fault{Op: ring.OpFsync, Nth: 1 + int(seed%2), Errno: unix.EIO})
 	waitFor(t, "node 2 out", func() bool { return nodes[1].group.Status().PersistErr != nil })
@@ -144,7 +163,8 @@ func (run *metaPowerLoss) check(dir string) error {
 func TestMetaGroup_PowerLossKeepsAcknowledgedOps(t *testing.T) {
 	states := 0
 	for seed := uint64(1); seed <= uint64(*metaPowerRuns); seed++ {
-		run := metaPowerLossRun(t, seed, false)
+		// Odd runs checkpoint every 8 ops and compact the log after each checkpoint.
+		run := metaPowerLossRun(t, metaPowerCase{seed: seed, compact: seed%2 == 1})
 		for s := 0; s < *metaPowerStates; s++ {
 			dst := filepath.Join(t.TempDir(), "state")
 			rep, err := run.disk.PowerLossCopy(dst, seed<<20|uint64(s))
@@ -200,20 +220,31 @@ func (run *metaPowerLoss) electAndCheck(t *testing.T) []uint16 {
 	return lost
 }
 
-// The broken variant: with the superblock written and never synced, some power-loss state rolls the
-// replica back below an op it acknowledged (or leaves it unable to prove its state).
-func TestMetaGroup_PowerLossCatchesSuperblockWithoutSync(t *testing.T) {
-	run := metaPowerLossRun(t, 1, true)
-	for s := 0; s < *metaPowerStates; s++ {
-		dst := filepath.Join(t.TempDir(), "state")
-		rep, err := run.disk.PowerLossCopy(dst, uint64(s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := run.check(dst); err != nil {
-			t.Logf("caught at state %d: %s: %v", s, rep, err)
-			return
-		}
+// The broken variants: with the superblock written and never synced, or with the compaction's rename
+// not made durable by a directory fsync before the new log takes appends, some power-loss state rolls
+// the replica back below an op it acknowledged (or leaves it unable to prove its state).
+func TestMetaGroup_PowerLossCatchesBrokenVariants(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		pc   metaPowerCase
+	}{
+		{"superblock without fdatasync", metaPowerCase{seed: 1, noSuperblockSync: true}},
+		{"compaction rename without directory fsync", metaPowerCase{seed: 1, compact: true, noDir: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			run := metaPowerLossRun(t, c.pc)
+			for s := 0; s < *metaPowerStates; s++ {
+				dst := filepath.Join(t.TempDir(), "state")
+				rep, err := run.disk.PowerLossCopy(dst, uint64(s))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := run.check(dst); err != nil {
+					t.Logf("caught at state %d: %s: %v", s, rep, err)
+					return
+				}
+			}
+			t.Fatalf("survived %d power-loss states", *metaPowerStates)
+		})
 	}
-	t.Fatalf("the superblock without fdatasync survived %d power-loss states", *metaPowerStates)
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 
@@ -52,6 +51,7 @@ type metaPersist struct {
 // completions come back to the store's Complete in the shard's loop. Nothing in it is locked.
 type metaStore struct {
 	dir          string
+	dirFD        int // the directory, for the fsync after compaction's rename
 	logFD, sbFD  int
 	snapFD       [2]int
 	logEnd       int64 // where the next log append goes
@@ -72,19 +72,37 @@ type metaStore struct {
 	failed error  // the first failure: nothing is queued after it
 
 	// brokenNoSuperblockSync is a deliberately wrong persist (no fdatasync after the superblock
-	// write), set only by tests, to prove the power-loss tests catch it.
+	// write), and brokenNoDirSync a compaction without the directory fsync after its rename; set only
+	// by tests, to prove the power-loss tests catch them.
 	brokenNoSuperblockSync bool
+	brokenNoDirSync        bool
 }
 
 // metaStage is what the store has on the ring.
 type metaStage uint8
 
 const (
-	stageIdle         metaStage = iota // nothing in flight
-	stagePersist                       // a persist's chain of writes and fdatasyncs
-	stageCompactRead                   // compaction: reading the log
-	stageCompactWrite                  // compaction: log.new's write and fdatasync
+	stageIdle          metaStage = iota // nothing in flight
+	stagePersist                        // a persist's chain of writes and fdatasyncs
+	stageCompactRead                    // compaction: reading the log
+	stageCompactOpen                    // compaction: opening log.new
+	stageCompactWrite                   // compaction: log.new's write and fdatasync
+	stageCompactRename                  // compaction: log.new renamed over the log, directory fsync
 )
+
+func (st metaStage) String() string {
+	switch st {
+	case stageCompactRead:
+		return "read the log"
+	case stageCompactOpen:
+		return "open " + metaLogFile + ".new"
+	case stageCompactWrite:
+		return "write " + metaLogFile + ".new"
+	case stageCompactRename:
+		return "rename " + metaLogFile + ".new"
+	}
+	return "persist"
+}
 
 // metaCompaction is the state of a log rewrite in flight.
 type metaCompaction struct {
@@ -133,7 +151,7 @@ func openMetaStore(dir string, id vsr.Identity, compactBytes int64, logger *slog
 		return nil, vsr.Durable{}, fmt.Errorf("%w: %s was formatted for cluster %d node %d replica %d, not cluster %d "+
 			"node %d replica %d", ErrMetaStorage, dir, got.Cluster, got.Node, got.Replica, id.Cluster, id.Node, id.Replica)
 	}
-	s := &metaStore{dir: dir, compactBytes: compactBytes, logFD: -1, sbFD: -1, snapFD: [2]int{-1, -1},
+	s := &metaStore{dir: dir, compactBytes: compactBytes, dirFD: -1, logFD: -1, sbFD: -1, snapFD: [2]int{-1, -1},
 		log: logger, compact: metaCompaction{fd: -1}}
 	if err := s.openFiles(dir, int64(valid)); err != nil {
 		s.closeFiles()
@@ -164,6 +182,9 @@ func (s *metaStore) openFiles(dir string, logValid int64) error {
 		return fd, nil
 	}
 	var err error
+	if s.dirFD, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		return fmt.Errorf("%w: open %s: %w", ErrMetaStorage, dir, err)
+	}
 	if s.logFD, err = open(metaLogFile); err != nil {
 		return err
 	}
@@ -186,12 +207,12 @@ func (s *metaStore) openFiles(dir string, logValid int64) error {
 }
 
 func (s *metaStore) closeFiles() {
-	for _, fd := range []int{s.logFD, s.sbFD, s.snapFD[0], s.snapFD[1], s.compact.fd} {
+	for _, fd := range []int{s.dirFD, s.logFD, s.sbFD, s.snapFD[0], s.snapFD[1], s.compact.fd} {
 		if fd >= 0 {
 			_ = unix.Close(fd)
 		}
 	}
-	s.logFD, s.sbFD, s.snapFD, s.compact.fd = -1, -1, [2]int{-1, -1}, -1
+	s.dirFD, s.logFD, s.sbFD, s.snapFD, s.compact.fd = -1, -1, -1, [2]int{-1, -1}, -1
 }
 
 // attach hands the store the shard's ring (shard goroutine, from the group's first tick on).
@@ -324,6 +345,9 @@ func (s *metaStore) Complete(c ring.Completion) {
 	if err == nil && c.Op == ring.OpRead && c.Res != s.want[c.Tag] {
 		err = errShortRead
 	}
+	if err == nil && c.Op == ring.OpOpenat {
+		s.compact.fd = int(c.Res)
+	}
 	if err != nil && s.opErr == nil {
 		s.opErr = err
 	}
@@ -354,25 +378,12 @@ func (s *metaStore) finish() {
 			s.startCompaction(p.id, p.snapOp)
 			return
 		}
-	case stageCompactRead:
+	default:
 		if err != nil {
-			s.fail(s.cur.id, fmt.Errorf("%w: compact: read the log: %w", ErrMetaStorage, err))
+			s.fail(s.cur.id, fmt.Errorf("%w: compact: %s: %w", ErrMetaStorage, stage, err))
 			return
 		}
-		if err := s.writeCompacted(); err != nil {
-			s.fail(s.cur.id, err)
-			return
-		}
-		if s.stage != stageIdle {
-			return
-		}
-	case stageCompactWrite:
-		if err != nil {
-			s.fail(s.cur.id, fmt.Errorf("%w: compact: write %s.new: %w", ErrMetaStorage, metaLogFile, err))
-			return
-		}
-		if err := s.installCompacted(); err != nil {
-			s.fail(s.cur.id, err)
+		if s.nextCompactionStage(stage) {
 			return
 		}
 	}
@@ -387,98 +398,6 @@ func (s *metaStore) fail(id uint64, err error) {
 		s.log.Error("metadata persist failed; the replica acknowledges nothing more", "persist", id, "err", err)
 	}
 	s.queue = nil
-}
-
-// startCompaction begins the rewrite of the log without the records at or below snapOp, which the
-// durable superblock names as checkpointed: read the log through the ring, then write log.new and
-// fdatasync it as one chain, then rename it over the log and fsync the directory. Until the rename the
-// old log holds everything; after it the new one holds every record the superblock's chain can reach.
-// The next persist waits until the compaction is over.
-func (s *metaStore) startCompaction(id, snapOp uint64) {
-	s.cur = metaPersist{id: id}
-	if s.logEnd == 0 {
-		s.kick() // nothing to rewrite
-		return
-	}
-	if s.logEnd > math.MaxInt32 || s.rg.InFlight()+1 > int(s.rg.Info().SQEntries) {
-		// No room for the read (or a log too large for one read): compaction is maintenance, so skip
-		// it this time; the next checkpoint tries again.
-		s.log.Warn("metadata log compaction skipped", "checkpoint_op", snapOp, "log_bytes", s.logEnd)
-		s.compact = metaCompaction{fd: -1}
-		s.kick()
-		return
-	}
-	s.compact = metaCompaction{snapOp: snapOp, old: make([]byte, s.logEnd), fd: -1}
-	s.want[0] = int32(s.logEnd)
-	if err := s.rg.Read(s, 0, s.logFD, s.compact.old, 0, 0); err != nil {
-		s.log.Warn("metadata log compaction skipped", "checkpoint_op", snapOp, "err", err)
-		s.compact = metaCompaction{fd: -1}
-		s.kick()
-		return
-	}
-	s.stage, s.pending = stageCompactRead, 1
-}
-
-// writeCompacted keeps the live records of the log as read and queues log.new's write and fdatasync.
-// log.new is opened with a plain syscall on the shard goroutine.
-func (s *metaStore) writeCompacted() error {
-	c := &s.compact
-	c.kept = make([]byte, 0, len(c.old)/2)
-	for off := 0; off < len(c.old); {
-		e, n, err := vsr.DecodeLogRecord(c.old[off:])
-		if err != nil {
-			return fmt.Errorf("%w: compact: record at %d: %w", ErrMetaStorage, off, err)
-		}
-		if e.Op > c.snapOp {
-			c.kept = append(c.kept, c.old[off:off+n]...)
-		}
-		off += n
-	}
-	fd, err := unix.Open(filepath.Join(s.dir, metaLogFile+".new"), unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
-	}
-	c.fd = fd
-	if s.rg.InFlight()+2 > int(s.rg.Info().SQEntries) {
-		// No room for the chain: compaction is maintenance, so skip it; the next checkpoint tries again
-		// (and truncates log.new).
-		s.log.Warn("metadata log compaction skipped: no room on the ring", "checkpoint_op", c.snapOp)
-		_ = unix.Close(fd)
-		s.compact = metaCompaction{fd: -1}
-		return nil
-	}
-	s.want[0] = int32(len(c.kept))
-	if err := s.rg.Write(s, 0, fd, c.kept, 0, ring.Link); err != nil {
-		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
-	}
-	s.pending = 1
-	if err := s.rg.Fsync(s, 1, fd, true, 0); err != nil {
-		// The write is queued with Link and nothing after it: it still runs, and the compaction fails
-		// once it has completed.
-		s.stage, s.opErr = stageCompactWrite, fmt.Errorf("queue fdatasync: %w", err)
-		return nil
-	}
-	s.stage, s.pending = stageCompactWrite, 2
-	return nil
-}
-
-// installCompacted renames log.new over the log and fsyncs the directory, both plain syscalls on the
-// shard goroutine (the ring has no renameat; the directory fsync follows the rename at once), then
-// appends to the new log from its end.
-func (s *metaStore) installCompacted() error {
-	c := &s.compact
-	if err := unix.Rename(filepath.Join(s.dir, metaLogFile+".new"), filepath.Join(s.dir, metaLogFile)); err != nil {
-		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
-	}
-	if err := syncDir(s.dir); err != nil {
-		return fmt.Errorf("%w: compact: %w", ErrMetaStorage, err)
-	}
-	_ = unix.Close(s.logFD)
-	snapOp, before, after := c.snapOp, len(c.old), len(c.kept)
-	s.logFD, s.logEnd = c.fd, int64(after)
-	s.compact = metaCompaction{fd: -1}
-	s.log.Info("metadata log compacted", "checkpoint_op", snapOp, "bytes_before", before, "bytes_after", after)
-	return nil
 }
 
 func syncDir(dir string) error {
