@@ -86,7 +86,7 @@ func (m *metaGroup) init(s *Sim) error {
 		s.strs = append(s.strs, simStream{st: st, idx: i})
 	}
 	m.linkUp = make([]bool, s.opt.Nodes+1)
-	return m.elect(s, 1)
+	return m.elect(s, max(s.opt.MetaNode, 1))
 }
 
 // apply commits op at the next op number.
@@ -127,8 +127,8 @@ func (m *metaGroup) syncLinks(s *Sim) {
 	}
 	for id := 1; id <= s.opt.Nodes; id++ {
 		up := s.nodes[id].up && !s.net.partitioned(m.node, uint16(id))
-		if up == m.linkUp[id] {
-			continue
+		if up == m.linkUp[id] || !up && s.net.inFlight(uint16(id), m.node) {
+			continue // a link closes after the frames sent on it before (TCP order)
 		}
 		m.linkUp[id] = up
 		if up {

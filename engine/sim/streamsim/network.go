@@ -88,3 +88,13 @@ func (n *network) due(now uint64) []envelope {
 	})
 	return out
 }
+
+// inFlight reports whether a message from one node to another is still queued.
+func (n *network) inFlight(from, to uint16) bool {
+	for i := range n.queue {
+		if n.queue[i].from == from && n.queue[i].to == to {
+			return true
+		}
+	}
+	return false
+}

@@ -53,6 +53,12 @@ type Options struct {
 	Scripted bool
 	// Control is the controller's configuration; zero takes a short one for the simulator.
 	Control control.Config
+	// MetaNode is the node of the first metadata primary (0: node 1).
+	MetaNode uint16
+	// RecordChecksOnly turns off the checks that fire before a confirmed record is lost (owner below
+	// its start, follower agreement, an owner confirming past its durable tail or past the next
+	// epoch's start), to see which variants a lost record alone catches.
+	RecordChecksOnly bool
 	// MetaDelayTicks is how long a proposal takes to commit in the metadata group (0: drawn).
 	MetaDelayTicks int
 	// Log receives one line per notable event when set.
@@ -76,6 +82,7 @@ type Sim struct {
 	chk   checker
 	fault faults
 	err   error
+	byID  map[uint64]int // stream id -> index in strs
 }
 
 // simStream is one stream of the run.
@@ -113,6 +120,10 @@ func New(opt Options) (*Sim, error) {
 	}
 	if err := s.meta.init(s); err != nil {
 		return nil, err
+	}
+	s.byID = make(map[uint64]int, len(s.strs))
+	for i := range s.strs {
+		s.byID[s.strs[i].st.ID] = i
 	}
 	s.chk.init(s)
 	s.work.init(s)
@@ -300,12 +311,8 @@ func (s *Sim) deliver(e envelope) {
 
 // streamIndex maps a stream id to its index in the run.
 func (s *Sim) streamIndex(id uint64) (int, bool) {
-	for i := range s.strs {
-		if s.strs[i].st.ID == id {
-			return i, true
-		}
-	}
-	return 0, false
+	i, ok := s.byID[id]
+	return i, ok
 }
 
 // Stats sums up a run: what it did, so that a test can tell a run that did nothing.

@@ -9,6 +9,7 @@ var (
 	seedFlag  = flag.Uint64("seed", 0, "run only this seed of TestSim (a failing seed's one-line repro)")
 	seedsFlag = flag.Int("seeds", 200, "seeds TestSim runs")
 	verbose   = flag.Bool("simlog", false, "log the run's events")
+	recOnly   = flag.Bool("recordonly", false, "TestBrokenVariants also hunts each variant with the record checks only")
 )
 
 func options(t *testing.T, seed uint64, v Variant) Options {
@@ -58,4 +59,50 @@ func runSeed(t *testing.T, seed uint64, v Variant) (Stats, error) {
 	}
 	err = s.RunTicks(s.opt.Ticks + s.opt.Ticks/4)
 	return s.Stats(), err
+}
+
+// TestBrokenVariants: each test-only broken variant is caught within 1,000 seeds; the seed that
+// caught it is logged.
+func TestBrokenVariants(t *testing.T) {
+	modes := []bool{false}
+	if *recOnly {
+		modes = append(modes, true)
+	}
+	for _, only := range modes {
+		for _, v := range []Variant{NoPrefixGuard, SealRMinus1, RawTailSeal, ConfirmWMinus1, AckBeforeFsync} {
+			name := v.String()
+			if only {
+				name += " (record checks only)"
+			}
+			t.Run(name, func(t *testing.T) { hunt(t, v, only) })
+		}
+	}
+}
+
+// hunt runs seeds of variant v until a check fails, at most 1,000.
+func hunt(t *testing.T, v Variant, recordChecksOnly bool) {
+	for seed := uint64(1); seed <= 1000; seed++ {
+		o := options(t, seed, v)
+		o.RecordChecksOnly = recordChecksOnly
+		if err := Run(o); err != nil {
+			t.Logf("caught at seed %d: %v", seed, err)
+			return
+		}
+	}
+	t.Fatalf("%s survived 1,000 seeds", v)
+}
+
+// TestRecoveryTime measures, in ticks, the failover of 1, 100 and 1,000 streams losing their owner
+// at once (control.DefaultConfig: eager failover grace 20 ticks).
+func TestRecoveryTime(t *testing.T) {
+	for _, n := range []int{1, 100, 1000} {
+		if n == 1000 && testing.Short() {
+			continue
+		}
+		r, err := MeasureRecovery(n, 2)
+		if err != nil {
+			t.Fatalf("%d streams: %v", n, err)
+		}
+		t.Log(r)
+	}
 }
