@@ -294,6 +294,11 @@ func (c *Copy) Ready() *Effects {
 	if c.role == RoleFollower && !c.failed {
 		c.followerAcks()
 	}
+	if c.role == RoleOwner && !c.failed {
+		for i := range c.followers {
+			c.sendUnsynced(i)
+		}
+	}
 	c.fx, c.ready = c.ready, c.fx
 	c.fx.reset()
 	for i := range c.followers {

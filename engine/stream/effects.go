@@ -83,9 +83,10 @@ const (
 	SourceAppends PrepareSource = 1
 	// SourceMsg: Msg.Batches holds the batches (from a read), or the prepare is an empty probe.
 	SourceMsg PrepareSource = 2
-	// SourceUnsynced: the batches are every record from Msg.BaseOffset (the durable tail the copy
-	// was last told) to the appended tail: appended, none yet reported durable. The host's log still
-	// holds their encoded bytes in its groups waiting for commit; the host sends those, as for
+	// SourceUnsynced: the batches are every record from Msg.BaseOffset, the durable tail the copy
+	// knew when Ready returned, to the appended tail: appended, none reported durable. The host's
+	// log holds their encoded bytes in its groups waiting for commit until it reports them durable,
+	// so it must carry this out before it dispatches more completions; it sends those bytes, as for
 	// SourceAppends, and Msg.Batches is nil.
 	SourceUnsynced PrepareSource = 3
 )

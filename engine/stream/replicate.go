@@ -145,9 +145,6 @@ func (c *Copy) kick(i int) {
 		switch {
 		case p.sent == c.rec.appended:
 			p.mode = modeLive
-		case p.sent == c.rec.durable && p.inflightBytes+c.rec.bytes <= c.cfg.InflightBytesMax &&
-			p.inflight.len() < c.cfg.InflightPreparesMax:
-			c.sendUnsynced(i)
 		case p.sent < c.rec.durable && room >= c.cfg.BatchHeaderBytes+c.cfg.BatchBytesMax &&
 			p.inflight.len() < c.cfg.InflightPreparesMax:
 			c.fx.Reads = append(c.fx.Reads, Read{Tag: makeTag(tagCatchup, i, p.gen), Log: wire.LogRecords, From: p.sent, BytesMax: room})
@@ -161,12 +158,17 @@ func (c *Copy) kick(i int) {
 	}
 }
 
-// sendUnsynced sends follower i, caught up to the durable tail, everything appended past it (the
-// host still holds those bytes: they wait for their group commit), and makes it live. Without this a
-// follower that caught up by reads would stay one group commit behind for as long as produces come.
+// sendUnsynced sends follower i, caught up by reads to the durable tail, everything appended past it
+// and makes it live. Without this a follower that caught up by reads would stay one group commit
+// behind for as long as produces come. It runs in Ready, never earlier: the host holds those bytes
+// (they wait for their group commit) when it carries out this Ready, but a durable report between a
+// Step and the Ready could release some of them.
 func (c *Copy) sendUnsynced(i int) {
 	p := &c.followers[i]
-	assert.True(p.sent == c.rec.durable && p.sent < c.rec.appended, "stream: unsynced send off the durable tail")
+	if p.mode != modeCatchup || p.reading || p.sent != c.rec.durable || p.sent == c.rec.appended ||
+		p.inflightBytes+c.rec.bytes > c.cfg.InflightBytesMax || p.inflight.len() >= c.cfg.InflightPreparesMax {
+		return
+	}
 	prev, ok := c.prevEpoch(p.sent)
 	assert.True(ok, "stream: owner lacks the epoch of its own record")
 	msg := c.prepareMsg(wire.LogRecords, p.sent, prev)
