@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/ring/ringtest"
 )
 
 // Item 2: appends queue, one group commit makes them durable together, the durable tail moves only
@@ -275,44 +276,42 @@ func (e *env) appendBatchesTo(t *testing.T) {
 // ErrBackpressure at Append, chains are never split, and everything lands once the caller drives
 // the ring.
 func TestAppend_SmallRingBackpressure(t *testing.T) {
-	for _, b := range []ring.Backend{ring.BackendFallback, ring.BackendIOUring} {
-		t.Run(string(b), func(t *testing.T) {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			e := newEnv(t, ring.Config{Backend: b, Entries: 8})
-			e.cfg.SegmentBytes = 4 << 10
-			c := e.open()
-			defer e.close(c)
-			var buf []byte
-			refused := 0
-			for i := 0; i < 60; {
-				base := c.Records().NextOffset()
-				buf = recordPayload(buf, base, 1, 1000)
-				h := BatchHeader{RecordCount: 1, Epoch: 1}
-				_, err := c.Append(base, &h, buf)
-				if err == nil {
-					i++
-					continue
-				}
-				if !errors.Is(err, ErrBackpressure) {
-					t.Fatal(err)
-				}
-				refused++
-				c.Flush()
-				if err := e.r.Wait(1); err != nil {
-					t.Fatal(err)
-				}
-				e.r.Dispatch()
+	ringtest.ForEachBackend(t, func(t *testing.T, b ring.Backend) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		e := newEnv(t, ring.Config{Backend: b, Entries: 8})
+		e.cfg.SegmentBytes = 4 << 10
+		c := e.open()
+		defer e.close(c)
+		var buf []byte
+		refused := 0
+		for i := 0; i < 60; {
+			base := c.Records().NextOffset()
+			buf = recordPayload(buf, base, 1, 1000)
+			h := BatchHeader{RecordCount: 1, Epoch: 1}
+			_, err := c.Append(base, &h, buf)
+			if err == nil {
+				i++
+				continue
 			}
-			e.syncRecords(c)
-			if refused == 0 {
-				t.Fatalf("no append was refused with an 8-entry ring and 4 KiB segments")
+			if !errors.Is(err, ErrBackpressure) {
+				t.Fatal(err)
 			}
-			if got := e.readAll(c, 1000); got != 60 {
-				t.Fatalf("read %d of 60", got)
+			refused++
+			c.Flush()
+			if err := e.r.Wait(1); err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
+			e.r.Dispatch()
+		}
+		e.syncRecords(c)
+		if refused == 0 {
+			t.Fatalf("no append was refused with an 8-entry ring and 4 KiB segments")
+		}
+		if got := e.readAll(c, 1000); got != 60 {
+			t.Fatalf("read %d of 60", got)
+		}
+	})
 }
 
 // A segment filled exactly by one group closes only when the next group's first batch rolls it;

@@ -186,10 +186,8 @@ func BenchmarkLogModes(b *testing.B) {
 			b.Run(fmt.Sprintf("commit=%dKiB/%s", size>>10, m.name), func(b *testing.B) {
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
+				skipUnavailable(b, ring.BackendIOUring)
 				e := benchEnv(b, ring.BackendIOUring)
-				if _, ok := e.r.(renamer); !ok {
-					e.r = &syscallRenamer{Ring: e.r} // until the ring has RenameAt
-				}
 				e.cfg.SegmentBytes = min(256*int64(size), modeSegmentBytes)
 				e.cfg.PrewriteBytes, e.cfg.RecycleSegments = m.prewrite, m.recycle
 				benchLogMode(b, e, size)

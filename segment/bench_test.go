@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/ring/ringtest"
 )
 
 // benchEnv is newEnv for benchmarks: the caller has locked its thread.
@@ -33,10 +34,18 @@ func benchEnv(b *testing.B, backend ring.Backend) *env {
 func benchBackends(b *testing.B, fn func(b *testing.B, backend ring.Backend)) {
 	for _, backend := range []ring.Backend{ring.BackendFallback, ring.BackendIOUring} {
 		b.Run(string(backend), func(b *testing.B) {
+			skipUnavailable(b, backend)
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			fn(b, backend)
 		})
+	}
+}
+
+// skipUnavailable skips a benchmark on io_uring where the kernel refuses it, naming the reason.
+func skipUnavailable(b *testing.B, backend ring.Backend) {
+	if ok, reason := ringtest.Available(); backend == ring.BackendIOUring && !ok {
+		b.Skip(reason)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/ring/ringtest"
 )
 
 const (
@@ -37,15 +38,13 @@ func TestCrash_KilledWriterLosesNothingReportedDurable(t *testing.T) {
 	}
 	t.Logf("seed=%d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
-	for _, b := range []ring.Backend{ring.BackendFallback, ring.BackendIOUring} {
-		t.Run(string(b), func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "copy")
-			for run := 0; run < crashRunsPerBackend; run++ {
-				reported := crashRun(t, dir, b, rng.IntN(150)+1, rng.Uint64())
-				crashCheck(t, dir, b, reported, run)
-			}
-		})
-	}
+	ringtest.ForEachBackend(t, func(t *testing.T, b ring.Backend) {
+		dir := filepath.Join(t.TempDir(), "copy")
+		for run := 0; run < crashRunsPerBackend; run++ {
+			reported := crashRun(t, dir, b, rng.IntN(150)+1, rng.Uint64())
+			crashCheck(t, dir, b, reported, run)
+		}
+	})
 }
 
 // crashRun starts the child, reads lines until it has seen lines of them, kills it, and returns

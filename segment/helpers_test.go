@@ -10,19 +10,18 @@ import (
 	"testing"
 
 	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/ring/ringtest"
 )
 
 // backends runs fn once per ring backend, each on its own locked OS thread with its own ring.
 func backends(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, b := range []ring.Backend{ring.BackendFallback, ring.BackendIOUring} {
-		t.Run(string(b), func(t *testing.T) {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			e := newEnv(t, ring.Config{Backend: b, Entries: 256})
-			fn(t, e)
-		})
-	}
+	ringtest.ForEachBackend(t, func(t *testing.T, b ring.Backend) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		e := newEnv(t, ring.Config{Backend: b, Entries: 256})
+		fn(t, e)
+	})
 }
 
 // lockThread locks the test goroutine to its OS thread until the test ends (a ring's rule).

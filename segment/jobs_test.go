@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/ring/ringtest"
 )
 
 // guardRing is a ring that fails the test when it is driven (Wait, Dispatch) from inside
@@ -269,40 +270,38 @@ func TestJobs_StartedFromHandlersNeverReenterTheRing(t *testing.T) {
 // TestJobs_HundredCopiesOnASmallRing opens, seals, cuts and closes 100 copies at once on one ring
 // of 16 entries, so jobs meet a full ring and wait their turn.
 func TestJobs_HundredCopiesOnASmallRing(t *testing.T) {
-	for _, b := range []ring.Backend{ring.BackendFallback, ring.BackendIOUring} {
-		t.Run(string(b), func(t *testing.T) {
-			lockThread(t)
-			e := newEnv(t, ring.Config{Backend: b, Entries: 16})
-			lp := newLoop(t, e.r)
-			const n = 100
-			copies := manyCopies(t, lp, e, n)
-			for i, c := range copies {
-				// A seal that finds the ring full is back-pressure: turn the loop and retry.
-				for err := c.Seal(uint64(i), 2); err != nil; err = c.Seal(uint64(i), 2) {
-					if !errors.Is(err, ErrBackpressure) {
-						t.Fatalf("seal %d: %v", i, err)
-					}
-					lp.turn()
+	ringtest.ForEachBackend(t, func(t *testing.T, b ring.Backend) {
+		lockThread(t)
+		e := newEnv(t, ring.Config{Backend: b, Entries: 16})
+		lp := newLoop(t, e.r)
+		const n = 100
+		copies := manyCopies(t, lp, e, n)
+		for i, c := range copies {
+			// A seal that finds the ring full is back-pressure: turn the loop and retry.
+			for err := c.Seal(uint64(i), 2); err != nil; err = c.Seal(uint64(i), 2) {
+				if !errors.Is(err, ErrBackpressure) {
+					t.Fatalf("seal %d: %v", i, err)
 				}
+				lp.turn()
 			}
-			lp.until("seals", func() bool { return len(e.ev.seals) == n })
-			for i, c := range copies {
-				if err := c.Cut(uint64(i), 5, 0); err != nil {
-					t.Fatalf("cut %d: %v", i, err)
-				}
+		}
+		lp.until("seals", func() bool { return len(e.ev.seals) == n })
+		for i, c := range copies {
+			if err := c.Cut(uint64(i), 5, 0); err != nil {
+				t.Fatalf("cut %d: %v", i, err)
 			}
-			waitAll(t, lp, e, OpCut, n)
-			for i, c := range copies {
-				if tail, _ := c.Tails(); tail != 5 {
-					t.Fatalf("copy %d: tail %d", i, tail)
-				}
-				if err := c.Close(uint64(i)); err != nil {
-					t.Fatal(err)
-				}
+		}
+		waitAll(t, lp, e, OpCut, n)
+		for i, c := range copies {
+			if tail, _ := c.Tails(); tail != 5 {
+				t.Fatalf("copy %d: tail %d", i, tail)
 			}
-			waitAll(t, lp, e, OpClose, n)
-		})
-	}
+			if err := c.Close(uint64(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitAll(t, lp, e, OpClose, n)
+	})
 }
 
 // manyCopies opens n copies under e.dir at once and gives each 10 durable records.

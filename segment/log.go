@@ -80,10 +80,9 @@ type Log struct {
 	held     bool   // the copy runs an exclusive rare operation: appends and reads get ErrBusy
 	minEpoch uint64 // the copy's fence: appends from lower epochs are refused
 
-	quiet   quietListener // told when a group commit ends (the copy's seal waits for it)
-	broken  brokenRules   // test-only bugs (export_test.go); zero otherwise
-	renamer renamer       // the ring's RENAMEAT, for recycling
-	spares  []spare       // retired segments kept for reuse, oldest first
+	quiet  quietListener // told when a group commit ends (the copy's seal waits for it)
+	broken brokenRules   // test-only bugs (export_test.go); zero otherwise
+	spares []spare       // retired segments kept for reuse, oldest first
 
 	commit commitState
 	reads  readTable
@@ -146,7 +145,6 @@ func openLog(kind LogKind, r ring.Ring, sr *syncRing, parentfd int, parentDir, n
 		return nil, rep, fmt.Errorf("segment: open dir %s: %w", dir, err)
 	}
 	l := &Log{kind: kind, cfg: cfg, log: cfg.Logger, r: r, sr: sr, events: ev, dir: dir, dirfd: dirfd}
-	l.renamer, _ = r.(renamer)
 	if kind == CursorLog {
 		l.cfg.RecycleSegments = -1 // cursor segments are small and rarely retired
 	}

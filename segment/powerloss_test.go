@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/ring/powerloss"
 )
 
 var (
@@ -125,7 +126,7 @@ func powerLossRun(t testing.TB, root string, seed uint64, broken func(c *Copy)) 
 		return err
 	}
 	defer closeFilesUnder(root) // what abandoned jobs held: a crashed process holds nothing
-	disk := newPowerDisk(t, root, seed)
+	disk := powerloss.NewDisk(root, seed)
 	r, err := ring.New(ring.Config{Backend: ring.BackendFallback, Entries: 64, Logger: quietLogger()})
 	if err != nil {
 		return err
@@ -134,18 +135,22 @@ func powerLossRun(t testing.TB, root string, seed uint64, broken func(c *Copy)) 
 	// A few lives: each ends in a power cut at a random turn, and the next reopens what is left.
 	for life := 0; life < 3 && run.failed == nil; life++ {
 		run.live(rng.IntN(150) + 1)
-		disk.PowerLoss()
-		run.off = true
-		for r.Dispatch() > 0 { // completions already made (files opened) reach their handlers
+		for r.Dispatch() > 0 { // completions already made were seen before the power went
 		}
+		run.off = true
 		run.lp.js.Abandon() // what it queues is never submitted
 		_ = r.Close()       // operations still queued never reach the files
 		closeFilesRaw(run.c)
+		rep, err := disk.PowerLoss()
+		if err != nil {
+			return err
+		}
 		if run.failed != nil {
 			break
 		}
 		if err := run.check(disk); err != nil {
-			return err
+			return fmt.Errorf("after powerloss seed=%d loss=%d (%d unsynced, %d dropped, %d torn): %w",
+				rep.Seed, rep.Loss, rep.Unsynced, len(rep.Dropped), len(rep.Torn), err)
 		}
 		if r, err = ring.New(ring.Config{Backend: ring.BackendFallback, Entries: 64, Logger: quietLogger()}); err != nil {
 			return err
@@ -296,7 +301,7 @@ func (run *plRun) cut() {
 
 // check reopens the copy from what the power cut left and compares it with what was promised.
 // Its ring is wrapped too, so what the reopen syncs is on the model's record for the next life.
-func (run *plRun) check(disk *powerDisk) error {
+func (run *plRun) check(disk *powerloss.Disk) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	plain, err := ring.New(ring.Config{Backend: ring.BackendFallback, Entries: 64, Logger: quietLogger()})

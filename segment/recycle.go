@@ -41,13 +41,8 @@ func parseSpareName(name string) bool {
 	return err == nil
 }
 
-// renamer is the ring's RENAMEAT.
-type renamer interface {
-	RenameAt(h ring.Handler, tag uint64, oldDirfd int, oldPath string, newDirfd int, newPath string, flags uint32, fl ring.Flags) error
-}
-
 // recycles says whether the log keeps retired segments for reuse.
-func (l *Log) recycles() bool { return l.cfg.RecycleSegments > 0 && l.renamer != nil }
+func (l *Log) recycles() bool { return l.cfg.RecycleSegments > 0 }
 
 // loadSpares adopts the spares found on open, up to the configured number, and removes the rest.
 func (l *Log) loadSpares(entries []os.DirEntry) error {
@@ -103,7 +98,7 @@ func (l *Log) takeSpare(s *segment) bool {
 
 // queueRecycledOpen queues the rename of s's spare to s's name, linked to its open.
 func (l *Log) queueRecycledOpen(i int, s *segment) error {
-	err := l.renamer.RenameAt(l, makeTag(tagCommitRename, uint64(i)), l.dirfd, s.spareName, l.dirfd,
+	err := l.r.RenameAt(l, makeTag(tagCommitRename, uint64(i)), l.dirfd, s.spareName, l.dirfd,
 		segmentName(s.base), 0, ring.Link)
 	if err != nil {
 		return fmt.Errorf("queue renameat: %w", err)

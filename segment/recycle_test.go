@@ -3,9 +3,6 @@ package segment
 import (
 	"os"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/ringstream/ringstream/ring"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -64,9 +61,6 @@ func inode(t *testing.T, path string) uint64 {
 // read as records, and the log reads back whole after a reopen.
 func TestRecycle_RetiredSegmentIsReusedOnRoll(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
-		if _, ok := e.r.(renamer); !ok {
-			e.r = &syscallRenamer{Ring: e.r} // until the ring has RenameAt
-		}
 		e.cfg.SegmentBytes = 8 << 10
 		e.cfg.PrewriteBytes = -1
 		e.cfg.RecycleSegments = 2
@@ -99,15 +93,4 @@ func TestRecycle_RetiredSegmentIsReusedOnRoll(t *testing.T) {
 			t.Fatalf("read %d records", got)
 		}
 	})
-}
-
-// syscallRenamer gives a ring without RenameAt one: the rename runs at once as a plain syscall and
-// a Nop carries its result's place in the chain. Test-only, until the ring has the operation.
-type syscallRenamer struct{ ring.Ring }
-
-func (s *syscallRenamer) RenameAt(h ring.Handler, tag uint64, oldDirfd int, oldPath string, newDirfd int, newPath string, _ uint32, fl ring.Flags) error {
-	if err := unix.Renameat(oldDirfd, oldPath, newDirfd, newPath); err != nil {
-		return err
-	}
-	return s.Nop(h, tag, fl)
 }

@@ -209,20 +209,28 @@ func (s *syncRing) writeFileAtomic(dirfd int, name string, data []byte) error {
 	return s.fsync(dirfd, false)
 }
 
-// rename renames oldName in oldDirfd to newName in newDirfd (renameat). rename, unlink and mkdir
-// are plain syscalls until the ring has RenameAt, UnlinkAt and MkdirAt; they are the one place
-// to change.
+// rename renames oldName in oldDirfd to newName in newDirfd (RENAMEAT).
 func (s *syncRing) rename(oldDirfd int, oldName string, newDirfd int, newName string) error {
-	return unix.Renameat(oldDirfd, oldName, newDirfd, newName)
+	_, err := s.run(func(h ring.Handler) error {
+		return s.r.RenameAt(h, 0, oldDirfd, oldName, newDirfd, newName, 0, 0)
+	})
+	return err
 }
 
-// unlink removes name in dirfd (unlinkat); dir says it is a directory.
+// unlink removes name in dirfd (UNLINKAT); dir says it is a directory.
 func (s *syncRing) unlink(dirfd int, name string, dir bool) error {
 	flags := 0
 	if dir {
 		flags = unix.AT_REMOVEDIR
 	}
-	return unix.Unlinkat(dirfd, name, flags)
+	_, err := s.run(func(h ring.Handler) error { return s.r.UnlinkAt(h, 0, dirfd, name, flags, 0) })
+	return err
+}
+
+// mkdir creates the directory name in dirfd (MKDIRAT).
+func (s *syncRing) mkdir(dirfd int, name string, mode uint32) error {
+	_, err := s.run(func(h ring.Handler) error { return s.r.MkdirAt(h, 0, dirfd, name, mode, 0) })
+	return err
 }
 
 // makeDir creates the directory name in dirfd unless it exists, and says whether it created it.
@@ -253,9 +261,4 @@ func (s *syncRing) fsyncDirOf(path string) error {
 		return fmt.Errorf("segment: fsync dir %s: %w", parent, err)
 	}
 	return nil
-}
-
-// mkdir creates the directory name in dirfd (mkdirat).
-func (s *syncRing) mkdir(dirfd int, name string, mode uint32) error {
-	return unix.Mkdirat(dirfd, name, mode)
 }
