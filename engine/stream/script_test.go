@@ -22,6 +22,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	cluster n=3 policy=majority   a fresh stream of n copies (policy majority, all, or count=k)
 //	produce p=1 seq=0 n=2 size=100 to=1  producer p's batch seq of n records, to node to (the owner)
 //	fetch off=0 wait=0            a consumer's fetch from off, waiting up to wait ms
+//	commit-cursor name=c off=4    consumer c commits offset 4 (get-cursor name=c reads it)
 //	cut 3 / heal                  drop every message to and from node 3 / stop dropping
 //	nosync 3 / sync 3             node 3's storage stops syncing / syncs what it holds and resumes
 //	crash 3                       node 3 restarts from what it had synced
@@ -122,6 +123,15 @@ func (s *scriptRun) do(t *testing.T, cmd string, args map[string]string, nodes [
 		s.cl.produce(uint16(arg("to", 1)), p, p, arg("seq", 0), uint32(arg("n", 1)), payload(int(arg("seq", 0)), int(arg("size", 100))))
 	case "fetch":
 		fetch(s.cl, 1, arg("off", 0), 1<<20, 0, uint32(arg("wait", 0)))
+	case "commit-cursor", "get-cursor":
+		kind := stream.KindCommitCursor
+		if cmd == "get-cursor" {
+			kind = stream.KindGetCursor
+		}
+		m := cursorMsg(kind, args["name"], arg("off", 0))
+		m.Client = 7
+		s.cl.nodes[uint16(arg("to", 1))].c.Step(&m)
+		s.cl.nodes[uint16(arg("to", 1))].ready(t)
 	case "cut", "heal":
 		s.cut = map[uint16]bool{}
 		for _, n := range nodes {
@@ -158,7 +168,7 @@ func (s *scriptRun) status() {
 	for _, id := range s.cl.ids {
 		n := s.cl.nodes[id]
 		app, dur := n.c.Tails()
-		fmt.Fprintf(&s.out, "n%d %v appended=%d durable=%d confirmed=%d", id, n.c.Role(), app, dur, n.c.Confirmed())
+		fmt.Fprintf(&s.out, "n%d %v appended=%d durable=%d confirmed=%d cursors=%d", id, n.c.Role(), app, dur, n.c.Confirmed(), n.curTail())
 		if id == 1 {
 			for _, f := range s.a.Followers {
 				fmt.Fprintf(&s.out, " n%d@%d", f, n.c.FollowerMatch(f))
@@ -178,6 +188,8 @@ func (s *scriptRun) replies() {
 				fmt.Fprintf(&s.out, "reply fetch: base=%d count=%d confirmed=%d\n", r.Fetch.BaseOffset, r.Fetch.Count, r.Fetch.ConfirmedTail)
 			case stream.ReplyError:
 				fmt.Fprintf(&s.out, "reply c%d: error %d owner=%d %q\n", r.Client, r.Error.Code, r.Error.Owner, r.Error.Message)
+			case stream.ReplyCommitCursor, stream.ReplyGetCursor:
+				fmt.Fprintf(&s.out, "reply c%d: cursor offset=%d found=%v\n", r.Client, r.Cursor.Offset, r.Cursor.Found)
 			default:
 				fmt.Fprintf(&s.out, "reply c%d: kind %d\n", r.Client, r.Kind)
 			}
