@@ -62,8 +62,12 @@
 //   - Receive buffers. Accepted connections, where batches and data frames arrive, read into
 //     RecvBufferBytes (default 2 MiB + 512): frames up to that size cost no allocation. A larger one
 //     is received into a buffer grown for it and dropped after it. Outbound links hear nothing but the
-//     peer's handshake and read into 16 KiB. Bytes the reader moves to make room are the only
-//     user-space copy on the receive path; Stats.RecvBytesMoved counts them.
+//     peer's handshake and read into 16 KiB.
+//   - Receives are sized so that large frames are never moved: the rest of a frame of 64 KiB or
+//     more is read alone, ending on its last byte, and any other read takes at most 64 KiB. A large
+//     frame then starts near the front of the buffer and ends its contents, and the reader starts at
+//     the front again after it. Frames up to RecvBufferBytes - 64 KiB are received with no copy in
+//     user space; Stats.RecvBytesMoved counts the bytes the reader did move.
 //   - Back-pressure. A full cross-shard queue stalls the receiving connection on the frame it was
 //     handling (wire.ErrStall: the reader keeps the frame, the shard remembers the next entry); the
 //     loop retries it on a later turn and reads nothing more from that connection until then. TCP then

@@ -24,6 +24,10 @@ type peerReader struct {
 	stalled bool    // the reader holds a frame the handler stopped on; receive(0) retries it
 }
 
+// largeFrameBytes bounds a receive that is not the rest of a large frame (see free): small frames are
+// read many per receive, up to this many bytes.
+const largeFrameBytes = 64 << 10
+
 // linkRecvBytes is the receive buffer of an outbound link: a peer sends nothing on it after its
 // handshake, so it needs no room for data frames.
 const linkRecvBytes = 16 << 10
@@ -38,6 +42,18 @@ func (r *peerReader) free() []byte {
 	b := r.frames.Free()
 	if len(b) == 0 {
 		return b
+	}
+	// A large frame's rest is read alone, ending on its last byte; any other read takes at most
+	// largeFrameBytes. So a large frame starts within largeFrameBytes of where the reader began
+	// again at the front, fits behind it when it is at most RecvBufferBytes - largeFrameBytes, and
+	// ends the buffer's contents: the reader hands it on and starts at the front again, and no large
+	// frame is moved to make room.
+	limit := largeFrameBytes
+	if p := r.frames.Pending(); p > limit {
+		limit = p
+	}
+	if len(b) > limit {
+		b = b[:limit]
 	}
 	at := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	if pending := r.frames.Buffered(); pending > 0 && r.next != 0 && at != r.next {

@@ -169,6 +169,17 @@ func (r *FrameReader) Write(p []byte, h FrameHandler) (int, error) {
 	return taken, r.err
 }
 
+// Pending is how many more bytes complete the frame being received, once its header is in: 0 while
+// the next frame's header is incomplete (or the reader has no frame under way). A caller that receives
+// no more than Pending bytes for a large frame ends each read on the frame's last byte, so the reader
+// never has to move a large frame's bytes to make room.
+func (r *FrameReader) Pending() int {
+	if r.need == 0 {
+		return 0
+	}
+	return max(r.need-(r.end-r.start), 0)
+}
+
 // Buffered is the number of received bytes not handed on yet: the start of the next frame.
 func (r *FrameReader) Buffered() int {
 	return r.end - r.start
