@@ -237,8 +237,12 @@ func (n *node) sync(t tb) {
 	}
 }
 
-// serveReads answers every queued read from the durable log.
-func (n *node) serveReads(t tb) {
+// serveReads answers every queued read from the durable log, carrying out the effects after each.
+func (n *node) serveReads(t tb) { n.serveReadsThen(t, true) }
+
+// serveReadsThen answers every queued read; with ready false it leaves the effects for later, as a
+// shard does when more completions follow in the same dispatch.
+func (n *node) serveReadsThen(t tb, ready bool) {
 	t.Helper()
 	for len(n.reads) > 0 {
 		r := n.reads[0]
@@ -265,6 +269,9 @@ func (n *node) serveReads(t tb) {
 			data = append(data, b...)
 		}
 		n.c.ReadDone(r.Tag, data, nil)
+		if !ready {
+			return // the rest when the effects are carried out
+		}
 		n.ready(t)
 	}
 }

@@ -177,12 +177,21 @@ func (s *randomSim) step() {
 		default:
 			cl.deliver(e)
 		}
-	case k < 70:
+	case k < 65:
 		n := cl.nodes[cl.ids[rng.IntN(len(cl.ids))]]
 		n.sync(t)
 		n.ready(t)
-	case k < 85:
+	case k < 70:
+		// A durable report lands between a step and the Ready that carries the step's effects
+		// out (a shard dispatches a whole batch of completions before it turns to Ready).
+		cl.nodes[cl.ids[rng.IntN(len(cl.ids))]].sync(t)
+	case k < 80:
 		cl.nodes[cl.ids[rng.IntN(len(cl.ids))]].serveReads(t)
+	case k < 85:
+		// A read completes and a durable report follows in the same dispatch, before Ready.
+		n := cl.nodes[cl.ids[rng.IntN(len(cl.ids))]]
+		n.serveReadsThen(t, false)
+		n.sync(t)
 	case k < 95:
 		for _, id := range cl.ids {
 			cl.nodes[id].c.Tick()
