@@ -42,7 +42,7 @@
 //   - Delete renames the copy directory to <dir>.deleted and fsyncs the parent before removing
 //     anything, so a crash never leaves a partial copy that would open.
 //   - Group commit: Append copies the batch into the pending group's buffer (the one copy) and
-//     Flush, called once per shard loop turn, hands the group to the ring as one WRITEV per
+//     Flush, called by Jobs.Poll once per loop turn, hands the group to the ring as one WRITEV per
 //     segment file linked to one FSYNC(datasync); a group that crosses a roll creates the new file
 //     with an async OPENAT first and adds a directory fsync. One group is in flight at a time;
 //     the next starts when it completes. The durable tail moves, and AppendDone fires for each
@@ -78,7 +78,9 @@
 //     does not start where the previous one ends (a group that crossed a roll writes both files
 //     in parallel chains, and a crash can land the second without the first). Zeros from the last
 //     batch to the end of a file are prewritten space, not damage: they are truncated and counted
-//     apart (RecoveryReport.ZeroTailBytes), and the segments after them stay. What open read is
+//     apart (RecoveryReport.ZeroTailBytes), and the segments after them stay; so are other bytes
+//     past the batches of a segment the next one follows exactly (a recycled file's old bytes,
+//     RecoveryReport.StaleTailBytes). What open read is
 //     fdatasynced before it is reported durable. A bad batch or gap in or before a settled segment
 //     is an error naming the file and byte, and so is a closed segment shorter than its sidecar
 //     says. Settled segments are trusted on open (their sidecar is checked against the file size
@@ -111,7 +113,8 @@
 //     relied on: the copy and log directories and the fence and epochs files when open creates
 //     them, a rolled segment (in its group commit), the cursor snapshot's rename, segments removed
 //     by a cut, by recovery or by retention, and a delete's rename and removals.
-//   - The directory listing on open and delete (getdents) and fstat of open files are plain
+//   - Renames, unlinks and directory creation go through the ring (RENAMEAT, UNLINKAT, MKDIRAT).
+//     The directory listing on open and delete (getdents) and fstat of open files are plain
 //     syscalls: io_uring has no operation for the first, and the second reads an inode already
 //     in memory. Both occur only on the rare paths.
 //   - Every file format carries a magic and a version: batches, sidecars, epochs, fence, cursor
