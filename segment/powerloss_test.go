@@ -48,11 +48,17 @@ type plRun struct {
 	off        bool // the power is cut: events of the old copy are ignored
 	failed     error
 
-	cuts    bool          // this seed cuts (half do not, and check cursors exactly)
-	sealed  uint64        // highest fence epoch a SealDone reported durable
-	epochs  []plEpoch     // log epoch entries started, in order
-	cursors []plCursorEvt // cursor events committed, by token
+	cuts     bool // this seed cuts (half do not, and check cursors exactly)
+	deletes  bool // this seed may delete the copy (a quarter do)
+	deleting bool // a delete started in this life: nothing of the copy is promised any more
+	stats    *plStats
+	sealed   uint64        // highest fence epoch a SealDone reported durable
+	epochs   []plEpoch     // log epoch entries started, in order
+	cursors  []plCursorEvt // cursor events committed, by token
 }
+
+// plStats counts the rare operations that succeeded over a test's seeds, by Op.
+type plStats [OpDelete + 1]int
 
 type plEpoch struct {
 	e     EpochEntry
@@ -69,7 +75,7 @@ type plCursorEvt struct {
 type plEvents struct{ r *plRun }
 
 func (e plEvents) AppendDone(log LogKind, token uint64, end uint64, err error) {
-	if e.r.off || err != nil {
+	if e.r.off || e.r.deleting || err != nil {
 		return
 	}
 	if log == CursorLog {
@@ -82,7 +88,7 @@ func (e plEvents) AppendDone(log LogKind, token uint64, end uint64, err error) {
 }
 func (e plEvents) ReadDone(LogKind, uint64, []byte, error) {}
 func (e plEvents) SealDone(_ uint64, s Seal, err error) {
-	if !e.r.off && err == nil {
+	if !e.r.off && !e.r.deleting && err == nil {
 		e.r.sealed = max(e.r.sealed, s.Epoch)
 	}
 }
@@ -92,6 +98,9 @@ func (e plEvents) Done(res Result) {
 		return
 	}
 	run.done = append(run.done, res)
+	if res.Err == nil && run.stats != nil {
+		run.stats[res.Op]++
+	}
 	switch {
 	case res.Op == OpOpen && res.Err != nil:
 		run.failed = fmt.Errorf("open: %w", res.Err)
@@ -100,7 +109,7 @@ func (e plEvents) Done(res Result) {
 		if run.broken != nil {
 			run.broken(run.c)
 		}
-	case res.Op == OpAppendEpoch && res.Err == nil:
+	case res.Op == OpAppendEpoch && res.Err == nil && !run.deleting:
 		run.epochs[res.Tag].acked = true
 	case res.Op == OpCut:
 		run.cutting = false
@@ -118,10 +127,11 @@ func plConfig(rng *rand.Rand) Config {
 }
 
 // powerLossRun runs one seed and returns the first broken promise, or nil.
-func powerLossRun(t testing.TB, root string, seed uint64, broken func(c *Copy)) error {
+func powerLossRun(t testing.TB, root string, seed uint64, broken func(c *Copy), stats *plStats) error {
 	rng := rand.New(rand.NewPCG(seed, 0x5e9))
-	run := &plRun{seed: seed, rng: rng, dir: filepath.Join(root, "copy"), cfg: plConfig(rng), broken: broken}
+	run := &plRun{seed: seed, rng: rng, dir: filepath.Join(root, "copy"), cfg: plConfig(rng), broken: broken, stats: stats}
 	run.cuts = rng.IntN(2) == 0
+	run.deletes = rng.IntN(4) == 0
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return err
 	}
@@ -157,6 +167,7 @@ func powerLossRun(t testing.TB, root string, seed uint64, broken func(c *Copy)) 
 		}
 		run.lp = newLoop(t, disk.Wrap(r))
 		run.floor, run.cutting, run.bases, run.done, run.off = 0, false, run.bases[:0], run.done[:0], false
+		run.deleting = false
 	}
 	_ = r.Close()
 	closeFilesRaw(run.c)
@@ -263,6 +274,22 @@ func (run *plRun) act() {
 		}
 	case k < 97:
 		_ = c.Seal(0, 1)
+	case k < 98:
+		if run.deletes && c.Delete(0) == nil {
+			run.forget()
+		}
+	}
+}
+
+// forget drops every promise about the copy: a delete started.
+func (run *plRun) forget() {
+	run.deleting = true
+	run.floor, run.sealed, run.bases = 0, 0, nil
+	for i := range run.epochs {
+		run.epochs[i].acked = false
+	}
+	for i := range run.cursors {
+		run.cursors[i].acked = false
 	}
 }
 
@@ -450,20 +477,24 @@ func plSeedList() []uint64 {
 }
 
 // TestPowerLoss_AcknowledgedRecordsSurvive: over many seeds, a copy appends (group commits,
-// rolls, recycling or prewriting), commits cursors, snapshots, retains, cuts and records epochs
-// through Jobs; the power is cut at a random turn (what was not synced is lost, or torn), and the
+// rolls, recycling or prewriting), commits cursors, snapshots, retains, cuts, records epochs,
+// seals and is deleted through Jobs; the power is cut at a random turn (what was not synced is lost, or torn), and the
 // copy reopened: every record acknowledged durable is there and reads back intact, nothing past a
 // torn batch is served, cursors are clamped, verify passes.
 func TestPowerLoss_AcknowledgedRecordsSurvive(t *testing.T) {
 	lockThread(t)
 	root := plRoot(t)
+	var stats plStats
 	for _, seed := range plSeedList() {
 		dir := filepath.Join(root, fmt.Sprint(seed))
-		if err := powerLossRun(t, dir, seed, nil); err != nil {
+		if err := powerLossRun(t, dir, seed, nil, &stats); err != nil {
 			t.Fatalf("seed %d: %v\nrepro: go test ./segment -run TestPowerLoss_AcknowledgedRecordsSurvive -powerloss.seed=%d", seed, err, seed)
 		}
 		_ = os.RemoveAll(dir)
 	}
+	t.Logf("%d seeds; rare operations done: open %d, cut %d, epoch %d, retain %d, snapshot %d, close %d, delete %d",
+		len(plSeedList()), stats[OpOpen], stats[OpCut], stats[OpAppendEpoch], stats[OpRetain],
+		stats[OpCursorSnapshot], stats[OpClose], stats[OpDelete])
 }
 
 // TestPowerLoss_CatchesBrokenVariants: each broken variant (a durability step removed) fails the
@@ -481,7 +512,7 @@ func TestPowerLoss_CatchesBrokenVariants(t *testing.T) {
 		caught := uint64(0)
 		for _, seed := range plSeedList() {
 			dir := filepath.Join(root, fmt.Sprint(seed))
-			err := powerLossRun(t, dir, seed, v.break_)
+			err := powerLossRun(t, dir, seed, v.break_, nil)
 			_ = os.RemoveAll(dir)
 			if err != nil {
 				caught = seed
