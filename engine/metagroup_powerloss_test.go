@@ -20,6 +20,7 @@ import (
 
 var (
 	metaPowerRuns   = flag.Int("meta.powerloss.runs", 4, "cluster runs of the metadata group's power-loss test")
+	metaPowerFirst  = flag.Uint64("meta.powerloss.first", 1, "seed of the first run (-meta.powerloss.runs from it)")
 	metaPowerStates = flag.Int("meta.powerloss.states", 250, "power-loss states drawn from each run's recorded disk")
 )
 
@@ -162,7 +163,7 @@ func (run *metaPowerLoss) check(dir string) error {
 // A failing state prints its seed (Report).
 func TestMetaGroup_PowerLossKeepsAcknowledgedOps(t *testing.T) {
 	states := 0
-	for seed := uint64(1); seed <= uint64(*metaPowerRuns); seed++ {
+	for seed := *metaPowerFirst; seed < *metaPowerFirst+uint64(*metaPowerRuns); seed++ {
 		// Odd runs checkpoint every 8 ops and compact the log after each checkpoint.
 		run := metaPowerLossRun(t, metaPowerCase{seed: seed, compact: seed%2 == 1})
 		for s := 0; s < *metaPowerStates; s++ {
