@@ -39,8 +39,8 @@ func newRing(cfg Config, setup setupFunc) (Ring, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Entries > entriesMax || cfg.Entries&(cfg.Entries-1) != 0 {
-		return nil, fmt.Errorf("%w: entries %d is not a power of two in 1..%d", ErrInvalidConfig, cfg.Entries, entriesMax)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	switch cfg.Backend {
 	case BackendFallback:
@@ -58,8 +58,22 @@ func newRing(cfg Config, setup setupFunc) (Ring, error) {
 		cfg.Logger.Warn("ring: io_uring unavailable, using the fallback backend", "err", err)
 		return asRing(newFallback(cfg, err.Error()))
 	default:
-		return nil, fmt.Errorf("%w: unknown backend %q (want auto, io_uring or fallback)", ErrInvalidConfig, cfg.Backend)
+		panic("ring: Validate let an unknown backend through")
 	}
+}
+
+// Validate checks cfg the way New does, without creating a ring: a known backend (empty means auto)
+// and Entries 0 (the default) or a power of two up to the kernel's IORING_MAX_ENTRIES.
+func (cfg Config) Validate() error {
+	switch cfg.Backend {
+	case "", BackendAuto, BackendIOUring, BackendFallback:
+	default:
+		return fmt.Errorf("%w: unknown backend %q (want auto, io_uring or fallback)", ErrInvalidConfig, cfg.Backend)
+	}
+	if cfg.Entries > entriesMax || cfg.Entries&(cfg.Entries-1) != 0 {
+		return fmt.Errorf("%w: entries %d is not a power of two in 1..%d", ErrInvalidConfig, cfg.Entries, entriesMax)
+	}
+	return nil
 }
 
 // asRing returns a nil interface, not an interface holding a nil pointer, when err is set.
