@@ -179,6 +179,11 @@ func (c Config) batchReserve() int {
 		c.ReplyOutboxEntries*wire.CommitReplyEntrySize
 }
 
+// Validate checks c as NewNode does, with the defaults filled in, without binding anything.
+func (c Config) Validate() error {
+	return c.withDefaults().validate()
+}
+
 // validate checks a config that withDefaults filled.
 func (c Config) validate() error {
 	switch {
