@@ -6,6 +6,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,9 +16,27 @@ import (
 )
 
 func main() {
-	if err := newRootCommand().Execute(); err != nil {
-		os.Exit(1) // cobra has printed the error
+	os.Exit(exitCode(newRootCommand().Execute()))
+}
+
+// exitError is an error that sets the process's exit status (1 for any other error).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// exitCode is the exit status for what Execute returned; cobra has printed the error.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
 	}
+	if ee, ok := errors.AsType[*exitError](err); ok {
+		return ee.code
+	}
+	return 1
 }
 
 // newRootCommand builds `ringstream` with every subcommand attached.
@@ -41,6 +60,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newRingCommand())
 	root.AddCommand(newSimCommand())
 	root.AddCommand(newFormatCommand())
+	root.AddCommand(newConfigCommand())
 	return root
 }
 

@@ -1,0 +1,101 @@
+package config
+
+import (
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/ringstream/ringstream/engine/control"
+	"github.com/ringstream/ringstream/engine/vsr"
+	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/segment"
+	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/shard/heartbeat"
+)
+
+// Shard is the shard runtime's config: node and cluster ids, shard count and pinning, tick, schedule,
+// peer listen address and ring. The caller adds what is not configuration (logger, registry).
+func (c *Config) Shard() shard.Config {
+	f := &c.File
+	return shard.Config{
+		Node:     f.Node.ID,
+		Cluster:  f.Cluster.ID,
+		Shards:   c.ShardCount,
+		PinCores: f.Shards.PinCores,
+		Tick:     time.Duration(f.Cluster.TickMs) * time.Millisecond,
+		Schedule: c.Schedule,
+		Listen:   c.Listen,
+		Ring:     ring.Config{Backend: ring.Backend(f.Shards.RingBackend), Entries: f.Shards.RingEntries},
+	}
+}
+
+// Peers is the other nodes, sorted by node id, as shard.Node.Start takes them.
+func (c *Config) Peers() []shard.Peer {
+	return slices.DeleteFunc(slices.Clone(c.Nodes), func(p shard.Peer) bool { return p.Node == c.File.Node.ID })
+}
+
+// Heartbeat is the four R23 options in milliseconds, as read (Schedule holds them in ticks).
+func (c *Config) Heartbeat() heartbeat.Config {
+	return c.File.heartbeatConfig()
+}
+
+// Segment is the stream logs' segment config.
+func (c *Config) Segment() segment.Config {
+	s := &c.File.Storage
+	return segment.Config{SegmentBytes: s.SegmentBytes, PrewriteBytes: s.PrewriteBytes,
+		RecycleSegments: s.RecycleSegments}
+}
+
+// Retention is the limits for segment.Copy.Retain: bytes and age in milliseconds, 0 for no limit.
+func (c *Config) Retention() (maxBytes, maxAgeMs int64) {
+	return c.File.Storage.RetentionBytes, int64(c.File.Storage.RetentionAge)
+}
+
+// Control is the controller's config: liveness and eager failover grace in ticks and the assignment
+// policy; the seal and proposal timeouts keep control's defaults.
+func (c *Config) Control() control.Config {
+	cc := control.DefaultConfig()
+	cc.NodeLivenessTimeoutTicks = c.NodeLivenessTimeoutTicks
+	cc.EagerFailoverGraceTicks = c.EagerFailoverGraceTicks
+	cc.AssignmentPolicy = c.Policy
+	return cc
+}
+
+// MetaGroupConfig has the fields of engine.MetaGroupConfig, in its order, so that the node converts
+// one to the other with engine.MetaGroupConfig(cfg.MetaGroup()): engine composes the node and imports
+// this package, so this package cannot import engine. A test in package config_test holds the two
+// types together.
+type MetaGroupConfig struct {
+	Dir                     string
+	Cluster                 uint64
+	Node                    uint16
+	Members                 []shard.Member
+	VSR                     vsr.Config
+	LogCompactBytes         int64
+	EagerFailoverGraceTicks uint64
+	Logger                  *slog.Logger
+}
+
+// MetaGroup is the metadata group's config on this node: data_dir/meta, the replicas as members
+// (member index = position in metadata.replicas), VSR defaults for them with this node's index, and
+// the eager failover grace in ticks. ok is false when this node is not a metadata replica.
+func (c *Config) MetaGroup() (mg MetaGroupConfig, ok bool) {
+	f := &c.File
+	self := slices.Index(f.Metadata.Replicas, f.Node.ID)
+	if self < 0 {
+		return MetaGroupConfig{}, false
+	}
+	members := make([]shard.Member, len(f.Metadata.Replicas))
+	for i, id := range f.Metadata.Replicas {
+		members[i] = shard.Member{Index: uint8(i), Node: id}
+	}
+	return MetaGroupConfig{
+		Dir:                     filepath.Join(f.Node.DataDir, "meta"),
+		Cluster:                 f.Cluster.ID,
+		Node:                    f.Node.ID,
+		Members:                 members,
+		VSR:                     vsr.DefaultConfig(len(members), uint8(self)),
+		EagerFailoverGraceTicks: uint64(c.EagerFailoverGraceTicks),
+	}, true
+}

@@ -1,0 +1,160 @@
+package config
+
+import (
+	"github.com/ringstream/ringstream/shard/heartbeat"
+)
+
+// File is the node's TOML file as the operator writes it: one struct per section, every key a field.
+// Defaults returns it with every option at its default; Parse decodes a file over those defaults, so a
+// key left out keeps its default.
+type File struct {
+	Node     NodeSection     `toml:"node"`
+	Cluster  ClusterSection  `toml:"cluster"`
+	Shards   ShardsSection   `toml:"shards"`
+	Storage  StorageSection  `toml:"storage"`
+	Metadata MetadataSection `toml:"metadata"`
+	Admin    AdminSection    `toml:"admin"`
+	Client   ClientSection   `toml:"client"`
+}
+
+// NodeSection is [node]: who this node is and where it keeps its data.
+type NodeSection struct {
+	ID      uint16 `toml:"id"`
+	DataDir string `toml:"data_dir"`
+	// Listen is the address peer links connect to (ip:port).
+	Listen string `toml:"listen"`
+}
+
+// ClusterSection is [cluster]: what every node of the cluster must agree on.
+type ClusterSection struct {
+	ID uint64 `toml:"id"`
+	// Peers maps every node id of the cluster, this node's included, to the ip:port its peer links
+	// are dialed at.
+	Peers      map[string]string `toml:"peers"`
+	Secret     string            `toml:"secret"`
+	SecretFile string            `toml:"secret_file"`
+	TickMs     uint64            `toml:"tick_ms"`
+
+	CommitBroadcastInterval     heartbeat.Millis `toml:"commit_broadcast_interval"`
+	CommitHeartbeatTimeout      heartbeat.Millis `toml:"commit_heartbeat_timeout"`
+	CommitIdleHeartbeatInterval heartbeat.Millis `toml:"commit_idle_heartbeat_interval"`
+	CommitIdleHeartbeatTimeout  heartbeat.Millis `toml:"commit_idle_heartbeat_timeout"`
+
+	NodeLivenessTimeout heartbeat.Millis `toml:"node_liveness_timeout"`
+	EagerFailoverGrace  heartbeat.Millis `toml:"eager_failover_grace"`
+	AssignmentPolicy    string           `toml:"assignment_policy"`
+}
+
+// ShardsSection is [shards]: how many shards, where they run, and their rings.
+type ShardsSection struct {
+	// Count is the shard count; 0 means one per CPU the process may use (sched_getaffinity).
+	Count       int    `toml:"count"`
+	PinCores    bool   `toml:"pin_cores"`
+	RingBackend string `toml:"ring_backend"`
+	RingEntries uint32 `toml:"ring_entries"`
+}
+
+// StorageSection is [storage]: the stream logs' segment options and retention.
+type StorageSection struct {
+	SegmentBytes    int64            `toml:"segment_bytes"`
+	PrewriteBytes   int              `toml:"prewrite_bytes"`
+	RecycleSegments int              `toml:"recycle_segments"`
+	RetentionBytes  int64            `toml:"retention_bytes"`
+	RetentionAge    heartbeat.Millis `toml:"retention_age"`
+}
+
+// MetadataSection is [metadata]: the metadata group's replicas.
+type MetadataSection struct {
+	// Replicas are the node ids of the metadata group, 3 or 5; a node's member index is its position.
+	Replicas []uint16 `toml:"replicas"`
+}
+
+// AdminSection is [admin]: the admin HTTP listener (metrics, status, pprof).
+type AdminSection struct {
+	Listen string `toml:"listen"`
+}
+
+// ClientSection is [client]: the client listener.
+type ClientSection struct {
+	Listen string `toml:"listen"`
+}
+
+// Defaults returns every option at its default: node 1 of a three-node cluster on this host, with its
+// data in ./data.
+func Defaults() File {
+	hb := heartbeat.DefaultConfig()
+	return File{
+		Node: NodeSection{ID: 1, DataDir: "data", Listen: "0.0.0.0:7001"},
+		Cluster: ClusterSection{
+			ID:                          1,
+			Peers:                       map[string]string{"1": "127.0.0.1:7001", "2": "127.0.0.1:7011", "3": "127.0.0.1:7021"},
+			TickMs:                      10,
+			CommitBroadcastInterval:     hb.CommitBroadcastInterval,
+			CommitHeartbeatTimeout:      hb.CommitHeartbeatTimeout,
+			CommitIdleHeartbeatInterval: hb.CommitIdleHeartbeatInterval,
+			CommitIdleHeartbeatTimeout:  hb.CommitIdleHeartbeatTimeout,
+			NodeLivenessTimeout:         3000,
+			EagerFailoverGrace:          200,
+			AssignmentPolicy:            "majority_durable",
+		},
+		Shards: ShardsSection{Count: 0, PinCores: false, RingBackend: "auto", RingEntries: 1024},
+		Storage: StorageSection{SegmentBytes: 64 << 20, PrewriteBytes: 1 << 20, RecycleSegments: 2,
+			RetentionBytes: 0, RetentionAge: 0},
+		Metadata: MetadataSection{Replicas: []uint16{1, 2, 3}},
+		Admin:    AdminSection{Listen: "127.0.0.1:7003"},
+		Client:   ClientSection{Listen: "0.0.0.0:7002"},
+	}
+}
+
+// optionComments returns the line printed above each option by WriteDefaults, keyed section.key. A
+// test checks that every field of File has one.
+func optionComments() map[string]string {
+	return map[string]string{
+		"node.id":       "This node's id, 1..65535. It must be a key of cluster.peers.",
+		"node.data_dir": "The data directory (relative to the working directory). It records the cluster and node id.",
+		"node.listen":   "Address the peer links of other nodes connect to, ip:port (IP literals only; no DNS).",
+
+		"cluster.id": "Cluster id, 1..2^63-1. Every handshake carries it; a node of another cluster is refused.",
+		"cluster.peers": "Every node of the cluster, this one included: node id = \"ip:port\" its peer links are " +
+			"dialed at.",
+		"cluster.secret": "Shared secret that authenticates every peer and client handshake (HMAC-SHA256 over a " +
+			"challenge; it never crosses the wire). At least 16 bytes. Empty on every node: authentication off.",
+		"cluster.secret_file": "File holding the secret instead (trailing newline dropped; relative to this " +
+			"file's directory). Set at most one of secret and secret_file.",
+		"cluster.tick_ms": "Length of one tick in milliseconds: every timeout below is turned into ticks once, " +
+			"at load, and must be a whole multiple of it.",
+		"cluster.commit_broadcast_interval": "R23: gap between send ticks and busy heartbeats (P), " +
+			"milliseconds or a duration string such as \"500ms\".",
+		"cluster.commit_heartbeat_timeout": "R9/R23: busy backups' wait, the quiet time before a group turns " +
+			"idle, and the primary's quorum window (R24). At least 2000 ms and 4 x commit_broadcast_interval.",
+		"cluster.commit_idle_heartbeat_interval": "R23: gap between an idle group's heartbeats, a whole " +
+			"multiple of commit_broadcast_interval.",
+		"cluster.commit_idle_heartbeat_timeout": "R23: idle backups' wait (never less than " +
+			"commit_heartbeat_timeout), at least 4 x commit_idle_heartbeat_interval.",
+		"cluster.node_liveness_timeout": "A node with no heartbeat for this long is lost and its streams fail over.",
+		"cluster.eager_failover_grace": "A node whose links closed and stayed closed this long is lost at once " +
+			"(and a metadata backup starts a view change). Below node_liveness_timeout.",
+		"cluster.assignment_policy": "Confirm policy stamped on replicated assignments: majority_durable, " +
+			"local_durable, count_durable(N) or count_accepted(N).",
+
+		"shards.count":     "Shard count, 1..1024; 0 means one per CPU the process may use (sched_getaffinity).",
+		"shards.pin_cores": "Pin shard i to the i-th CPU of the process's affinity set.",
+		"shards.ring_backend": "auto (io_uring where the kernel allows it, else plain syscalls), io_uring " +
+			"(refuse to start without it) or fallback.",
+		"shards.ring_entries": "Submission queue entries of each shard's ring, a power of two up to 32768.",
+
+		"storage.segment_bytes":    "Size at which a stream log's active segment rolls, at least 4096 (0: the default).",
+		"storage.prewrite_bytes":   "Zeros written this far ahead of a segment's data: 4096..segment_bytes, or -1 for off.",
+		"storage.recycle_segments": "Retired segments kept for reuse by the next roll; -1 for off.",
+		"storage.retention_bytes":  "A stream log keeps at most this many bytes of closed segments; 0 keeps all.",
+		"storage.retention_age": "Closed segments whose newest record is older than this are removed; 0 keeps " +
+			"all. Milliseconds or a duration string such as \"168h\".",
+
+		"metadata.replicas": "Node ids of the metadata group's replicas, 3 or 5, each a key of cluster.peers.",
+
+		"admin.listen": "Admin HTTP (metrics, status, pprof): localhost unless you set another address; it has " +
+			"no authentication of its own.",
+
+		"client.listen": "Address clients connect to, ip:port.",
+	}
+}
