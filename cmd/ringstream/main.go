@@ -59,6 +59,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	root.AddCommand(newRingCommand())
 	root.AddCommand(newSimCommand())
+	root.AddCommand(newStreamSimCommand())
 	root.AddCommand(newFormatCommand())
 	root.AddCommand(newConfigCommand())
 	return root

@@ -17,6 +17,7 @@ type ghost struct {
 	// and checks that depend on the old history are relaxed for this stream.
 	lossAccepted   bool
 	acceptedEpochs []uint32
+	diverged       bool // a follower disagreed with its owner after the accepted loss
 }
 
 type ownerKey struct {
@@ -204,16 +205,18 @@ func (c *checker) onCut(s *Sim, n *node, si int, dropped []batchID) {
 }
 
 // onAcceptedLoss relaxes the checks of a stream whose owner loss an operator accepted: the ghost
-// keeps only the prefix the new owner holds.
+// keeps only the prefix the new owner holds below the start the acceptance recorded, which is all
+// the guard protects from then on (nothing, when no start was recorded).
 func (c *checker) onAcceptedLoss(s *Sim, id uint64) {
 	si, _ := s.streamIndex(id)
 	g := &c.ghosts[si]
 	a, _ := s.meta.state.Assignment(id)
 	g.lossAccepted = true
 	g.acceptedEpochs = append(g.acceptedEpochs, a.Epoch)
-	if d := s.nodes[a.Owner].disks[si]; d != nil {
+	start, recorded := c.startOf(s, id, a.Epoch)
+	if d := s.nodes[a.Owner].disks[si]; d != nil && recorded {
 		k := 0
-		for k < len(g.ids) && k < len(d.rec().ids) && g.ids[k] == d.rec().ids[k] {
+		for k < len(g.ids) && k < len(d.rec().ids) && g.ids[k] == d.rec().ids[k] && g.ids[k].end() <= start.RecordStart {
 			k++
 		}
 		for _, id := range g.ids[k:] {
@@ -269,7 +272,10 @@ func (c *checker) checkOwner(s *Sim, n *node, si int, a meta.Assignment) {
 	}
 }
 
-// checkFollowers compares every applied follower with the applied owner of its epoch. A stream whose
+// checkFollowers compares every applied follower with the applied owner of its epoch. After an
+// accepted owner loss the recorded history may not match the copies (no start when the new owner
+// published no tails, or tails that lag its log): a follower that disagrees then is counted, not
+// failed. A stream whose
 // owner restarted within its epoch, lost an unsynced suffix its followers hold, and was then given a
 // new epoch without a recovery (the known gap, see the package doc) is counted, not failed: its
 // confirmed records are still checked by the ghost and the owner checks.
@@ -290,6 +296,10 @@ func (c *checker) checkFollowers(s *Sim, si int) {
 			for i := range min(len(o), len(f)) {
 				if o[i] != f[i] && s.strs[si].gapAt != 0 {
 					s.strs[si].gapSeen = true
+					return
+				}
+				if o[i] != f[i] && c.ghosts[si].lossAccepted {
+					c.ghosts[si].diverged = true
 					return
 				}
 				if o[i] != f[i] {

@@ -164,11 +164,14 @@ func (d *disk) syncAll() {
 	}
 }
 
-// powerLoss keeps what was synced and a random prefix of what was not.
-func (d *disk) powerLoss(rng *rand.Rand) {
+// powerLoss keeps what was synced and, with torn, a random prefix of what was not.
+func (d *disk) powerLoss(rng *rand.Rand, torn bool) {
 	for i := range d.logs {
 		l := &d.logs[i]
-		keep := l.synced + rng.IntN(len(l.ids)-l.synced+1)
+		keep := l.synced
+		if torn {
+			keep += rng.IntN(len(l.ids) - l.synced + 1)
+		}
 		l.keep(keep)
 		l.synced = keep
 	}

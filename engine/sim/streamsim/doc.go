@@ -2,7 +2,10 @@
 // running the real stream.Copy for every copy they hold and the real control.Controller on the node
 // that holds the metadata primary, over simulated disks and a simulated network. One seeded
 // *rand.Rand draws every choice; there is no clock and no goroutine, so a seed replays exactly:
-// go test ./engine/sim/streamsim -run TestSim -seed=N (add -simlog for the run's events).
+// go test ./engine/sim/streamsim -run TestSim -seed=N (add -simlog for the run's events), or
+// ringstream streamsim --seed N. TestSim runs 200 seeds (-seeds K -first N for more);
+// TestBrokenVariants hunts every broken variant; the TestTrace tests play model-check.md's 15-step
+// trace; MeasureRecovery times many streams losing their owner at once.
 //
 // It owns the hosts of the copies (what a broker does with a copy's Effects, a seal and an
 // assignment), the disks, the network, the metadata group's stand-in, the workload and the checks.
@@ -55,12 +58,24 @@
 //   - Time is ticks: recovery times count protocol round trips and timeouts, not CPU or disk time.
 //
 // Decisions where the design is silent:
+//   - A node's links to the metadata primary close after the frames already sent on them are
+//     delivered (TCP order). control.OnHeartbeat clears a link-down, so a heartbeat delivered after
+//     OnLinkDown would cancel eager failover and leave only liveness expiry.
+//   - After an operator accepts an owner loss, the recorded history may not match the copies (no
+//     start when the new owner published no tails; published tails that lag or lead its log). The
+//     ghost is cut to the prefix the new owner holds, and a follower that then disagrees with its
+//     owner is counted (Stats.AcceptedDiverged), not failed.
 //   - The known gap. An owner whose node restarts within the liveness window reopens in its own
 //     epoch having lost an unsynced suffix that a follower holds durably; engine/stream makes it
 //     refuse everything until a new assignment, and the controller, which never saw the node lost,
 //     gives it one without a recovery (a follower addition through meta.SetAssignment, which records
 //     no history start). The follower keeps the lost suffix, the owner writes other batches at those
-//     offsets, and the follower's log no longer agrees with the owner's; with a later seal that
-//     follower may report the longer tail. The simulator counts such streams (Stats.Gaps, Diverged)
-//     instead of failing on the divergence; every check on confirmed records still applies to them.
+//     offsets, and the follower's log no longer agrees with the owner's. At the next seal nothing
+//     cuts that follower (no start was recorded after its own epoch), it can tie the copy holding the
+//     records confirmed since and win on the lower node id: a confirmed record is lost.
+//     TestKnownGap_OwnerRestartThenFollowerAddition (-knowngap) scripts it to that loss. TestSim
+//     counts such streams (Stats.Gaps, Diverged) instead of failing on the divergence; every check on
+//     confirmed records still applies to them. Closing it is engine/control's and engine/meta's work
+//     (a history start recorded by a change without recovery, or a recovery for an owner that
+//     restarted within its epoch), not this package's.
 package streamsim

@@ -159,7 +159,7 @@ func (s *Sim) diskStep(n *node) {
 		}
 		d := n.disks[si]
 		moved := false
-		if r := d.rec(); r.synced < len(r.ids) && s.rng.IntN(2) == 0 {
+		if r := d.rec(); r.synced < len(r.ids) && !n.holdSync && s.rng.IntN(2) == 0 {
 			r.synced = len(r.ids)
 			if _, durable := hc.c.Tails(); r.tail() > durable {
 				hc.c.AppendDone(wire.LogRecords, r.tail())
@@ -292,6 +292,9 @@ func (s *Sim) onAssign(n *node, e envelope) {
 	if d == nil {
 		d = &disk{}
 		n.disks[si] = d
+		if a.Epoch > 1 {
+			s.counts.empty++
+		}
 	}
 	if d.fence > a.Epoch || (d.applied && d.asg.Epoch >= a.Epoch) {
 		return
@@ -310,6 +313,9 @@ func (s *Sim) onAssign(n *node, e envelope) {
 			s.logf("stream %d: known gap: owner %d restarted within epoch %d and takes epoch %d without a recovery",
 				e.stream, n.id, hc.asg.Epoch, a.Epoch)
 		}
+	}
+	if a.Copies() < int(s.strs[si].st.Copies) && a.Owner == n.id {
+		s.counts.shrunken++
 	}
 	d.asg, d.starts, d.applied = a, starts, true
 	s.logf("node %d applies stream %d epoch %d owner %d followers %v (tail %d)", n.id, e.stream, a.Epoch, a.Owner,
@@ -377,7 +383,7 @@ func (s *Sim) kill(n *node, restartAt uint64) {
 	clear(n.copies)
 	for _, d := range n.disks {
 		if d != nil {
-			d.powerLoss(s.rng)
+			d.powerLoss(s.rng, !n.loseUnsynced)
 		}
 	}
 	s.meta.nodeDown(s, n.id)

@@ -66,6 +66,9 @@ func (m *metaGroup) init(s *Sim) error {
 		members := s.rng.Perm(s.opt.Nodes)[:e]
 		if s.opt.Scripted {
 			members = make([]int, e)
+			if s.opt.Members > 0 {
+				members = members[:s.opt.Members]
+			}
 			for j := range members {
 				members[j] = j
 			}

@@ -53,6 +53,8 @@ type Options struct {
 	Scripted bool
 	// Control is the controller's configuration; zero takes a short one for the simulator.
 	Control control.Config
+	// Members, in a scripted run, places each stream on its first Members nodes only (0: Copies).
+	Members int
 	// MetaNode is the node of the first metadata primary (0: node 1).
 	MetaNode uint16
 	// RecordChecksOnly turns off the checks that fire before a confirmed record is lost (owner below
@@ -71,18 +73,19 @@ var ErrViolation = errors.New("streamsim: violation")
 // Sim is one simulated cluster. Everything runs on the caller's goroutine; one seeded *rand.Rand
 // draws every choice.
 type Sim struct {
-	opt   Options
-	rng   *rand.Rand
-	now   uint64
-	nodes []*node // index = node id; nodes[0] is nil
-	net   network
-	meta  metaGroup
-	strs  []simStream
-	work  workload
-	chk   checker
-	fault faults
-	err   error
-	byID  map[uint64]int // stream id -> index in strs
+	opt    Options
+	rng    *rand.Rand
+	now    uint64
+	nodes  []*node // index = node id; nodes[0] is nil
+	net    network
+	meta   metaGroup
+	strs   []simStream
+	work   workload
+	chk    checker
+	fault  faults
+	err    error
+	byID   map[uint64]int // stream id -> index in strs
+	counts struct{ shrunken, empty, pauses int }
 }
 
 // simStream is one stream of the run.
@@ -104,6 +107,9 @@ type node struct {
 	disks       []*disk     // per stream index; nil: never held a copy
 	copies      []*hostCopy // per stream index; nil: no open copy
 	hbSeq       uint64
+	// Scripted runs only: holdSync keeps the node's record logs from syncing; a power loss of a node
+	// with loseUnsynced keeps nothing that was not synced.
+	holdSync, loseUnsynced bool
 }
 
 func (n *node) running(now uint64) bool { return n.up && n.pausedUntil <= now }
@@ -186,14 +192,26 @@ func (s *Sim) Err() error { return s.err }
 // Now is the current tick.
 func (s *Sim) Now() uint64 { return s.now }
 
-// Run runs the fault and load phase, then the heal phase, checking after every step. It returns the
-// first violation (ErrViolation), or a panic of a checked invariant of the real code as an error.
-func Run(opt Options) error {
+// Run runs the fault and load phase, then the heal phase, checking after every step. It returns what
+// the run did and the first violation (ErrViolation), or a panic of a checked invariant of the real
+// code as an error.
+func Run(opt Options) (Stats, error) {
 	s, err := New(opt)
 	if err != nil {
-		return err
+		return Stats{}, err
 	}
-	return s.RunTicks(s.opt.Ticks + s.opt.Ticks/4)
+	err = s.RunTicks(s.opt.Ticks + s.opt.Ticks/4)
+	return s.Stats(), err
+}
+
+// ParseVariant returns the variant named name (as Variant.String spells it).
+func ParseVariant(name string) (Variant, error) {
+	for v := Correct; v <= AckBeforeFsync; v++ {
+		if v.String() == name {
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("streamsim: unknown variant %q", name)
 }
 
 // RunTicks runs n ticks (stopping at the first violation) and returns s.Err.
@@ -238,6 +256,9 @@ func (s *Sim) step() {
 	s.restartDue()
 	s.meta.tick(s)
 	for _, n := range s.nodes[1:] {
+		if n.up && n.pausedUntil == s.now {
+			s.countStaleOwners(n)
+		}
 		if n.running(s.now) {
 			s.tickNode(n)
 		}
@@ -321,15 +342,23 @@ type Stats struct {
 	Confirmed int // batches confirmed, over every stream
 	MaxEpoch  uint32
 	Accepted  int // owner losses an operator accepted
-	Gaps      int // streams that hit the known gap
-	Diverged  int // of them, streams where a follower was then found divergent
+	// AcceptedDiverged: streams where a follower disagreed with its owner after an accepted loss.
+	AcceptedDiverged int
+	Shrunken         int // assignments applied with fewer copies than the stream's E
+	Empty            int // copies opened empty on a node that never held one (replacement followers)
+	Pauses           int // owners paused and woken after their stream moved on
+	Gaps             int // streams that hit the known gap
+	Diverged         int // of them, streams where a follower was then found divergent
 }
 
 func (s *Sim) Stats() Stats {
-	st := Stats{Acked: len(s.work.acked)}
+	st := Stats{Acked: len(s.work.acked), Shrunken: s.counts.shrunken, Empty: s.counts.empty, Pauses: s.counts.pauses}
 	for si := range s.strs {
 		st.Confirmed += len(s.chk.ghosts[si].ids)
 		st.Accepted += len(s.chk.ghosts[si].acceptedEpochs)
+		if s.chk.ghosts[si].diverged {
+			st.AcceptedDiverged++
+		}
 		a, _ := s.meta.state.Assignment(s.strs[si].st.ID)
 		st.MaxEpoch = max(st.MaxEpoch, a.Epoch)
 		if s.strs[si].gapAt != 0 {
@@ -340,4 +369,17 @@ func (s *Sim) Stats() Stats {
 		}
 	}
 	return st
+}
+
+// countStaleOwners counts the copies of a waking node that are owners of an epoch their stream has
+// left: paused owners that wake after their failover.
+func (s *Sim) countStaleOwners(n *node) {
+	for si, hc := range n.copies {
+		if hc == nil || hc.c.Role() != stream.RoleOwner {
+			continue
+		}
+		if a, _ := s.meta.state.Assignment(s.strs[si].st.ID); a.Epoch > hc.asg.Epoch {
+			s.counts.pauses++
+		}
+	}
 }

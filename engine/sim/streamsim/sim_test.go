@@ -8,6 +8,7 @@ import (
 var (
 	seedFlag  = flag.Uint64("seed", 0, "run only this seed of TestSim (a failing seed's one-line repro)")
 	seedsFlag = flag.Int("seeds", 200, "seeds TestSim runs")
+	firstFlag = flag.Uint64("first", 1, "first seed TestSim runs")
 	verbose   = flag.Bool("simlog", false, "log the run's events")
 	recOnly   = flag.Bool("recordonly", false, "TestBrokenVariants also hunts each variant with the record checks only")
 )
@@ -23,7 +24,8 @@ func options(t *testing.T, seed uint64, v Variant) Options {
 // TestSim runs the simulator over many seeds with every fault and the real protocol; every check
 // must hold after every step.
 func TestSim(t *testing.T) {
-	first, last := uint64(1), uint64(*seedsFlag)
+	first := *firstFlag
+	last := first + uint64(*seedsFlag) - 1
 	if *seedFlag != 0 {
 		first, last = *seedFlag, *seedFlag
 	}
@@ -37,28 +39,32 @@ func TestSim(t *testing.T) {
 		sum.Acked += st.Acked
 		sum.Confirmed += st.Confirmed
 		sum.Accepted += st.Accepted
+		sum.AcceptedDiverged += st.AcceptedDiverged
 		sum.Gaps += st.Gaps
 		sum.Diverged += st.Diverged
+		sum.Shrunken += st.Shrunken
+		sum.Empty += st.Empty
+		sum.Pauses += st.Pauses
 		if st.MaxEpoch > 1 {
 			failovers++
 		}
+		if (seed-first+1)%1000 == 0 {
+			t.Logf("seeds %d..%d pass", first, seed)
+		}
 	}
 	n := int(last - first + 1)
-	t.Logf("%d seeds: %d batches acknowledged, %d confirmed, %d runs with a failover, %d accepted losses, "+
-		"%d streams hit the known gap (%d with a divergent follower)", n, sum.Acked, sum.Confirmed, failovers,
-		sum.Accepted, sum.Gaps, sum.Diverged)
+	t.Logf("seeds %d..%d: %d batches acknowledged, %d confirmed, %d runs with a failover, %d shrunken "+
+		"assignments, %d empty replacement copies, %d owners woken after their failover, %d accepted losses "+
+		"(%d then with a divergent follower), "+
+		"%d streams hit the known gap (%d with a divergent follower)", first, last, sum.Acked, sum.Confirmed,
+		failovers, sum.Shrunken, sum.Empty, sum.Pauses, sum.Accepted, sum.AcceptedDiverged, sum.Gaps, sum.Diverged)
 	if n >= 20 && (sum.Acked < 10*n || failovers < n/3) {
 		t.Fatalf("the runs did too little to prove anything")
 	}
 }
 
 func runSeed(t *testing.T, seed uint64, v Variant) (Stats, error) {
-	s, err := New(options(t, seed, v))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.RunTicks(s.opt.Ticks + s.opt.Ticks/4)
-	return s.Stats(), err
+	return Run(options(t, seed, v))
 }
 
 // TestBrokenVariants: each test-only broken variant is caught within 1,000 seeds; the seed that
@@ -84,7 +90,7 @@ func hunt(t *testing.T, v Variant, recordChecksOnly bool) {
 	for seed := uint64(1); seed <= 1000; seed++ {
 		o := options(t, seed, v)
 		o.RecordChecksOnly = recordChecksOnly
-		if err := Run(o); err != nil {
+		if _, err := Run(o); err != nil {
 			t.Logf("caught at seed %d: %v", seed, err)
 			return
 		}
