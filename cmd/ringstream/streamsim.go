@@ -17,6 +17,7 @@ func newStreamSimCommand() *cobra.Command {
 	var seed uint64
 	var seeds, recovery int
 	var variant string
+	var withPrimary bool
 	cmd := &cobra.Command{
 		Use:   "streamsim",
 		Short: "Run the stream failover simulator for one seed or a range of seeds",
@@ -24,7 +25,7 @@ func newStreamSimCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
 			if recovery > 0 {
-				r, err := streamsim.MeasureRecovery(recovery, 2)
+				r, err := streamsim.MeasureRecovery(recovery, 2, withPrimary)
 				if err != nil {
 					return err
 				}
@@ -55,5 +56,6 @@ func newStreamSimCommand() *cobra.Command {
 	cmd.Flags().StringVar(&variant, "variant", "correct", "protocol variant: correct, or a broken one "+
 		"(\"raw-tail seal\", \"no prefix guard\", \"seal R-1\", \"confirm W-1\", \"ack before fsync\")")
 	cmd.Flags().IntVar(&recovery, "recovery", 0, "measure the failover of this many streams instead")
+	cmd.Flags().BoolVar(&withPrimary, "with-primary", false, "with --recovery: the lost node also holds the metadata primary")
 	return cmd
 }

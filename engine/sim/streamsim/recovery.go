@@ -10,29 +10,38 @@ import (
 // RecoveryTimes are the ticks from an owner's loss (its node killed, links closed) to each stage of
 // the failover of the last of the streams that lost it.
 type RecoveryTimes struct {
-	Streams   int
-	Recorded  uint64 // every pending recovery committed in meta
-	Committed uint64 // every new assignment committed
-	Applied   uint64 // every new owner applied its assignment (log epoch durable)
-	Confirmed uint64 // a produce sent to each new owner once it applied is acknowledged
+	Streams     int
+	WithPrimary bool   // the lost node also held the metadata primary
+	Recorded    uint64 // every pending recovery committed in meta
+	Committed   uint64 // every new assignment committed
+	Applied     uint64 // every new owner applied its assignment (log epoch durable)
+	Confirmed   uint64 // a produce sent to each new owner once it applied is acknowledged
 }
 
 func (r RecoveryTimes) String() string {
-	return fmt.Sprintf("%d streams: recorded %d, committed %d, owners applied %d, first confirm %d ticks",
-		r.Streams, r.Recorded, r.Committed, r.Applied, r.Confirmed)
+	with := ""
+	if r.WithPrimary {
+		with = " (with the metadata primary)"
+	}
+	return fmt.Sprintf("%d streams%s: recorded %d, committed %d, owners applied %d, first confirm %d ticks",
+		r.Streams, with, r.Recorded, r.Committed, r.Applied, r.Confirmed)
 }
 
 // MeasureRecovery runs streams three-copy streams owned by node 1 of three nodes with the controller
-// on node 3 (control.DefaultConfig, one tick per network hop, metaDelay ticks per metadata commit),
-// produces one batch to each, kills node 1 and measures how many ticks each failover stage takes for
-// all of them.
-func MeasureRecovery(streams int, metaDelay int) (RecoveryTimes, error) {
-	s, err := New(Options{Seed: 1, Nodes: 3, Streams: streams, Copies: 3, Scripted: true, MetaNode: 3,
+// on node 3, or on node 1 itself with withPrimary (control.DefaultConfig, one tick per network hop,
+// metaDelay ticks per metadata commit, a view change of viewChangeTicks), produces one batch to each,
+// kills node 1 and measures how many ticks each failover stage takes for all of them.
+func MeasureRecovery(streams int, metaDelay int, withPrimary bool) (RecoveryTimes, error) {
+	metaNode := uint16(3)
+	if withPrimary {
+		metaNode = 1
+	}
+	s, err := New(Options{Seed: 1, Nodes: 3, Streams: streams, Copies: 3, Scripted: true, MetaNode: metaNode,
 		MetaDelayTicks: metaDelay, Control: control.DefaultConfig(), Ticks: 1 << 20})
 	if err != nil {
 		return RecoveryTimes{}, err
 	}
-	out := RecoveryTimes{Streams: streams}
+	out := RecoveryTimes{Streams: streams, WithPrimary: withPrimary}
 	run := func(limit int, cond func() bool) (uint64, error) {
 		start := s.now
 		for range limit {

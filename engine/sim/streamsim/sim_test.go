@@ -99,16 +99,19 @@ func hunt(t *testing.T, v Variant, recordChecksOnly bool) {
 }
 
 // TestRecoveryTime measures, in ticks, the failover of 1, 100 and 1,000 streams losing their owner
-// at once (control.DefaultConfig: eager failover grace 20 ticks).
+// at once (control.DefaultConfig: eager failover grace 20 ticks), and the same when the lost node
+// also held the metadata primary.
 func TestRecoveryTime(t *testing.T) {
-	for _, n := range []int{1, 100, 1000} {
-		if n == 1000 && testing.Short() {
-			continue
+	for _, withPrimary := range []bool{false, true} {
+		for _, n := range []int{1, 100, 1000} {
+			if n == 1000 && testing.Short() {
+				continue
+			}
+			r, err := MeasureRecovery(n, 2, withPrimary)
+			if err != nil {
+				t.Fatalf("%d streams: %v", n, err)
+			}
+			t.Log(r)
 		}
-		r, err := MeasureRecovery(n, 2)
-		if err != nil {
-			t.Fatalf("%d streams: %v", n, err)
-		}
-		t.Log(r)
 	}
 }
