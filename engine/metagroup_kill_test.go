@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -109,27 +110,7 @@ func TestMetaGroup_PrimaryProcessKilled(t *testing.T) {
 			n.group.Close()
 		}
 	})
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMetaGroupChild$", "-test.v")
-	cmd.Env = append(os.Environ(), metaChildEnv+"="+dirs[0],
-		metaChildPeers+"="+survivors[0].node.Addr().String()+","+survivors[1].node.Addr().String())
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	lines := bufio.NewScanner(stdout)
-	var childAddr netip.AddrPort
-	for childAddr == (netip.AddrPort{}) && lines.Scan() {
-		if a, ok := strings.CutPrefix(lines.Text(), "addr "); ok {
-			childAddr = netip.MustParseAddrPort(a)
-		}
-	}
-	if !childAddr.IsValid() {
-		t.Fatal("the child never said its address")
-	}
+	cmd, lines, childAddr := startMetaChild(t, dirs[0], survivors)
 	for i, n := range survivors {
 		other := survivors[1-i]
 		peers := []shard.Peer{{Node: childNodeID, Addr: childAddr}, {Node: other.id, Addr: other.node.Addr()}}
@@ -139,24 +120,21 @@ func TestMetaGroup_PrimaryProcessKilled(t *testing.T) {
 	}
 	committed := map[uint16]uint64{}
 	var lastOp uint64
-	for len(committed) < 60 && lines.Scan() {
-		var id uint16
-		var op uint64
-		if _, err := fmt.Sscanf(lines.Text(), "committed %d %d", &id, &op); err == nil {
-			committed[id], lastOp = op, max(lastOp, op)
+	readCommitted := func(until int) {
+		for len(committed) < until && lines.Scan() {
+			var id uint16
+			var op uint64
+			if _, err := fmt.Sscanf(lines.Text(), "committed %d %d", &id, &op); err == nil {
+				committed[id], lastOp = op, max(lastOp, op)
+			}
 		}
 	}
+	readCommitted(60)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	for lines.Scan() { // what the child printed before it died is committed too
-		var id uint16
-		var op uint64
-		if _, err := fmt.Sscanf(lines.Text(), "committed %d %d", &id, &op); err == nil {
-			committed[id], lastOp = op, max(lastOp, op)
-		}
-	}
+	readCommitted(math.MaxInt) // what the child printed before it died is committed too
 	_ = cmd.Wait()
 	alive := map[uint16]bool{2: true, 3: true}
 	waitFor(t, "a new primary among the survivors", func() bool { return primaryOf(survivors, alive) != nil })
@@ -185,4 +163,32 @@ func TestMetaGroup_PrimaryProcessKilled(t *testing.T) {
 			}
 		}
 	}
+}
+
+// startMetaChild starts TestMetaGroupChild in a child process on dir, peered with the survivors, and
+// returns it, its output and the address it listens on.
+func startMetaChild(t *testing.T, dir string, survivors []*metaNode) (*exec.Cmd, *bufio.Scanner, netip.AddrPort) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMetaGroupChild$", "-test.v")
+	cmd.Env = append(os.Environ(), metaChildEnv+"="+dir,
+		metaChildPeers+"="+survivors[0].node.Addr().String()+","+survivors[1].node.Addr().String())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(stdout)
+	var childAddr netip.AddrPort
+	for childAddr == (netip.AddrPort{}) && lines.Scan() {
+		if a, ok := strings.CutPrefix(lines.Text(), "addr "); ok {
+			childAddr = netip.MustParseAddrPort(a)
+		}
+	}
+	if !childAddr.IsValid() {
+		t.Fatal("the child never said its address")
+	}
+	return cmd, lines, childAddr
 }

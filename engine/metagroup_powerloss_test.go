@@ -93,34 +93,11 @@ func metaPowerLossRun(t *testing.T, pc metaPowerCase) *metaPowerLoss {
 	run := &metaPowerLoss{disk: disk, cfg: nodes[1].group.cfg, committed: map[uint16]uint64{}, nodes: nodes,
 		dirs: dirs}
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	for c := uint64(1); c <= 3; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for req := uint64(1); ; {
-				id := uint16(100*c + req)
-				p := primaryOf(nodes, alive)
-				if p == nil {
-					p = nodes[0]
-				}
-				select {
-				case <-stop:
-					return
-				case res := <-p.group.Propose(c, req, registerOp(id)):
-					if res.Err != nil {
-						time.Sleep(time.Millisecond) // not (or no longer) the primary: again
-						continue
-					}
-					mu.Lock()
-					run.committed[id], run.lastOp = res.Op, max(run.lastOp, res.Op)
-					mu.Unlock()
-					req++
-				}
-			}
-		}()
-	}
+	stop := proposeUntilStopped(nodes, alive, func(id uint16, op uint64) {
+		mu.Lock()
+		run.committed[id], run.lastOp = op, max(run.lastOp, op)
+		mu.Unlock()
+	})
 	want := 10 + int(seed%7)
 	if pc.compact {
 		want = 30 + int(seed%7) // past a few checkpoints and compactions
@@ -129,8 +106,7 @@ func metaPowerLossRun(t *testing.T, pc metaPowerCase) *metaPowerLoss {
 	// The power cut: the next fsync of node 2 (its log's or its superblock's, by seed) fails.
 	disk.Inject(powerloss.Fault{Op: ring.OpFsync, Nth: 1 + int(seed%2), Errno: unix.EIO})
 	waitFor(t, "node 2 out", func() bool { return nodes[1].group.Status().PersistErr != nil })
-	close(stop)
-	wg.Wait()
+	stop()
 	for _, n := range up {
 		_ = n.node.Stop()
 		n.group.Close()
@@ -247,5 +223,41 @@ func TestMetaGroup_PowerLossCatchesBrokenVariants(t *testing.T) {
 			}
 			t.Fatalf("survived %d power-loss states", *metaPowerStates)
 		})
+	}
+}
+
+// proposeUntilStopped runs three clients that propose RegisterNode ops to the primary among nodes
+// (alive) one after another, retrying a request the replica refused, and report each committed one.
+// The returned function stops them and waits until they have.
+func proposeUntilStopped(nodes []*metaNode, alive map[uint16]bool, committed func(id uint16, op uint64)) func() {
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for c := uint64(1); c <= 3; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for req := uint64(1); ; {
+				id := uint16(100*c + req)
+				p := primaryOf(nodes, alive)
+				if p == nil {
+					p = nodes[0]
+				}
+				select {
+				case <-stop:
+					return
+				case res := <-p.group.Propose(c, req, registerOp(id)):
+					if res.Err != nil {
+						time.Sleep(time.Millisecond) // not (or no longer) the primary: again
+						continue
+					}
+					committed(id, res.Op)
+					req++
+				}
+			}
+		}()
+	}
+	return func() {
+		close(stop)
+		wg.Wait()
 	}
 }
