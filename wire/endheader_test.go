@@ -23,3 +23,15 @@ func TestEndHeaderMatchesEndFrame(t *testing.T) {
 		t.Fatalf("parse: %+v, %v", got, err)
 	}
 }
+
+// A stream prepare's header built apart from its batches is the header of the whole frame.
+func TestAppendStreamPrepareHeaderMatchesFrame(t *testing.T) {
+	m := StreamPrepare{Stream: 5, Incarnation: 2, Epoch: 3, PrevEpoch: 2, Log: LogRecords, BaseOffset: 40,
+		Count: 7, ConfirmedTail: 33, Batches: bytes.Repeat([]byte("b"), 3000)}
+	from := From{Cluster: 1, Node: 2}
+	whole := AppendStreamPrepare(nil, from, &m)
+	header := AppendStreamPrepareHeader([]byte("x"), from, &m)
+	if !bytes.Equal(header[1:], whole[:HeaderSize]) {
+		t.Fatal("AppendStreamPrepareHeader wrote another header than AppendStreamPrepare")
+	}
+}

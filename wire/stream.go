@@ -48,6 +48,23 @@ const (
 
 // AppendStreamPrepare appends a stream prepare frame to dst.
 func AppendStreamPrepare(dst []byte, from From, m *StreamPrepare) []byte {
+	h := prepareHeader(m)
+	dst, start := startFrame(dst, from, &h)
+	dst = append(dst, m.Batches...)
+	return endFrame(dst, start, m.Count)
+}
+
+// AppendStreamPrepareHeader appends only the header of the stream prepare frame whose body is
+// m.Batches, for a sender that sends the header and the batches as two slices (a shard's SendData):
+// the batches are read for the body checksum, never copied.
+func AppendStreamPrepareHeader(dst []byte, from From, m *StreamPrepare) []byte {
+	h := prepareHeader(m)
+	dst, start := startFrame(dst, from, &h)
+	EndHeader(dst[start:], m.Batches, m.Count)
+	return dst
+}
+
+func prepareHeader(m *StreamPrepare) Header {
 	assert.True(m.Stream != 0, "wire: stream prepare for stream 0")
 	assert.True(m.Log.valid(), "wire: stream prepare with an unknown log")
 	assert.True((m.Count == 0) == (len(m.Batches) == 0), "wire: stream prepare count disagrees with its batches")
@@ -57,9 +74,7 @@ func AppendStreamPrepare(dst []byte, from From, m *StreamPrepare) []byte {
 	put64(h.Area[:], prepareBaseOffset, m.BaseOffset)
 	h.Area[prepareLog] = uint8(m.Log)
 	put64(h.Area[:], prepareConfirmedTail, m.ConfirmedTail)
-	dst, start := startFrame(dst, from, &h)
-	dst = append(dst, m.Batches...)
-	return endFrame(dst, start, m.Count)
+	return h
 }
 
 // DecodeStreamPrepare reads a parsed stream prepare frame. Batches aliases body.
