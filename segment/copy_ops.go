@@ -342,6 +342,12 @@ type RetainReport struct {
 // the job starts; each file removal is made durable (directory fsync) before the next. Done
 // reports OpRetain with tag and the RetainReport.
 func (c *Copy) Retain(tag uint64, nowMs, maxBytes, maxAgeMs int64) error {
+	return c.RetainBelow(tag, nowMs, maxBytes, maxAgeMs, noKeep)
+}
+
+// RetainBelow is Retain that removes no record segment ending past keepFrom (a stream copy's
+// RetainLimit: records a later seal may still need).
+func (c *Copy) RetainBelow(tag uint64, nowMs, maxBytes, maxAgeMs int64, keepFrom uint64) error {
 	if err := c.usable(); err != nil {
 		return err
 	}
@@ -350,7 +356,7 @@ func (c *Copy) Retain(tag uint64, nowMs, maxBytes, maxAgeMs int64) error {
 	}
 	return c.startJob(OpRetain, tag, false, func(j *job) error {
 		var err error
-		j.res.Retain, err = c.retain(nowMs, maxBytes, maxAgeMs)
+		j.res.Retain, err = c.retain(nowMs, maxBytes, maxAgeMs, keepFrom)
 		return err
 	})
 }
@@ -366,15 +372,15 @@ func (c *Copy) RetainSync(nowMs, maxBytes, maxAgeMs int64) (RetainReport, error)
 	if err := c.drainAll(); err != nil {
 		return RetainReport{}, err
 	}
-	return c.retain(nowMs, maxBytes, maxAgeMs)
+	return c.retain(nowMs, maxBytes, maxAgeMs, noKeep)
 }
 
-func (c *Copy) retain(nowMs, maxBytes, maxAgeMs int64) (RetainReport, error) {
+func (c *Copy) retain(nowMs, maxBytes, maxAgeMs int64, keepFrom uint64) (RetainReport, error) {
 	var rep RetainReport
 	if c.seal.active {
 		return rep, ErrBusy // the seal digest walks the segment list
 	}
-	recs := c.records.retainPick(nowMs, maxBytes, maxAgeMs, noKeep)
+	recs := c.records.retainPick(nowMs, maxBytes, maxAgeMs, keepFrom)
 	curs := c.cursors.retainPick(nowMs, -1, 0, c.snapBoundary)
 	rep.RecordHead = c.records.Head()
 	var err error
