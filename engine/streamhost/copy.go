@@ -1,0 +1,304 @@
+package streamhost
+
+import (
+	"fmt"
+
+	"github.com/ringstream/ringstream/engine/stream"
+	"github.com/ringstream/ringstream/segment"
+	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/shard/heartbeat"
+	"github.com/ringstream/ringstream/wire"
+)
+
+type copyState uint8
+
+const (
+	stateOpening  copyState = iota // segment's open job runs
+	stateScanning                  // reading the retained batch headers for the copy
+	stateServing
+	stateClosing // closing or deleting: its storage is going away
+	stateClosed  // closed, failed or deleted: it serves nothing
+)
+
+// Tags of the copy's own rare operations and reads. Reads the copy asks for carry its own tags,
+// which are below tagScan.
+const (
+	tagOpen   = 1
+	tagClose  = 2
+	tagDelete = 3
+	tagRetain = 4
+	tagEpoch  = 1 << 40 // + epoch
+	tagScan   = 1 << 62
+)
+
+// copyGroup is one stream copy on its shard: a shard.Group (the owner is a primary on the heartbeat
+// schedule, a follower a backup), segment's Events for its storage, and the carrier of the copy's
+// effects.
+type copyGroup struct {
+	h       *shardHost
+	spec    Spec
+	cfg     stream.Config
+	dir     string
+	c       *stream.Copy
+	seg     *segment.Copy
+	state   copyState
+	dirty   bool
+	members []shard.Member
+	self    uint8
+	token   uint64
+
+	// The copy's heartbeat state, read after every Ready.
+	role    stream.Role
+	commit  uint64
+	holders heartbeat.Members
+
+	held    []*buffer // owner: encoded appends not yet reported durable, in order
+	fresh   []*buffer // reads completed since the last Ready (their data may be in it)
+	reading []*buffer // reads in flight, by position: readTags[i] is reading[i]'s tag
+	readTag []uint64
+	spanOf  []int // by append of the Ready being carried out: its span in the owner's buffer, or -1
+
+	scanFrom uint64 // opening: the next retained batch to feed the copy
+	retainAt uint64 // tick of the next retention
+	retain   bool   // a retention job runs
+	deleted  func(error)
+}
+
+// Attach starts the copy's open on the shard's ring: Done(OpOpen) goes on with the scan.
+func (cg *copyGroup) Attach(s shard.Sender) {
+	sh := cg.h
+	if sh.send == nil {
+		sh.send = s
+	}
+	sh.copies[cg.spec.Stream] = cg
+	seg, err := segment.Open(sh.jobs, s.Ring(), cg.dir, sh.h.cfg.Segment, cg, tagOpen)
+	if err != nil {
+		cg.closeFailed(err)
+		return
+	}
+	cg.seg = seg
+}
+
+// Done receives the end of a rare operation (from Jobs.Poll).
+func (cg *copyGroup) Done(r segment.Result) {
+	switch r.Op {
+	case segment.OpOpen:
+		if r.Err != nil {
+			cg.seg = nil
+			cg.closeFailed(r.Err)
+			return
+		}
+		cg.startScan()
+	case segment.OpAppendEpoch:
+		if cg.c != nil {
+			cg.c.EpochDone(uint32(r.Tag-tagEpoch), r.Err)
+			cg.h.markDirty(cg)
+		}
+	case segment.OpRetain:
+		cg.retain = false
+		if r.Err == nil && cg.c != nil && r.Retain.RecordHead > 0 {
+			cg.c.HeadMoved(r.Retain.RecordHead)
+		}
+	case segment.OpClose:
+		cg.state = stateClosed
+	case segment.OpDelete:
+		cg.state = stateClosed
+		cg.remove()
+		if cg.deleted != nil {
+			cg.deleted(r.Err)
+		}
+	}
+}
+
+// closeFailed reports a copy whose storage did not open and leaves it closed; the others serve.
+func (cg *copyGroup) closeFailed(err error) {
+	cg.state = stateClosed
+	sh := cg.h
+	sh.h.fail(Failure{Stream: cg.spec.Stream, Incarnation: cg.spec.Incarnation, Dir: cg.dir, Err: fmt.Errorf("%w: %w", ErrDamaged, err)})
+	if f := sh.h.cfg.Opened; f != nil {
+		f(cg.spec.Stream, err)
+	}
+	cg.remove()
+}
+
+// remove takes the copy off its shard (the group goes at the shard's next turn).
+func (cg *copyGroup) remove() {
+	if cg.h.copies[cg.spec.Stream] == cg {
+		delete(cg.h.copies, cg.spec.Stream)
+	}
+	_ = cg.h.h.node.RemoveGroup(cg.spec.Stream)
+}
+
+// delete closes and removes the copy's files (segment.Copy.Delete runs on the ring).
+func (cg *copyGroup) delete(done func(error)) {
+	if cg.seg == nil || cg.state == stateClosing || cg.state == stateClosed {
+		done(fmt.Errorf("%w: %d is not open", ErrUnknownStream, cg.spec.Stream))
+		return
+	}
+	cg.deleted = done
+	if err := cg.seg.Delete(tagDelete); err != nil {
+		cg.deleted = nil
+		done(err)
+		return
+	}
+	cg.state = stateClosing
+}
+
+// OnStop closes the copy's storage; the shard host's OnStop polls the jobs that do it.
+func (cg *copyGroup) OnStop() {
+	if cg.seg != nil && cg.state != stateClosing && cg.state != stateClosed {
+		if cg.seg.Close(tagClose) == nil {
+			cg.state = stateClosing
+		}
+	}
+}
+
+// AppendDone: a log's durable tail moved (from segment's completions).
+func (cg *copyGroup) AppendDone(log segment.LogKind, _ uint64, end uint64, err error) {
+	if cg.c == nil || cg.state != stateServing {
+		return
+	}
+	if err != nil {
+		cg.c.LogFailed(kindOf(log))
+		cg.h.markDirty(cg)
+		return
+	}
+	if log == segment.RecordLog {
+		for len(cg.held) > 0 && cg.held[0].end <= end {
+			cg.h.pool.unref(cg.held[0])
+			cg.held[0] = nil
+			cg.held = cg.held[1:]
+		}
+	}
+	cg.c.AppendDone(kindOf(log), end)
+	cg.h.markDirty(cg)
+}
+
+// ReadDone: a read finished; its buffer stays alive until the next Ready's sends took what they
+// alias.
+func (cg *copyGroup) ReadDone(_ segment.LogKind, tag uint64, data []byte, err error) {
+	b := cg.takeRead(tag)
+	if tag >= tagScan {
+		cg.scanDone(b, data, err)
+		return
+	}
+	if cg.c == nil || cg.state != stateServing {
+		cg.h.pool.unref(b)
+		return
+	}
+	cg.fresh = append(cg.fresh, b)
+	cg.c.ReadDone(tag, data, err)
+	cg.h.markDirty(cg)
+}
+
+// SealDone: seals are the failover's (not hosted yet).
+func (cg *copyGroup) SealDone(uint64, segment.Seal, error) {}
+
+// read starts a read of log from offset into a pooled buffer of bytesMax plus the sparse index's
+// reach.
+func (cg *copyGroup) read(log *segment.Log, tag uint64, from uint64, bytesMax int) error {
+	b := cg.h.pool.get(bytesMax + int(cg.h.h.segIndexBytes()) + segment.BatchHeaderSize)
+	if err := log.Read(tag, from, b.b[:cap(b.b)]); err != nil {
+		cg.h.pool.unref(b)
+		return err
+	}
+	cg.reading = append(cg.reading, b)
+	cg.readTag = append(cg.readTag, tag)
+	return nil
+}
+
+func (cg *copyGroup) takeRead(tag uint64) *buffer {
+	for i, t := range cg.readTag {
+		if t == tag {
+			b := cg.reading[i]
+			cg.reading = append(cg.reading[:i], cg.reading[i+1:]...)
+			cg.readTag = append(cg.readTag[:i], cg.readTag[i+1:]...)
+			return b
+		}
+	}
+	panic(fmt.Sprintf("streamhost: read %d completed without being started", tag))
+}
+
+// startScan feeds the copy every retained batch header, read through the ring, then OpenDone.
+func (cg *copyGroup) startScan() {
+	c, err := stream.New(cg.cfg, cg.spec.Assignment, nil)
+	if err != nil {
+		cg.closeFailed(err)
+		return
+	}
+	cg.c = c
+	cg.state = stateScanning
+	cg.scanFrom = cg.seg.Records().Head()
+	cg.scanNext()
+}
+
+func (cg *copyGroup) scanNext() {
+	rec, _ := cg.seg.Tails()
+	if cg.scanFrom >= rec {
+		cg.openDone()
+		return
+	}
+	if err := cg.read(cg.seg.Records(), tagScan, cg.scanFrom, scanBytes); err != nil {
+		cg.failScan(err)
+	}
+}
+
+// scanBytes is the size of one read of the open scan.
+const scanBytes = 1 << 20
+
+func (cg *copyGroup) scanDone(b *buffer, data []byte, err error) {
+	defer cg.h.pool.unref(b)
+	if err != nil {
+		cg.failScan(err)
+		return
+	}
+	it := segment.NewBatchIter(data, cg.scanFrom)
+	for h, _, ok := it.Next(); ok; h, _, ok = it.Next() {
+		if err := cg.c.ObserveBatch(headerOf(&h)); err != nil {
+			cg.failScan(err)
+			return
+		}
+		cg.scanFrom = h.NextOffset()
+	}
+	if err := it.Err(); err != nil {
+		cg.failScan(err)
+		return
+	}
+	cg.scanNext()
+}
+
+func (cg *copyGroup) failScan(err error) {
+	cg.c = nil
+	if cg.seg.Close(tagClose) == nil {
+		cg.state = stateClosing
+	}
+	sh := cg.h
+	sh.h.fail(Failure{Stream: cg.spec.Stream, Incarnation: cg.spec.Incarnation, Dir: cg.dir, Err: fmt.Errorf("%w: %w", ErrDamaged, err)})
+	if f := sh.h.cfg.Opened; f != nil {
+		f(cg.spec.Stream, err)
+	}
+}
+
+// openDone starts the copy's role on its storage's state.
+func (cg *copyGroup) openDone() {
+	rec, cur := cg.seg.Tails()
+	var epochs []wire.LogEpoch
+	for _, e := range cg.seg.Epochs() {
+		epochs = append(epochs, wire.LogEpoch{Epoch: uint32(e.Epoch), RecordStart: e.RecordStart, CursorStart: e.CursorStart})
+	}
+	cg.c.OpenDone(stream.OpenState{RecordHead: cg.seg.Records().Head(), RecordTail: rec, CursorTail: cur,
+		Fence: uint32(cg.seg.FenceEpoch()), LogEpochs: epochs})
+	cg.state = stateServing
+	cg.retainAt = cg.h.tick + cg.h.h.cfg.RetainEveryTicks
+	if f := cg.h.h.cfg.Opened; f != nil {
+		f(cg.spec.Stream, nil)
+	}
+	cg.h.markDirty(cg)
+}
+
+func kindOf(l segment.LogKind) wire.LogKind {
+	if l == segment.CursorLog {
+		return wire.LogCursors
+	}
+	return wire.LogRecords
+}

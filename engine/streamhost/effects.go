@@ -1,0 +1,220 @@
+package streamhost
+
+import (
+	"github.com/ringstream/ringstream/engine/stream"
+	"github.com/ringstream/ringstream/internal/assert"
+	"github.com/ringstream/ringstream/segment"
+	"github.com/ringstream/ringstream/shard/heartbeat"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// carryOut takes the copy's Ready and carries out its effects in engine/stream's order: log epochs,
+// appends, the cursor commit, reads, prepares and prepare-oks, replies; then it keeps the heartbeat
+// state for the shard. It never drives the ring: everything is queued, and the shard host's turn
+// hook flushes the group commits.
+func (cg *copyGroup) carryOut() {
+	if cg.c == nil || cg.state != stateServing {
+		return
+	}
+	sh := cg.h
+	fx := cg.c.Ready()
+	for _, e := range fx.Epochs {
+		err := cg.seg.AppendEpoch(tagEpoch+uint64(e.Epoch), segment.EpochEntry{Epoch: uint64(e.Epoch),
+			RecordStart: e.RecordStart, CursorStart: e.CursorStart})
+		if err != nil {
+			cg.c.EpochDone(e.Epoch, err)
+			sh.markDirty(cg)
+		}
+	}
+	ob, failed := cg.appendAll(fx)
+	if fx.SyncCursors && !failed {
+		cg.seg.SyncCursors()
+	}
+	for _, rd := range fx.Reads {
+		log := cg.seg.Records()
+		if rd.Log == wire.LogCursors {
+			log = cg.seg.Cursors()
+		}
+		if err := cg.read(log, rd.Tag, rd.From, rd.BytesMax); err != nil {
+			cg.c.ReadDone(rd.Tag, nil, err)
+			sh.markDirty(cg)
+		}
+	}
+	for i := range fx.Prepares {
+		cg.sendPrepare(&fx.Prepares[i], ob, failed)
+	}
+	from := wire.From{Cluster: sh.h.cfg.Cluster, Node: sh.h.cfg.Node}
+	for i := range fx.PrepareOKs {
+		ok := &fx.PrepareOKs[i]
+		sh.scratch = wire.AppendStreamPrepareOK(sh.scratch[:0], from, &ok.Msg, ok.Epochs)
+		if sh.send.SendFrame(ok.To, sh.scratch) != nil {
+			sh.stats.SendsRefused++ // the owner's resend timer asks again
+		}
+	}
+	if f := sh.h.cfg.Replies; f != nil {
+		for i := range fx.Replies {
+			f(cg.spec.Stream, &fx.Replies[i])
+		}
+	}
+	for i, b := range cg.fresh { // the sends above hold their own references
+		sh.pool.unref(b)
+		cg.fresh[i] = nil
+	}
+	cg.fresh = cg.fresh[:0]
+	if ob != nil {
+		sh.pool.unref(ob) // the held list and the sends keep theirs
+	}
+	cg.role, cg.commit, cg.holders = fx.Heartbeat.Role, fx.Heartbeat.Commit, cg.holderSet(fx.Heartbeat.Holders)
+	if failed {
+		cg.c.LogFailed(wire.LogRecords)
+		sh.markDirty(cg)
+	}
+}
+
+// appendAll queues the Ready's appends. The owner's record batches are encoded once, into one
+// buffer for the whole Ready, and appended from it (segment.Copy.AppendEncoded): the sends of
+// SourceAppends prepares use the same bytes. That buffer is returned with a reference for the
+// caller, and another kept on the held list until the log reports it durable. A refused append
+// stops the rest: failed is set, and the caller reports the log failed.
+func (cg *copyGroup) appendAll(fx *stream.Effects) (ob *buffer, failed bool) {
+	sh := cg.h
+	size := 0
+	for i := range fx.Appends {
+		if a := &fx.Appends[i]; a.Log == wire.LogRecords && a.Encoded == nil {
+			size += segment.BatchHeaderSize + len(a.Payload)
+		}
+	}
+	if size > 0 {
+		ob = sh.pool.get(size)
+		ob.refs++ // one for the held list, one for this Ready
+		cg.held = append(cg.held, ob)
+	}
+	cg.spanOf = cg.spanOf[:0]
+	for i := range fx.Appends {
+		a := &fx.Appends[i]
+		cg.token++
+		var base uint64
+		var err error
+		switch {
+		case a.Log == wire.LogRecords && a.Encoded == nil:
+			h := segment.BatchHeader{BaseOffset: a.Header.BaseOffset, RecordCount: a.Header.Count, Epoch: uint64(a.Header.Epoch),
+				ProducerID: a.Header.ProducerID, ProducerSeq: a.Header.Sequence, Codec: a.Header.Codec,
+				FirstTimestamp: sh.nowMs, MaxTimestamp: sh.nowMs}
+			from := len(ob.b)
+			ob.b = segment.AppendBatch(ob.b, &h, a.Payload)
+			assert.True(cap(ob.b) >= size, "streamhost: owner buffer grew")
+			ob.spans = append(ob.spans, span{base: h.BaseOffset, end: h.NextOffset(), from: from, to: len(ob.b)})
+			ob.end = h.NextOffset()
+			cg.spanOf = append(cg.spanOf, len(ob.spans)-1)
+			base, err = cg.seg.AppendEncoded(cg.token, ob.b[from:])
+		case a.Log == wire.LogRecords:
+			cg.spanOf = append(cg.spanOf, -1)
+			base, err = cg.seg.AppendEncoded(cg.token, a.Encoded)
+		case a.Encoded == nil:
+			cg.spanOf = append(cg.spanOf, -1)
+			base, err = cg.seg.CommitCursor(cg.token, uint64(a.Header.Epoch), string(a.CursorName), a.CursorOffset)
+		default:
+			cg.spanOf = append(cg.spanOf, -1)
+			base, err = cg.seg.AppendCursorEncoded(cg.token, a.Encoded)
+		}
+		if err != nil || base != a.Header.BaseOffset {
+			sh.h.log.Error("streamhost: append refused", "stream", cg.spec.Stream, "at", a.Header.BaseOffset, "base", base, "err", err)
+			return ob, true
+		}
+	}
+	return ob, false
+}
+
+// sendPrepare sends one prepare: from the Ready's encoded appends, from what waits for the group
+// commit, or from a read's data (or an empty probe, through the outbox).
+func (cg *copyGroup) sendPrepare(p *stream.Prepare, ob *buffer, failed bool) {
+	sh := cg.h
+	msg := p.Msg
+	switch p.Source {
+	case stream.SourceAppends:
+		if failed {
+			return
+		}
+		first, last := cg.spanOf[p.AppendFrom], cg.spanOf[p.AppendTo-1]
+		assert.True(ob != nil && first >= 0 && last >= first, "streamhost: prepare of appends that are not record batches")
+		msg.Batches = ob.b[ob.spans[first].from:ob.spans[last].to]
+		if sh.sendData(p.To, &msg, ob) {
+			sh.stats.AppendBytes += uint64(len(msg.Batches))
+		}
+	case stream.SourceUnsynced:
+		if !failed {
+			cg.sendUnsynced(p.To, &msg)
+		}
+	default:
+		if len(msg.Batches) == 0 {
+			sh.scratch = wire.AppendStreamPrepare(sh.scratch[:0], wire.From{Cluster: sh.h.cfg.Cluster, Node: sh.h.cfg.Node}, &msg)
+			if sh.send.SendFrame(p.To, sh.scratch) != nil {
+				sh.stats.SendsRefused++
+			}
+			return
+		}
+		sh.sendData(p.To, &msg, cg.fresh...)
+	}
+}
+
+// sendUnsynced sends the records from msg.BaseOffset (the durable tail) to the appended tail, which
+// only the held buffers have. When they sit in one buffer it is sent as it is; across buffers they
+// are copied into one (a follower catching up past the durable tail, once).
+func (cg *copyGroup) sendUnsynced(to uint16, msg *wire.StreamPrepare) {
+	sh := cg.h
+	var first *buffer
+	start, n := -1, 0
+	for _, b := range cg.held {
+		for _, s := range b.spans {
+			if s.base < msg.BaseOffset {
+				continue
+			}
+			if first == nil {
+				first, start = b, s.from
+			}
+			n += s.to - s.from
+		}
+	}
+	assert.True(first != nil && first.spans[0].base <= msg.BaseOffset, "streamhost: unsynced send without the held bytes")
+	if first == cg.held[len(cg.held)-1] {
+		msg.Batches = first.b[start : start+n]
+		sh.sendData(to, msg, first)
+		return
+	}
+	joined := sh.pool.get(n)
+	for _, b := range cg.held {
+		for _, s := range b.spans {
+			if s.base >= msg.BaseOffset {
+				joined.b = append(joined.b, b.b[s.from:s.to]...)
+			}
+		}
+	}
+	sh.stats.UnsyncedCopies++
+	msg.Batches = joined.b
+	sh.sendData(to, msg, joined)
+	sh.pool.unref(joined)
+}
+
+// holderSet turns the followers that hold the confirmed tail into member indexes.
+func (cg *copyGroup) holderSet(nodes []uint16) heartbeat.Members {
+	var m heartbeat.Members
+	for _, n := range nodes {
+		for _, mem := range cg.members {
+			if mem.Node == n {
+				m |= 1 << mem.Index
+			}
+		}
+	}
+	return m
+}
+
+// startRetain runs retention by the spec's bytes and age, never past the copy's RetainLimit.
+func (cg *copyGroup) startRetain() {
+	sp := &cg.spec
+	if cg.retain || (sp.RetainBytes == 0 && sp.RetainAgeMs == 0) {
+		return
+	}
+	if cg.seg.RetainBelow(tagRetain, cg.h.nowMs, sp.RetainBytes, sp.RetainAgeMs, cg.c.RetainLimit()) == nil {
+		cg.retain = true
+	}
+}

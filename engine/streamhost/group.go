@@ -1,0 +1,107 @@
+package streamhost
+
+import (
+	"github.com/ringstream/ringstream/engine/stream"
+	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/shard/heartbeat"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// The copy as a shard.Group: member 0 is the owner, the followers follow in ascending node order;
+// the view is the assignment's epoch; the owner is the primary and its commit the confirmed tail.
+
+func (cg *copyGroup) ID() uint64          { return cg.spec.Stream }
+func (cg *copyGroup) Incarnation() uint32 { return cg.spec.Incarnation }
+func (cg *copyGroup) View() uint32        { return cg.spec.Assignment.Epoch }
+func (cg *copyGroup) Commit() uint64      { return cg.commit }
+func (cg *copyGroup) Self() uint8         { return cg.self }
+func (cg *copyGroup) Primary() uint8      { return 0 }
+func (cg *copyGroup) Quorum() int         { return cg.spec.Assignment.ConfirmCount() }
+
+func (cg *copyGroup) Members() []shard.Member { return cg.members }
+
+func (cg *copyGroup) CommitHolders() heartbeat.Members { return cg.holders }
+
+func (cg *copyGroup) Role() shard.Role {
+	if cg.state != stateServing {
+		return shard.RoleOffline
+	}
+	switch cg.role {
+	case stream.RoleOwner:
+		return shard.RolePrimary
+	case stream.RoleFollower:
+		return shard.RoleBackup
+	}
+	return shard.RoleOffline
+}
+
+func (cg *copyGroup) PendingSuperblock() (shard.SuperblockSave, bool) {
+	return shard.SuperblockSave{}, false
+}
+func (cg *copyGroup) SuperblockSaved(error) {}
+
+// OnCommit: the owner's Commit entry carries its confirmed tail; a follower keeps it as the bound
+// of its retention.
+func (cg *copyGroup) OnCommit(_ uint16, e wire.CommitEntry) {
+	if cg.c != nil && cg.state == stateServing {
+		cg.c.CommitSeen(e.View, e.Commit)
+	}
+}
+
+func (cg *copyGroup) OnCommitReply(uint16, wire.CommitReplyEntry) {}
+
+// OnPrimarySilent and OnQuorumLost are the failover's inputs (owner loss, seal, promotion), which
+// this host does not run yet: they are counted.
+func (cg *copyGroup) OnPrimarySilent() { cg.h.stats.PrimarySilent++ }
+func (cg *copyGroup) OnQuorumLost()    { cg.h.stats.QuorumLost++ }
+
+// OnFrame takes a stream prepare or prepare-ok. The message aliases the receive buffer, so the
+// copy's effects are carried out before returning: a follower's appends copy the batches into the
+// log's group buffer here.
+func (cg *copyGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
+	if cg.c == nil || cg.state != stateServing {
+		cg.h.stats.FramesDropped++
+		return
+	}
+	m := &cg.h.msg
+	*m = stream.Message{From: from}
+	var err error
+	switch h.Command {
+	case wire.CommandStreamPrepare:
+		m.Kind = stream.KindPrepare
+		m.Prepare, err = wire.DecodeStreamPrepare(h, body)
+	case wire.CommandStreamPrepareOK:
+		m.Kind = stream.KindPrepareOK
+		m.PrepareOK, m.Epochs, err = wire.DecodeStreamPrepareOK(h, body)
+	default:
+		cg.h.stats.FramesDropped++
+		return
+	}
+	if err != nil {
+		cg.h.stats.FramesBad++
+		return
+	}
+	cg.c.Step(m)
+	*m = stream.Message{}
+	cg.carryOut()
+}
+
+// OnTick advances the copy's tick-counted timers, and starts retention when due.
+func (cg *copyGroup) OnTick(tick uint64) {
+	if cg.c == nil || cg.state != stateServing {
+		return
+	}
+	cg.c.Tick()
+	cg.h.markDirty(cg)
+	if tick >= cg.retainAt {
+		cg.retainAt = tick + cg.h.h.cfg.RetainEveryTicks
+		cg.startRetain()
+	}
+}
+
+// Attach is in copy.go: it starts the open.
+
+var (
+	_ shard.Group   = (*copyGroup)(nil)
+	_ shard.Stopper = (*copyGroup)(nil)
+)
