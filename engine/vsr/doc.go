@@ -39,8 +39,8 @@
 //     stay out of the group until the next failure. The cost is one view change when such a replica
 //     returns, as in Raft without pre-vote.
 //   - A replica that restarts as the primary of its view starts a view change instead of resuming: it
-//     may have prepared ops it never persisted. A fresh replica (no superblock) sends nothing before its
-//     first superblock is durable, so one that restarts fresh sent nothing before and may resume as
+//     may have prepared ops it never persisted. A fresh replica (only the format step's superblock)
+//     sends nothing before its first own superblock is durable, so one that restarts fresh sent nothing before and may resume as
 //     primary of view 0 without contradicting a prepare a backup holds.
 //   - A wiped replica is told apart from a new one by the format step, not by what the replica finds:
 //     storage with no superblock is ErrUnformatted and never starts. FormatSuperblock writes either a
@@ -56,8 +56,8 @@
 //   - A disk restored from an old copy (every superblock copy consistent, only old) cannot be told
 //     from a replica that was down for a while; it is not detected.
 //   - A snapshot install raises the commit point to the checkpoint's op, and to the sender's commit
-//     only when both replicas are normal in the same view: entries past the checkpoint that this
-//     replica holds from an older view may have been replaced.
+//     only when the sender is in this replica's view and this replica is normal in it: entries past
+//     the checkpoint that this replica holds from an older view may have been replaced.
 //   - A failed persist (PersistFailed) ends the replica's part until its node restarts it; it is not
 //     retried, since what reached the disk after a failed fsync is unknown.
 //   - The client table keeps ClientsMax sessions and evicts the one whose last op is oldest; a client
