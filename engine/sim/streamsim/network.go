@@ -50,7 +50,7 @@ type envelope struct {
 // network holds the messages in flight. Loss, duplication and delay (which reorders) are drawn per
 // message; partitions drop messages between sides; a message to a paused node waits for it.
 type network struct {
-	queue    []envelope
+	queue    []*envelope
 	seq      uint64
 	lossPct  int
 	dupPct   int
@@ -68,8 +68,8 @@ func (n *network) partitioned(a, b uint16) bool {
 }
 
 // due removes and returns the messages due at now, in delivery order.
-func (n *network) due(now uint64) []envelope {
-	var out []envelope
+func (n *network) due(now uint64) []*envelope {
+	var out []*envelope
 	kept := n.queue[:0]
 	for _, e := range n.queue {
 		if e.at <= now {
@@ -80,7 +80,7 @@ func (n *network) due(now uint64) []envelope {
 	}
 	clear(n.queue[len(kept):])
 	n.queue = kept
-	slices.SortFunc(out, func(a, b envelope) int {
+	slices.SortFunc(out, func(a, b *envelope) int {
 		if c := cmp.Compare(a.at, b.at); c != 0 {
 			return c
 		}

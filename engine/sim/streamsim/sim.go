@@ -294,13 +294,15 @@ func (s *Sim) send(e envelope) {
 		s.net.seq++
 		e.seq = s.net.seq
 		e.at = s.now + 1 + uint64(s.rng.IntN(s.net.delayMax))
-		s.net.queue = append(s.net.queue, e)
+		q := e
+		s.net.queue = append(s.net.queue, &q)
 	}
 }
 
 // deliver hands a due message to its node (or drops it: node down, partition; a paused node gets
 // it when it wakes).
-func (s *Sim) deliver(e envelope) {
+func (s *Sim) deliver(p *envelope) {
+	e := *p
 	if e.to == clientNode {
 		s.work.onReply(s, e)
 		return
@@ -310,8 +312,8 @@ func (s *Sim) deliver(e envelope) {
 		return
 	}
 	if n.pausedUntil > s.now {
-		e.at = n.pausedUntil
-		s.net.queue = append(s.net.queue, e)
+		p.at = n.pausedUntil
+		s.net.queue = append(s.net.queue, p)
 		return
 	}
 	switch e.kind {
