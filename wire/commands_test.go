@@ -57,9 +57,15 @@ type commandCase struct {
 }
 
 var (
-	testEpochs = []wire.LogEpoch{{Epoch: 1, RecordStart: 0, CursorStart: 0}, {Epoch: 3, RecordStart: 100, CursorStart: 7}, {Epoch: 9, RecordStart: 1 << 40, CursorStart: 1 << 33}}
-	testStarts = []wire.HistoryStart{{Epoch: 2, Node: 1, RecordStart: 50, CursorStart: 4}, {Epoch: 5, Node: 65535, RecordStart: 90, CursorStart: 4}}
-	testCopies = []wire.CopyTail{
+	authHandshake = wire.Handshake{Node: 2, Cluster: testCluster, Revision: wire.Revision, Shard: 1, ShardCount: 2,
+		Nonce: wire.Nonce{1, 2, 3, 31: 4}, Proof: wire.Proof{9, 8, 7, 31: 6}}
+	clientHello     = wire.ClientHello{RequestID: 11, Cluster: testCluster, Revision: wire.Revision, Nonce: wire.Nonce{5, 31: 5}}
+	clientChallenge = wire.ClientChallenge{RequestID: 11, Cluster: testCluster, Revision: wire.Revision, Node: 3,
+		Nonce: wire.Nonce{6, 31: 6}, Proof: wire.Proof{7, 31: 7}}
+	clientProof = wire.ClientProof{RequestID: 11, Proof: wire.Proof{8, 31: 8}}
+	testEpochs  = []wire.LogEpoch{{Epoch: 1, RecordStart: 0, CursorStart: 0}, {Epoch: 3, RecordStart: 100, CursorStart: 7}, {Epoch: 9, RecordStart: 1 << 40, CursorStart: 1 << 33}}
+	testStarts  = []wire.HistoryStart{{Epoch: 2, Node: 1, RecordStart: 50, CursorStart: 4}, {Epoch: 5, Node: 65535, RecordStart: 90, CursorStart: 4}}
+	testCopies  = []wire.CopyTail{
 		{Stream: 11, Incarnation: 1, Epoch: 4, RecordTail: 1000, CursorTail: 20, Role: wire.RoleOwner},
 		{Stream: 12, Incarnation: 2, Epoch: 4, RecordTail: 999, CursorTail: 19, Role: wire.RoleFollower},
 		{Stream: 13, Incarnation: 3, Epoch: 5, RecordTail: 0, CursorTail: 0, Role: wire.RoleSealed},
@@ -110,6 +116,26 @@ func commandCases() []commandCase {
 			},
 			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeHandshake(h, b) }),
 			decoded{Msg: wire.Handshake{Node: 2, Cluster: testCluster, Revision: wire.Revision, Shard: 1, ShardCount: 2}}, true},
+		{"authenticated handshake", wire.CommandHandshake,
+			func(d []byte) []byte { return wire.AppendHandshake(d, authHandshake) },
+			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeHandshake(h, b) }),
+			decoded{Msg: authHandshake}, false},
+		{"handshake proof", wire.CommandHandshakeProof,
+			func(d []byte) []byte { return wire.AppendHandshakeProof(d, testCluster, 2, authHandshake.Proof) },
+			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeHandshakeProof(h, b) }),
+			decoded{Msg: authHandshake.Proof}, false},
+		{"client hello", wire.CommandClientHello,
+			func(d []byte) []byte { return wire.AppendClientHello(d, &clientHello) },
+			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeClientHello(h, b) }),
+			decoded{Msg: clientHello}, false},
+		{"client challenge", wire.CommandClientChallenge,
+			func(d []byte) []byte { return wire.AppendClientChallenge(d, &clientChallenge) },
+			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeClientChallenge(h, b) }),
+			decoded{Msg: clientChallenge}, false},
+		{"client proof", wire.CommandClientProof,
+			func(d []byte) []byte { return wire.AppendClientProof(d, testCluster, &clientProof) },
+			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeClientProof(h, b) }),
+			decoded{Msg: clientProof}, false},
 		{"commit batch", wire.CommandCommit,
 			func(d []byte) []byte { return wire.AppendCommitBatch(d, testCluster, 2, commitEntries(5)) },
 			func(h *wire.Header, b []byte) (decoded, error) {

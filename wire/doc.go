@@ -1,8 +1,8 @@
 // Package wire owns every byte that crosses a socket between ringstream nodes and between a client and a
 // node: the 256-byte frame header and its two checksums, the command numbers, the batched Commit and
-// CommitReply entries (R10, R13, R15 to R17, R21, R26, R29), the handshake (R18), stream replication, the
-// stream seal, the stream assignment, the node heartbeat, the client requests and replies, and
-// FrameReader, which cuts frames out of a byte stream.
+// CommitReply entries (R10, R13, R15 to R17, R21, R26, R29), the handshake (R18) and its
+// authentication, stream replication, the stream seal, the stream assignment, the node heartbeat, the
+// client requests and replies, and FrameReader, which cuts frames out of a byte stream.
 //
 // wire never does I/O, never reads the clock, never starts a goroutine, keeps no package-level mutable
 // state and imports nothing of this project but internal/assert. Encoders append into a buffer the caller
@@ -45,5 +45,18 @@
 //     for a large frame only while that frame is pending. Any framing error is sticky: once the
 //     stream is misaligned nothing after it can be trusted, so the connection is closed.
 //   - Checksums are xxhash64 with seed 0. They detect corruption, not forgery: links inside a cluster
-//     are trusted, and the cluster id check keeps nodes of two clusters apart.
+//     are trusted once their handshake authenticated, and the cluster id check keeps nodes of two
+//     clusters apart.
+//   - Who may connect (auth.go, client_auth.go): with a cluster secret, each handshake is a challenge
+//     from both sides. The side that connects sends a 32-byte nonce, the other answers with its own
+//     nonce and an HMAC-SHA256 under the secret over both sides' identities and nonces, and the side
+//     that connected answers with its own HMAC over the same transcript under another label (peer:
+//     Handshake, Handshake, HandshakeProof; client: ClientHello, ClientChallenge, ClientProof). The
+//     secret never crosses the wire, each proof covers the other side's fresh nonce so a recorded one
+//     is refused, and the labels differ per side and per kind so a proof cannot be reflected. Frames
+//     after the handshake carry no MAC (no confidentiality or integrity against an active attacker on
+//     the path: that is TLS's job, not this one's). A zero nonce means "no secret": with an empty
+//     secret on both ends authentication is off; a mismatch is refused with ErrAuthMissing (the peer
+//     has no secret) or ErrAuthNoSecret (this side has none), a wrong proof with ErrAuthFailed. wire
+//     draws no nonces (no I/O): callers use crypto/rand.
 package wire

@@ -69,9 +69,11 @@ type Command uint16
 
 // Command numbers. 20 to 31 are the metadata group's VSR messages, declared in vsr.go.
 const (
-	CommandHandshake   Command = 1
-	CommandCommit      Command = 9  // batch of 40-byte Commit entries (R10)
-	CommandCommitReply Command = 10 // batch of 32-byte CommitReply entries (R26)
+	CommandHandshake Command = 1
+	// CommandHandshakeProof is the dialer's proof of the cluster secret, after the acceptor's answer.
+	CommandHandshakeProof Command = 2
+	CommandCommit         Command = 9  // batch of 40-byte Commit entries (R10)
+	CommandCommitReply    Command = 10 // batch of 32-byte CommitReply entries (R26)
 
 	CommandVSRMin Command = 20 // first number of the metadata group's VSR messages
 	CommandVSRMax Command = 31 // last number of the metadata group's VSR messages
@@ -100,6 +102,9 @@ const (
 	CommandGetCursorReply    Command = 73
 	CommandLookupStream      Command = 74 // metadata: which node owns a stream
 	CommandLookupStreamReply Command = 75
+	CommandClientHello       Command = 76 // client handshake: the client's nonce
+	CommandClientChallenge   Command = 77 // client handshake: the node's nonce and proof
+	CommandClientProof       Command = 78 // client handshake: the client's proof
 	CommandErrorReply        Command = 99
 
 	clientCommandMin Command = 60
@@ -111,6 +116,8 @@ func (c Command) name() string {
 	switch c {
 	case CommandHandshake:
 		return "handshake"
+	case CommandHandshakeProof:
+		return "handshake_proof"
 	case CommandCommit:
 		return "commit"
 	case CommandCommitReply:
@@ -159,6 +166,12 @@ func (c Command) name() string {
 		return "lookup_stream"
 	case CommandLookupStreamReply:
 		return "lookup_stream_reply"
+	case CommandClientHello:
+		return "client_hello"
+	case CommandClientChallenge:
+		return "client_challenge"
+	case CommandClientProof:
+		return "client_proof"
 	case CommandErrorReply:
 		return "error_reply"
 	}
@@ -177,7 +190,7 @@ func (c Command) Known() bool {
 // and Incarnation are zero.
 func (c Command) NodeLevel() bool {
 	switch c {
-	case CommandHandshake, CommandCommit, CommandCommitReply, CommandNodeHeartbeat:
+	case CommandHandshake, CommandHandshakeProof, CommandCommit, CommandCommitReply, CommandNodeHeartbeat:
 		return true
 	}
 	return false

@@ -34,6 +34,14 @@ func reencode(c wire.Command, d decoded, h *wire.Header) []byte {
 	switch m := d.Msg.(type) {
 	case wire.Handshake:
 		return wire.AppendHandshake(nil, m)
+	case wire.Proof:
+		return wire.AppendHandshakeProof(nil, h.Cluster, h.Sender, m)
+	case wire.ClientHello:
+		return wire.AppendClientHello(nil, &m)
+	case wire.ClientChallenge:
+		return wire.AppendClientChallenge(nil, &m)
+	case wire.ClientProof:
+		return wire.AppendClientProof(nil, h.Cluster, &m)
 	case wire.StreamPrepare:
 		return wire.AppendStreamPrepare(nil, from, &m)
 	case wire.StreamPrepareOK:
@@ -162,6 +170,10 @@ func FuzzCommitCursorReply(f *testing.F) { fuzzDecoder(f, wire.CommandCommitCurs
 func FuzzGetCursor(f *testing.F)         { fuzzDecoder(f, wire.CommandGetCursor) }
 func FuzzGetCursorReply(f *testing.F)    { fuzzDecoder(f, wire.CommandGetCursorReply) }
 func FuzzErrorReply(f *testing.F)        { fuzzDecoder(f, wire.CommandErrorReply) }
+func FuzzHandshakeProof(f *testing.F)    { fuzzDecoder(f, wire.CommandHandshakeProof) }
+func FuzzClientHello(f *testing.F)       { fuzzDecoder(f, wire.CommandClientHello) }
+func FuzzClientChallenge(f *testing.F)   { fuzzDecoder(f, wire.CommandClientChallenge) }
+func FuzzClientProof(f *testing.F)       { fuzzDecoder(f, wire.CommandClientProof) }
 
 // FuzzParseFrame: ParseFrame never panics, and a frame it accepts is exactly what BeginFrame and
 // EndFrame build from the parsed header and body (the encoding is canonical).
@@ -255,30 +267,32 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		"StreamSeal", "StreamSealReply", "StreamAssignment", "NodeHeartbeat", "CreateStream", "CreateStreamReply", "DeleteStream",
 		"DeleteStreamReply", "ListStreams", "ListStreamsReply", "LookupStream", "LookupStreamReply", "Produce",
 		"ProduceReply", "Fetch", "FetchReply", "CommitCursor", "CommitCursorReply", "GetCursor", "GetCursorReply",
-		"ErrorReply"} {
+		"ErrorReply", "HandshakeProof", "ClientHello", "ClientChallenge", "ClientProof"} {
 		targets[commandByFuzzName(name)] = "Fuzz" + name
 	}
 	var all [][]byte
+	written := map[string]int{} // a target with two cases keeps the first case's seeds
 	for _, c := range commandCases() {
 		frame := c.encode(nil)
 		all = append(all, frame)
 		half := frame[:wire.HeaderSize+(len(frame)-wire.HeaderSize)/2]
 		area := bytes.Clone(frame)
 		area[wire.HeaderSize-1] = 1
-		writeSeeds(t, targets[c.command], [][]any{{frame}, {half}, {area}})
+		writeSeeds(t, targets[c.command], written[targets[c.command]], [][]any{{frame}, {half}, {area}})
+		written[targets[c.command]] += 3
 	}
 	parseSeeds := make([][]any, 0, len(all)+1)
 	for _, fr := range all {
 		parseSeeds = append(parseSeeds, []any{fr})
 	}
 	parseSeeds = append(parseSeeds, []any{[]byte{}})
-	writeSeeds(t, "FuzzParseFrame", parseSeeds)
+	writeSeeds(t, "FuzzParseFrame", 0, parseSeeds)
 	stream := bytes.Join(all, nil)
 	corrupt := bytes.Clone(stream)
 	corrupt[len(all[0])+20] ^= 1
 	badBody := bytes.Clone(stream)
 	badBody[len(all[0])+len(all[1])-1] ^= 1
-	writeSeeds(t, "FuzzFrameReader", [][]any{
+	writeSeeds(t, "FuzzFrameReader", 0, [][]any{
 		{stream, []byte{}},
 		{stream, []byte{0, 7, 255, 3}},
 		{stream[:len(stream)-5], []byte{100}},
@@ -321,7 +335,7 @@ func fuzzName(c wire.Command) string {
 }
 
 // writeSeeds writes one file per seed in the go test fuzz v1 format.
-func writeSeeds(t *testing.T, target string, seeds [][]any) {
+func writeSeeds(t *testing.T, target string, first int, seeds [][]any) {
 	t.Helper()
 	dir := filepath.Join("testdata", "fuzz", target)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -333,7 +347,7 @@ func writeSeeds(t *testing.T, target string, seeds [][]any) {
 		for _, a := range args {
 			fmt.Fprintf(&b, "[]byte(%q)\n", a.([]byte))
 		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%02d", i)), b.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%02d", first+i)), b.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

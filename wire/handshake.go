@@ -12,23 +12,31 @@ var ErrForeignCluster = errors.New("wire: peer belongs to another cluster")
 // Handshake is the first frame on every node-to-node connection, sent by both ends (R18). It says who
 // the sender is and which cluster and wire revision it speaks. Shard and ShardCount name the sending
 // shard when links are per shard; both are 0 on a node-level link.
+//
+// With a cluster secret, Nonce is the sender's fresh challenge and the acceptor's answer carries Proof
+// (AcceptorProof); the dialer then sends a HandshakeProof frame (DialerProof). Without a secret both
+// are zero. See auth.go.
 type Handshake struct {
 	Node       uint16
 	Cluster    uint64
 	Revision   uint16
 	Shard      uint16
 	ShardCount uint16
+	Nonce      Nonce
+	Proof      Proof
 }
 
-// Handshake area layout: node u16 | revision u16 | shard u16 | shard_count u16 | cluster u64; the rest
-// of the area is zero and the body is empty.
+// Handshake area layout: node u16 | revision u16 | shard u16 | shard_count u16 | cluster u64 |
+// nonce [32] | proof [32]; the rest of the area is zero and the body is empty.
 const (
 	handshakeNode       = 0
 	handshakeRevision   = 2
 	handshakeShard      = 4
 	handshakeShardCount = 6
 	handshakeCluster    = 8
-	handshakeAreaEnd    = 16
+	handshakeNonce      = 16
+	handshakeProof      = handshakeNonce + NonceSize
+	handshakeAreaEnd    = handshakeProof + ProofSize
 )
 
 // AppendHandshake appends a handshake frame from hs.Node to dst. hs.Revision is written as given, so a
@@ -41,6 +49,8 @@ func AppendHandshake(dst []byte, hs Handshake) []byte {
 	binary.LittleEndian.PutUint16(a[handshakeShard:], hs.Shard)
 	binary.LittleEndian.PutUint16(a[handshakeShardCount:], hs.ShardCount)
 	binary.LittleEndian.PutUint64(a[handshakeCluster:], hs.Cluster)
+	copy(a[handshakeNonce:], hs.Nonce[:])
+	copy(a[handshakeProof:], hs.Proof[:])
 	start := len(dst)
 	dst = BeginFrame(dst, &h)
 	EndFrame(dst[start:], 0)
@@ -67,6 +77,8 @@ func DecodeHandshake(h *Header, body []byte) (Handshake, error) {
 		ShardCount: binary.LittleEndian.Uint16(a[handshakeShardCount:]),
 		Cluster:    binary.LittleEndian.Uint64(a[handshakeCluster:]),
 	}
+	copy(hs.Nonce[:], a[handshakeNonce:handshakeProof])
+	copy(hs.Proof[:], a[handshakeProof:handshakeAreaEnd])
 	if hs.Node != h.Sender {
 		return Handshake{}, malformed("handshake node differs from the header's sender")
 	}
