@@ -47,7 +47,7 @@ func offlineNode(t testing.TB, node uint16, shards int, peers []uint16, groups .
 	}
 	n, err := shard.NewOfflineNode(shard.Config{Node: node, Cluster: testCluster, Shards: shards,
 		Schedule: testTicks, QueueCapacity: 1024, OutboxBytes: 1 << 20, GroupsPerShardMax: 4096,
-		ReplyOutboxEntries: 4096}, peersOf(peers...), gs)
+		ReplyOutboxEntries: 4096, Logger: quietLogger()}, peersOf(peers...), gs)
 	if err != nil {
 		t.Fatalf("offline node: %v", err)
 	}

@@ -388,7 +388,7 @@ func TestLinkDownReportedAndReconnects(t *testing.T) {
 			t.Fatal("link failure not counted")
 		}
 		b2, err := shard.NewNode(shard.Config{Node: 2, Cluster: testCluster, Tick: time.Millisecond,
-			Schedule: testTicks, Listen: addrB, Logger: quietLogger()})
+			Schedule: testTicks, Listen: addrB, Logger: quietLogger(), Ring: ring.Config{Logger: quietLogger()}})
 		if err != nil {
 			t.Fatalf("restart node 2 on %v: %v", addrB, err)
 		}
@@ -434,7 +434,7 @@ func TestPinCoresPinsEachShard(t *testing.T) {
 	var mu sync.Mutex
 	cpus := map[int]int{}
 	n, err := shard.NewNode(shard.Config{Node: 1, Cluster: testCluster, Shards: 2, PinCores: true,
-		Tick: time.Millisecond, Schedule: testTicks, Logger: quietLogger()})
+		Tick: time.Millisecond, Schedule: testTicks, Logger: quietLogger(), Ring: ring.Config{Logger: quietLogger()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +471,7 @@ func TestHandshakeTimeoutOnBothEnds(t *testing.T) {
 	var w watcher
 	peer := newRawPeer(t, 2)
 	n, err := shard.NewNode(shard.Config{Node: 1, Cluster: testCluster, Tick: time.Millisecond,
-		Schedule: testTicks, Logger: quietLogger(), HandshakeTimeoutTicks: 20, ReconnectBaseTicks: 2,
+		Schedule: testTicks, Logger: quietLogger(), Ring: ring.Config{Logger: quietLogger()}, HandshakeTimeoutTicks: 20, ReconnectBaseTicks: 2,
 		ReconnectMaxTicks: 4})
 	if err != nil {
 		t.Fatal(err)
