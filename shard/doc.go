@@ -132,6 +132,10 @@
 //   - The drain ends when the ring holds nothing but that deadline. When the deadline fires first,
 //     what is still in flight is abandoned with the ring, logged and counted (Stats.DrainAbandoned):
 //     the ring offers no cancel, and a Stop that never returns is worse than an abandoned operation.
+//   - Stop does not hold the node's mutex while it waits, so a shard may still call Run, Wake or
+//     AddGroup while it drains; Stop itself must not be called from a shard goroutine.
+//   - Config.WrapRing wraps the ring everything on the shard uses; other shards' MsgRing wakeups
+//     target the ring as the backend built it, since a backend posts only to its own kind.
 //   - A drained shard waits until every shard of the node has drained (so no MsgRing targets a closed
 //     ring), then closes its sockets, its ring and its wakeup sockets.
 package shard
