@@ -1,11 +1,18 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/ringstream/ringstream/wire"
+)
 
 // check runs every safety check on node n after a step.
 func (s *Sim) check(n *node) error {
 	r := n.replica
 	r.CheckInvariants()
+	if r.View() != n.view {
+		n.view, n.viewAt = r.View(), s.now
+	}
 	// No two replicas commit different ops at one op number.
 	for op := n.checked + 1; op <= r.Commit(); op++ {
 		head, ok := r.Head(op)
@@ -85,6 +92,33 @@ func (s *Sim) checkPrimary(n *node) error {
 					r.View(), s.maxCommitted, head, want)
 			}
 		}
+	}
+	return nil
+}
+
+// checkDurable: a message that vouches for durable state (start-view-change, do-view-change,
+// start-view, prepare-ok) leaves only once the sender's disk holds what it claims: the view, and the
+// log up to its op in its log view. Checked as the message leaves, so a message sent too early fails
+// the run whether or not a crash later turns it into a lost op.
+func (s *Sim) checkDurable(n *node, m *wire.VSRMessage) error {
+	if s.opts.NoDurabilityCheck {
+		return nil
+	}
+	d := &n.disk.durable
+	ok, name := true, ""
+	switch m.Command {
+	case wire.CommandVSRStartViewChange:
+		ok, name = d.view >= m.View, "start_view_change"
+	case wire.CommandVSRPrepareOK:
+		ok, name = d.covers(m.View, m.View, m.Op), "prepare_ok"
+	case wire.CommandVSRDoViewChange:
+		ok, name = d.covers(m.View, m.LogView, m.Op), "do_view_change"
+	case wire.CommandVSRStartView:
+		ok, name = d.covers(m.View, m.LogView, m.Op), "start_view"
+	}
+	if !ok {
+		return s.violation("replica %d sent %s (view %d, log view %d, op %d) before it was durable: its disk "+
+			"holds view %d, log view %d, op %d", n.index, name, m.View, m.LogView, m.Op, d.view, d.logView, d.op)
 	}
 	return nil
 }

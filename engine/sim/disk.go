@@ -47,6 +47,7 @@ type job struct {
 	doneAt   uint64
 	writes   []write
 	snapshot bool // the persist carries a checkpoint (compaction may follow it)
+	sb       vsr.Superblock
 	fault    persistFault
 }
 
@@ -57,9 +58,11 @@ type disk struct {
 	snapshots   [2][]byte
 	log         []byte
 	jobs        []job
-	// staleCopy: a superblock copy does not hold the newest superblock (a torn write cut it, or the
-	// last persist's write to it was misdirected). No second copy is torn before a persist rewrites
-	// them all (see crash).
+	// durable is the highest state a synced superblock has held since the replica started.
+	durable durableMark
+	// staleCopy: a superblock copy does not hold the newest superblock since the last persist (its
+	// write to it was misdirected) or the last crash (which tore one). No copy is torn before a persist
+	// or the repair at open rewrites them all (see crash).
 	staleCopy bool
 }
 
@@ -85,9 +88,28 @@ func (d *disk) clone() disk {
 	return c
 }
 
+// durableMark is the highest state a replica's synced superblocks held: view, and (log view, op)
+// in that order. A message that vouches for durable state must not claim more.
+type durableMark struct {
+	view, logView uint32
+	op            uint64
+}
+
+func (m *durableMark) raise(sb vsr.Superblock) {
+	m.view = max(m.view, sb.View)
+	if sb.LogView > m.logView || sb.LogView == m.logView && sb.Op > m.op {
+		m.logView, m.op = sb.LogView, sb.Op
+	}
+}
+
+// covers reports whether the mark holds view and the log (logView, op).
+func (m *durableMark) covers(view, logView uint32, op uint64) bool {
+	return m.view >= view && (m.logView > logView || m.logView == logView && m.op >= op)
+}
+
 // persist turns an Effects persist into a job due at doneAt (after every earlier job).
 func (d *disk) persist(fx *vsr.Effects, doneAt uint64, fault persistFault) {
-	j := job{id: fx.PersistID, doneAt: doneAt, snapshot: fx.Snapshot != nil, fault: fault}
+	j := job{id: fx.PersistID, doneAt: doneAt, snapshot: fx.Snapshot != nil, fault: fault, sb: fx.Superblock}
 	if n := len(d.jobs); n > 0 {
 		j.doneAt = max(j.doneAt, d.jobs[n-1].doneAt)
 	}
@@ -178,6 +200,7 @@ func (d *disk) complete(now uint64, m misdirection) completed {
 		}
 		c.id = j.id
 		c.snapshot = c.snapshot || j.snapshot
+		d.durable.raise(j.sb)
 		d.staleCopy = misdirected
 	}
 	d.jobs = d.jobs[done:]
@@ -189,11 +212,9 @@ func (d *disk) complete(now uint64, m misdirection) completed {
 // after the log). A failed persist (fault) reaches the disk the same way, except that an ENOSPC
 // persist stops at its first write that needs new space (a snapshot slot or the log).
 //
-// Superblock copies that do not hold the newest superblock (torn, or missed by a misdirected write)
-// are held to one between two persists that rewrite them all: a second would leave a replica unable
-// to prove its latest superblock (two copies of four must agree), a lost state outside the fault
-// budget. So while one copy is stale, the write a crash would tear in a superblock copy does not
-// start.
+// While a copy is stale (a misdirected write missed it), the write a crash would tear in a superblock
+// copy does not start: with one copy stale and one torn, the newest superblock durable may be held by
+// one copy only, a lost state outside the fault budget. (A torn copy alone is repaired at open.)
 func (d *disk) crash(torn bool, writes int, cut func(n int) int, fault persistFault) {
 	if torn && len(d.jobs) > 0 {
 		j := d.jobs[0]
@@ -215,6 +236,23 @@ func (d *disk) crash(torn bool, writes int, cut func(n int) int, fault persistFa
 		d.apply(w, n)
 	}
 	d.jobs = nil
+}
+
+// repairSuperblocks rewrites the superblock in force, byte for byte, to every copy, as the driver
+// does at open before the replica's first persist (TigerBeetle does the same). Without it a copy
+// torn by a crash stays stale: the superblock in force may then be held by two copies only, and a
+// crash while the next persist writes its first copy leaves no two copies alike (the replica would
+// recover from the group for a lost state it never had). A storage with no superblock quorum is left
+// as it is: the replica recovers.
+func (d *disk) repairSuperblocks(dur vsr.Durable) {
+	if dur.Cause != nil {
+		return
+	}
+	sb := vsr.AppendSuperblock(nil, dur.Superblock)
+	for i := range d.superblocks {
+		d.superblocks[i] = slices.Clone(sb)
+	}
+	d.staleCopy = false
 }
 
 // saysRecovering reports whether the synced storage would start its replica in recovery: until the

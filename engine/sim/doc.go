@@ -45,9 +45,12 @@
 //     op is held by f+1 replicas only), or leave no quorum to recover from, so such runs are not drawn.
 //     A replica counts from the fault until its recovery is durable (a restart before that recovers
 //     again), whatever put it in recovery.
-//   - At most one superblock copy is stale (torn, or missed by a misdirected write) between two
-//     persists that rewrite them all; a crash does not tear a second one. Two stale copies of four
-//     leave no quorum of copies, a lost state outside the budget.
+//   - The driver repairs the superblock copies at open: it writes the superblock in force, byte for
+//     byte, to every copy before the replica's first persist (as TigerBeetle does). Without it, a crash
+//     in the middle of the copies leaves the superblock in force on two copies only, and a second crash
+//     while the next persist writes its first copy leaves no two alike.
+//   - A crash does not tear a superblock copy while another is stale from a misdirected write (one
+//     stale and one torn can leave the newest durable superblock on one copy: no quorum).
 //   - Compaction rewrites the log without the records at or below the checkpoint the synced
 //     superblock names, as one atomic replace (engine writes log.new, syncs it and renames it).
 //   - A paused node's packets wait for it; its disk keeps writing but it sees no completion until it

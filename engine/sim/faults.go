@@ -14,7 +14,7 @@ func (s *Sim) injectFaults() error {
 	s.injectPartition()
 	for _, n := range s.nodes {
 		switch {
-		case n.up && (s.chance(s.opts.CrashPPM) || len(n.disk.jobs) > 0 && s.chance(s.opts.CrashInFlightPPM)):
+		case n.up && s.crashNow(n):
 			s.stats.Crashes++
 			s.trace("crash r%d (view=%d op=%d commit=%d, %d persists in flight)", n.index, n.replica.View(),
 				n.replica.Op(), n.replica.Commit(), len(n.disk.jobs))
@@ -27,13 +27,29 @@ func (s *Sim) injectFaults() error {
 			n.pausedUntil = s.now + 1 + uint64(s.rng.Int64N(int64(s.opts.PauseTicksMax)))
 			s.stats.Pauses++
 			s.trace("pause r%d until tick %d", n.index, n.pausedUntil)
-		case !n.up && s.chance(s.opts.RestartPPM):
+		case !n.up && (s.chance(s.opts.RestartPPM) || s.now-n.downAt <= 2 && s.chance(s.opts.QuickRestartPPM)):
 			if err := s.restart(n); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// crashNow draws whether n crashes this tick: now and then; more often while a persist is in flight;
+// more often still while the persist of a view it just moved to may be in flight, where a message
+// that vouches for the new view and left too early shows.
+func (s *Sim) crashNow(n *node) bool {
+	if s.chance(s.opts.CrashPPM) {
+		return true
+	}
+	if len(n.disk.jobs) == 0 {
+		return false
+	}
+	if s.now-n.viewAt <= s.opts.DiskLatencyTicksMax+s.opts.SlowDiskTicksMax && s.chance(s.opts.CrashAfterViewPPM) {
+		return true
+	}
+	return s.chance(s.opts.CrashInFlightPPM)
 }
 
 // injectPartition draws a new partition, or a long one, unless a long one holds.

@@ -31,6 +31,9 @@ type node struct {
 	digestAt   uint64 // commit+1 at which the digest was last checked; 0 for none
 	msg        wire.VSRMessage
 
+	downAt      uint64 // the tick it last crashed
+	view        uint32 // the replica's view at the last check
+	viewAt      uint64 // the tick its view last changed
 	pausedUntil uint64 // the process is stopped until this tick
 	skew        int    // +1: ticks fast; -1: ticks slow
 	fullUntil   uint64 // ENOSPC: persists fail until this tick
@@ -79,6 +82,13 @@ func (s *Sim) start(n *node) error {
 		return fmt.Errorf("recover replica %d: %w", n.index, err)
 	}
 	n.disk.log = n.disk.log[:valid] // cut the torn tail before appending after it
+	n.disk.repairSuperblocks(d)
+	n.disk.durable = durableMark{}
+	if d.Recovering {
+		n.disk.durable.view = d.Superblock.View // a recovering replica holds no log
+	} else {
+		n.disk.durable.raise(d.Superblock)
+	}
 	if d.Recovering {
 		d.RecoveryNonce = s.rng.Uint64() | 1
 	}
@@ -104,7 +114,7 @@ func (s *Sim) start(n *node) error {
 
 // crash stops the node: its unsynced writes are lost, or the first of them torn.
 func (s *Sim) crash(n *node) {
-	n.up = false
+	n.up, n.downAt = false, s.now
 	n.replica = nil
 	torn := s.chance(s.opts.TornWritePPM)
 	n.disk.crash(torn, s.rng.IntN(4+vsr.SuperblockCopies), func(size int) int { return s.rng.IntN(size + 1) },
@@ -230,6 +240,9 @@ func (s *Sim) flush(n *node) error {
 		}
 		for i := range fx.Messages {
 			env := &fx.Messages[i]
+			if err := s.checkDurable(n, &env.Msg); err != nil {
+				return err
+			}
 			frame := wire.AppendVSRFrame(nil, wire.From{Cluster: 1, Node: uint16(n.index + 1)}, 0, &env.Msg)
 			s.net.send(packet{kind: packetVSR, from: n.index, to: int(env.To), frame: frame}, true)
 		}

@@ -37,9 +37,15 @@ type Options struct {
 	LongPartitionPPM      uint32
 	LongPartitionTicksMax uint64
 	CrashPPM, RestartPPM  uint32 // per node per tick
+	// QuickRestartPPM, per node per tick in the two ticks after a crash: a supervisor restarts the
+	// process at once, before the others noticed it was gone.
+	QuickRestartPPM uint32
 	// CrashInFlightPPM, per node per tick while the node has a persist in flight: crashes that land
 	// between a write and its fsync, where a message sent too early shows.
 	CrashInFlightPPM uint32
+	// CrashAfterViewPPM, per node per tick while a persist is in flight in the first ticks after its
+	// view changed (as many as a persist may take): crashes that catch a view change half durable.
+	CrashAfterViewPPM uint32
 	// PausePPM, per node per tick: the process stops for up to PauseTicksMax ticks (no tick, no
 	// packet handled, no completion seen), then resumes where it was, its packets queued.
 	PausePPM      uint32
@@ -74,6 +80,16 @@ type Options struct {
 	// MisdirectLogPPM, per log append: the records land over older records instead of at the end.
 	MisdirectLogPPM uint32
 
+	// SwarmOff leaves fault classes out of the run: a class whose bit is set is not drawn at all
+	// (swarm testing: runs that leave out some faults reach states that the full mix hides). Draw sets
+	// each bit with probability 1/2; zero keeps every class.
+	SwarmOff Swarm
+
+	// NoDurabilityCheck turns off the check that a message vouching for durable state leaves only once
+	// the sender's disk holds it (checker.go), to measure how often the other checks alone catch a
+	// message sent too early.
+	NoDurabilityCheck bool
+
 	VSR       func(n int, self uint8) vsr.Config
 	Heartbeat heartbeat.Ticks
 
@@ -82,6 +98,86 @@ type Options struct {
 	OnReplica func(r *vsr.Replica)
 	// Trace, if set, receives one line per fault and per role change (for replaying a seed).
 	Trace func(line string)
+}
+
+// Swarm is a set of fault classes, one bit each.
+type Swarm uint32
+
+// The fault classes SwarmOff can leave out.
+const (
+	SwarmDrop Swarm = 1 << iota
+	SwarmDuplicate
+	SwarmCorrupt
+	SwarmPartition
+	SwarmLongPartition
+	SwarmCrash
+	SwarmCrashInFlight
+	SwarmPause
+	SwarmSkew
+	SwarmReadError
+	SwarmTornWrite
+	SwarmPersistFail
+	SwarmMisdirect
+	SwarmCompact
+	SwarmLostState
+	SwarmSlowDisk
+	swarmClasses = iota
+
+	// SwarmAll is every fault class.
+	SwarmAll Swarm = 1<<swarmClasses - 1
+)
+
+// leaveOut zeroes the rates of the classes in sw.
+func (sw Swarm) leaveOut(o *Options) {
+	off := func(c Swarm) bool { return sw&c != 0 }
+	if off(SwarmDrop) {
+		o.DropPPM = 0
+	}
+	if off(SwarmDuplicate) {
+		o.DuplicatePPM = 0
+	}
+	if off(SwarmCorrupt) {
+		o.CorruptPPM = 0
+	}
+	if off(SwarmPartition) {
+		o.PartitionPPM = 0
+	}
+	if off(SwarmLongPartition) {
+		o.LongPartitionPPM = 0
+	}
+	if off(SwarmCrash) {
+		o.CrashPPM = 0
+	}
+	if off(SwarmCrashInFlight) {
+		o.CrashInFlightPPM, o.CrashAfterViewPPM = 0, 0
+	}
+	if off(SwarmPause) {
+		o.PausePPM = 0
+	}
+	if off(SwarmSkew) {
+		o.SkewPPM = 0
+	}
+	if off(SwarmReadError) {
+		o.ReadErrorPPM = 0
+	}
+	if off(SwarmTornWrite) {
+		o.TornWritePPM = 0
+	}
+	if off(SwarmPersistFail) {
+		o.PersistFailPPM = 0
+	}
+	if off(SwarmMisdirect) {
+		o.MisdirectPPM, o.MisdirectLogPPM = 0, 0
+	}
+	if off(SwarmCompact) {
+		o.CompactPPM = 0
+	}
+	if off(SwarmLostState) {
+		o.LostState = false
+	}
+	if off(SwarmSlowDisk) {
+		o.SlowDiskTicksMax = 0
+	}
 }
 
 // SimVSRConfig is the replica configuration the simulator runs: small checkpoints and timeouts so a
@@ -137,10 +233,11 @@ func Draw(seed uint64) Options {
 	o.LostState = true // vsr recovers a replica that lost its state (engine/vsr/recovering.go)
 	messageFaultsOnly := rng.IntN(4) == 0
 	drawLaterFaults(rng, &o)
+	o.SwarmOff = Swarm(rng.Uint32()) & SwarmAll
 	if messageFaultsOnly {
 		// Message faults only: no crash, pause or partition forces a view change that would rescue a
 		// replica the protocol itself left stuck.
-		o.CrashPPM, o.PartitionPPM, o.LongPartitionPPM, o.CrashInFlightPPM = 0, 0, 0, 0
+		o.CrashPPM, o.PartitionPPM, o.LongPartitionPPM, o.CrashInFlightPPM, o.CrashAfterViewPPM = 0, 0, 0, 0, 0
 		o.PausePPM, o.PersistFailPPM = 0, 0
 	}
 	return o
@@ -151,6 +248,8 @@ func drawLaterFaults(rng *rand.Rand, o *Options) {
 	o.LongPartitionPPM = uint32(rng.IntN(1_000))
 	o.LongPartitionTicksMax = 200 + uint64(rng.IntN(800))
 	o.CrashInFlightPPM = uint32(rng.IntN(20_000))
+	o.CrashAfterViewPPM = uint32(rng.IntN(200_000))
+	o.QuickRestartPPM = uint32(rng.IntN(500_000))
 	o.PausePPM = uint32(rng.IntN(1_000))
 	o.PauseTicksMax = 1 + uint64(rng.IntN(100))
 	o.SkewPPM = uint32(rng.IntN(100_000))
@@ -162,6 +261,9 @@ func drawLaterFaults(rng *rand.Rand, o *Options) {
 	o.SectorPPM = uint32(rng.IntN(300_000))
 	o.OldCopyPPM = uint32(rng.IntN(200_000))
 	o.MisdirectLogPPM = uint32(rng.IntN(5_000))
+	if rng.IntN(3) == 0 {
+		o.PartitionPPM = 10_000 + uint32(rng.IntN(40_000)) // flapping links: a new partition every 20-100 ticks
+	}
 	if rng.IntN(4) == 0 {
 		o.SlowDiskTicksMax = uint64(rng.IntN(30)) // slow disks: long windows between write and fsync
 	}
@@ -171,8 +273,10 @@ func drawLaterFaults(rng *rand.Rand, o *Options) {
 // regression seeds found before they existed.
 func WithoutLaterFaults(o Options) Options {
 	o.LongPartitionPPM, o.CrashInFlightPPM, o.PausePPM, o.SkewPPM, o.PersistFailPPM = 0, 0, 0, 0, 0
+	o.CrashAfterViewPPM, o.QuickRestartPPM = 0, 0
 	o.MisdirectPPM, o.CompactPPM, o.MisdirectLogPPM, o.SlowDiskTicksMax = 0, 0, 0, 0
 	o.LostState = false
 	o.CoreTicks = 0
+	o.SwarmOff = 0
 	return o
 }

@@ -101,6 +101,7 @@ type Sim struct {
 // Three phases: faults with load; a healthy core (a quorum) must make progress while the other
 // replicas stay down or cut off; then everything heals and the group must converge.
 func Run(opts Options) (Stats, error) {
+	opts.SwarmOff.leaveOut(&opts)
 	s := &Sim{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0xc1a5)), faults: true,
 		committed: make(map[uint64]uint64), digests: make(map[uint64]uint64),
 		opDigests: make(map[uint64]uint64)}

@@ -9,8 +9,12 @@ import (
 	"github.com/ringstream/ringstream/engine/vsr"
 )
 
-var brokenCount = flag.Bool("broken-count", false,
-	"run every broken variant over all 1,000 seeds and log how many catch it, instead of stopping at the first")
+var (
+	brokenCount = flag.Bool("broken-count", false,
+		"run every broken variant over all 1,000 seeds and log how many catch it, instead of stopping at the first")
+	brokenOutcome = flag.Bool("broken-outcome", false,
+		"turn off the simulator's durability check: catch a message sent too early only by what it breaks")
+)
 
 // brokenSeedsMax is the budget within which the simulator must catch each broken variant.
 const brokenSeedsMax = 1000
@@ -27,6 +31,7 @@ func catchBroken(t *testing.T, hook func(*vsr.Replica)) {
 	for seed := uint64(0); seed < brokenSeedsMax; seed++ {
 		opts := sim.Draw(seed)
 		opts.OnReplica = hook
+		opts.NoDurabilityCheck = *brokenOutcome
 		_, err := sim.Run(opts)
 		if err != nil && !errors.Is(err, sim.ErrViolation) {
 			t.Fatalf("seed %d: %v", seed, err)
