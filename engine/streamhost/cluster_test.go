@@ -19,7 +19,7 @@ import (
 	"github.com/ringstream/ringstream/wire"
 )
 
-var fullCount = flag.Bool("streamhost.full", false, "produce the full 1,000,000 records in TestCluster_ProduceConfirmFollowerRestart")
+var fullCount = flag.Bool("streamhost.full", false, "full counts: 1,000,000 records in TestCluster_ProduceConfirmFollowerRestart, 1,000 copies in TestCopies_OpenManyAtBoot")
 
 const (
 	testStream      = 77

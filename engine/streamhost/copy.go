@@ -1,6 +1,7 @@
 package streamhost
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/ringstream/ringstream/engine/stream"
@@ -61,7 +62,9 @@ type copyGroup struct {
 	scanFrom uint64 // opening: the next retained batch to feed the copy
 	retainAt uint64 // tick of the next retention
 	retain   bool   // a retention job runs
+	opening  bool   // Opened not yet told
 	deleted  func(error)
+	delWait  bool // a delete waits for the rare operation running
 }
 
 // Attach starts the copy's open on the shard's ring: Done(OpOpen) goes on with the scan.
@@ -93,6 +96,7 @@ func (cg *copyGroup) Done(r segment.Result) {
 		if cg.c != nil {
 			cg.c.EpochDone(uint32(r.Tag-tagEpoch), r.Err)
 			cg.h.markDirty(cg)
+			cg.reportOpened(r.Err)
 		}
 	case segment.OpRetain:
 		cg.retain = false
@@ -136,12 +140,22 @@ func (cg *copyGroup) delete(done func(error)) {
 		return
 	}
 	cg.deleted = done
-	if err := cg.seg.Delete(tagDelete); err != nil {
+	cg.tryDelete()
+}
+
+// tryDelete starts the delete, or waits for the next tick while another rare operation runs.
+func (cg *copyGroup) tryDelete() {
+	err := cg.seg.Delete(tagDelete)
+	cg.delWait = errors.Is(err, segment.ErrBusy)
+	switch {
+	case cg.delWait:
+	case err != nil:
+		done := cg.deleted
 		cg.deleted = nil
 		done(err)
-		return
+	default:
+		cg.state = stateClosing
 	}
-	cg.state = stateClosing
 }
 
 // OnStop closes the copy's storage; the shard host's OnStop polls the jobs that do it.
@@ -290,10 +304,23 @@ func (cg *copyGroup) openDone() {
 		Fence: uint32(cg.seg.FenceEpoch()), LogEpochs: epochs})
 	cg.state = stateServing
 	cg.retainAt = cg.h.tick + cg.h.h.cfg.RetainEveryTicks
-	if f := cg.h.h.cfg.Opened; f != nil {
-		f(cg.spec.Stream, nil)
+	cg.opening = true
+	if last, ok := cg.seg.LastEpoch(); ok && last.Epoch >= uint64(cg.spec.Assignment.Epoch) {
+		cg.reportOpened(nil) // no log epoch to append first
 	}
 	cg.h.markDirty(cg)
+}
+
+// reportOpened tells Config.Opened that the copy serves: its storage opened and its log epoch is
+// durable.
+func (cg *copyGroup) reportOpened(err error) {
+	if !cg.opening {
+		return
+	}
+	cg.opening = false
+	if f := cg.h.h.cfg.Opened; f != nil {
+		f(cg.spec.Stream, err)
+	}
 }
 
 func kindOf(l segment.LogKind) wire.LogKind {

@@ -91,6 +91,10 @@ func (cg *copyGroup) OnTick(tick uint64) {
 	if cg.c == nil || cg.state != stateServing {
 		return
 	}
+	if cg.delWait {
+		cg.tryDelete()
+		return
+	}
 	cg.c.Tick()
 	cg.h.markDirty(cg)
 	if tick >= cg.retainAt {
