@@ -26,13 +26,15 @@ type buffer struct {
 // bufferMin is the smallest buffer the pool makes: owner appends of one turn and reads share sizes.
 const bufferMin = 256 << 10
 
-// poolMax bounds the free buffers a shard keeps; more are left to the garbage collector.
-const poolMax = 64
+// poolBytesMax bounds the bytes of the free buffers a shard keeps; more are left to the garbage
+// collector.
+const poolBytesMax = 16 << 20
 
 // bufferPool is a shard's free buffers, shared by its copies: an idle copy holds none.
 type bufferPool struct {
-	free []*buffer
-	made uint64 // buffers allocated (the pool had none big enough)
+	free  []*buffer
+	bytes int    // capacity of the free buffers
+	made  uint64 // buffers allocated (the pool had none big enough)
 }
 
 // get returns a buffer of at least n bytes of capacity with one reference.
@@ -43,6 +45,7 @@ func (p *bufferPool) get(n int) *buffer {
 			p.free[i] = p.free[last]
 			p.free[last] = nil
 			p.free = p.free[:last]
+			p.bytes -= cap(b.b)
 			b.refs = 1
 			return b
 		}
@@ -59,8 +62,9 @@ func (p *bufferPool) unref(b *buffer) {
 		return
 	}
 	b.b, b.spans, b.end = b.b[:0], b.spans[:0], 0
-	if len(p.free) < poolMax {
+	if p.bytes+cap(b.b) <= poolBytesMax {
 		p.free = append(p.free, b)
+		p.bytes += cap(b.b)
 	}
 }
 

@@ -42,6 +42,7 @@ type testNode struct {
 
 // sink collects a node's client replies (on its shard goroutine) for the test goroutine.
 type sink struct {
+	produced func(r *stream.Reply) // when set, takes produce replies instead of acks (benchmarks)
 	acks    chan stream.Reply
 	fetches chan stream.Reply
 	opened  chan error
@@ -57,6 +58,12 @@ func (s *sink) reply(_ uint64, r *stream.Reply) {
 		c := *r
 		c.Fetch.Batches = append([]byte(nil), r.Fetch.Batches...)
 		s.fetches <- c
+	case stream.ReplyProduce:
+		if s.produced != nil {
+			s.produced(r)
+			return
+		}
+		s.acks <- *r
 	default:
 		c := *r
 		c.Error.Message = append([]byte(nil), r.Error.Message...)

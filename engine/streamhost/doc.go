@@ -24,7 +24,8 @@
 //     call: the message aliases a receive buffer or the caller's bytes, and the appends copy them into
 //     the log's group buffer before it returns.
 //   - The owner encodes the record batches of one Ready once (segment.AppendBatch, the host stamps
-//     both timestamps with the turn's wall clock) into one pooled buffer, appends each batch from it
+//     both timestamps with the turn's wall clock) into its newest held buffer while it has room (a
+//     pooled one otherwise; encoded bytes never move), appends each batch from it
 //     (segment.Copy.AppendEncoded) and sends the prepares that name those appends from the same bytes
 //     with shard.SendData: header and body leave as two slices, with no copy. The buffer is held until
 //     the log reports its last batch durable (a follower catching up past the durable tail is sent
@@ -34,7 +35,7 @@
 //     kept until the Ready after its ReadDone was carried out and the sends aliasing it completed.
 //     Client replies are handed to Config.Replies inside that Ready: a fetch reply's batches must be
 //     used or copied before it returns.
-//   - Buffers are per shard (a free list of at most 64), never per copy: an idle copy holds no buffer.
+//   - Buffers are per shard (a free list of at most 16 MiB), never per copy: an idle copy holds none.
 //   - Open runs segment.Open as a job on the shard's ring (all copies of a node open at once, interleaved),
 //     then reads every retained batch through the ring to feed the copy its headers (ObserveBatch),
 //     then OpenDone. A copy whose open or scan fails is logged, listed by Status, and left closed; the

@@ -85,9 +85,15 @@ func (cg *copyGroup) appendAll(fx *stream.Effects) (ob *buffer, failed bool) {
 		}
 	}
 	if size > 0 {
-		ob = sh.pool.get(size)
-		ob.refs++ // one for the held list, one for this Ready
-		cg.held = append(cg.held, ob)
+		if n := len(cg.held); n > 0 && cap(cg.held[n-1].b)-len(cg.held[n-1].b) >= size {
+			ob = cg.held[n-1] // go on filling the newest held buffer: what it holds stays put
+			ob.refs++
+		} else {
+			ob = sh.pool.get(size)
+			ob.refs++ // one for the held list, one for this Ready
+			cg.held = append(cg.held, ob)
+		}
+		size += len(ob.b)
 	}
 	cg.spanOf = cg.spanOf[:0]
 	for i := range fx.Appends {

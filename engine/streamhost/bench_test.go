@@ -1,0 +1,297 @@
+package streamhost_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/stream"
+	"github.com/ringstream/ringstream/engine/streamhost"
+	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/segment"
+	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// benchWindow is how many produces the throughput benchmarks keep waiting for confirmation, as
+// BenchmarkRawAppend keeps appends waiting for their group commit.
+const benchWindow = 256
+
+func majority(owner uint16, followers ...uint16) meta.Assignment {
+	return meta.Assignment{Epoch: 1, Owner: owner, Followers: followers, Policy: meta.Policy{Kind: meta.PolicyMajorityDurable}}
+}
+
+// loadGen produces 1 KiB records, one per batch, to the owner of a cluster: requests reach the
+// owner's shard through Node.Run (as client requests from outside would), answers are counted in
+// the owner's reply sink.
+type loadGen struct {
+	c      *cluster
+	owner  *testNode
+	body   []byte
+	acked  atomic.Int64
+	wake   chan struct{}
+	sentAt []time.Time     // pacing: when each request was sent (written before its Run)
+	lat    []time.Duration // pacing: produce to confirm, by request (written on the shard)
+}
+
+func newLoadGen(c *cluster) *loadGen {
+	g := &loadGen{c: c, owner: c.nodes[c.asg.Owner], body: make([]byte, recordBytes), wake: make(chan struct{}, 1)}
+	g.owner.sink.produced = func(r *stream.Reply) {
+		if r.Kind != stream.ReplyProduce {
+			panic(fmt.Sprintf("produce answered %+v", r))
+		}
+		if g.lat != nil {
+			g.lat[r.Produce.RequestID] = time.Since(g.sentAt[r.Produce.RequestID])
+		}
+		g.acked.Add(1)
+		select {
+		case g.wake <- struct{}{}:
+		default:
+		}
+	}
+	return g
+}
+
+// send queues produces [from, to) on the owner's shard without waiting.
+func (g *loadGen) send(from, to int) {
+	err := g.owner.node.Run(shard.ShardOf(testStream, 1), func(s *shard.Shard) {
+		var m stream.Message
+		for i := from; i < to; i++ {
+			m = stream.Message{Kind: stream.KindProduce, Client: 1}
+			m.Produce = wire.Produce{RequestID: uint64(i), Stream: testStream, Incarnation: testIncarnation, Count: 1, Batch: g.body}
+			if err := g.owner.host.Step(s, testStream, &m); err != nil {
+				panic(err)
+			}
+		}
+	})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// run produces n records with benchWindow waiting, counting from base, and waits for every answer.
+func (g *loadGen) run(tb testing.TB, base, n int) {
+	sent := base
+	for int(g.acked.Load()) < base+n {
+		if a := int(g.acked.Load()); sent < base+n && sent-a <= benchWindow/2 {
+			to := min(base+n, a+benchWindow)
+			g.send(sent, to)
+			sent = to
+		}
+		select {
+		case <-g.wake:
+		case <-time.After(30 * time.Second):
+			tb.Fatalf("no answer for 30 s: %d of %d", g.acked.Load()-int64(base), n)
+		}
+	}
+}
+
+// benchProduce reports records/s and process-wide allocations per record of a cluster under load.
+func benchProduce(b *testing.B, asg meta.Assignment) {
+	c := newCluster(b, asg)
+	g := newLoadGen(c)
+	g.run(b, 0, 2000) // warm the pools and the links
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.SetBytes(recordBytes)
+	b.ResetTimer()
+	g.run(b, 2000, b.N)
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N), "allocs/record")
+}
+
+// BenchmarkProduce3Copies: (a) a 3-copy majority_durable stream on three real nodes (loopback,
+// one disk), 1 KiB records with confirm. Compare with BenchmarkRawAppend in the same run.
+// allocs/record counts every allocation of the process: the three nodes and the load generator.
+func BenchmarkProduce3Copies(b *testing.B) { benchProduce(b, majority(1, 2, 3)) }
+
+// BenchmarkProduce1Copy: (d) the same with one copy.
+func BenchmarkProduce1Copy(b *testing.B) { benchProduce(b, majority(1)) }
+
+// rawEvents counts appends made durable.
+type rawEvents struct{ done int }
+
+func (e *rawEvents) AppendDone(segment.LogKind, uint64, uint64, error) { e.done++ }
+func (e *rawEvents) ReadDone(segment.LogKind, uint64, []byte, error)   {}
+func (e *rawEvents) SealDone(uint64, segment.Seal, error)              {}
+func (e *rawEvents) Done(segment.Result)                               {}
+
+// rawLog is one segment log on its own io_uring ring, driven by the calling goroutine.
+type rawLog struct {
+	r   ring.Ring
+	seg *segment.Copy
+	ev  rawEvents
+}
+
+func newRawLog(b *testing.B) *rawLog {
+	runtime.LockOSThread()
+	b.Cleanup(runtime.UnlockOSThread)
+	r, err := ring.New(ring.Config{Backend: ring.BackendIOUring, Entries: 256, Logger: quiet()})
+	if err != nil {
+		b.Skip("io_uring unavailable: ", err)
+	}
+	rl := &rawLog{r: r}
+	rl.seg, _, err = segment.OpenSync(r, filepath.Join(b.TempDir(), "raw"), segment.Config{SegmentBytes: 8 << 20, Logger: quiet()}, &rl.ev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rl.seg.CloseSync(); _ = r.Close() })
+	return rl
+}
+
+// turn flushes, submits and runs completions, blocking only when none arrived.
+func (rl *rawLog) turn(b *testing.B) {
+	rl.seg.Flush()
+	if err := rl.r.Wait(0); err != nil {
+		b.Fatal(err)
+	}
+	if rl.r.Dispatch() > 0 {
+		return
+	}
+	if err := rl.r.Wait(1); err != nil {
+		b.Fatal(err)
+	}
+	rl.r.Dispatch()
+}
+
+// BenchmarkRawAppend: the baseline of (a): one segment log's group-committed appends of the same
+// 1 KiB batches with the same window, no protocol and no network.
+func BenchmarkRawAppend(b *testing.B) {
+	rl := newRawLog(b)
+	body := make([]byte, recordBytes)
+	sent := 0
+	b.SetBytes(recordBytes)
+	b.ResetTimer()
+	for rl.ev.done < b.N {
+		for sent < b.N && sent-rl.ev.done < benchWindow {
+			h := segment.BatchHeader{RecordCount: 1, Epoch: 1}
+			if _, err := rl.seg.Append(uint64(sent), &h, body); err != nil {
+				b.Fatal(err)
+			}
+			sent++
+		}
+		rl.turn(b)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkConfirmLatency: (b) produce-to-confirm latency on a 3-copy stream at about a tenth of
+// the load the stream sustains (measured first, in the same run), against one append + fdatasync
+// on a raw segment log, one at a time.
+func BenchmarkConfirmLatency(b *testing.B) {
+	c := newCluster(b, majority(1, 2, 3))
+	g := newLoadGen(c)
+	start := time.Now()
+	g.run(b, 0, 5000)
+	rate := 5000 / time.Since(start).Seconds()
+	interval := time.Duration(float64(time.Second) * 10 / rate)
+	g.sentAt, g.lat = make([]time.Time, 5000+b.N), make([]time.Duration, 5000+b.N)
+	b.ResetTimer()
+	next := time.Now()
+	for i := range b.N {
+		time.Sleep(time.Until(next)) // pacing the load, not waiting for an event
+		next = next.Add(interval)
+		g.sentAt[5000+i] = time.Now()
+		g.send(5000+i, 5000+i+1)
+	}
+	for g.acked.Load() < int64(5000+b.N) {
+		<-g.wake
+	}
+	b.StopTimer()
+	lat := slices.Clone(g.lat[5000:])
+
+	rl := newRawLog(b)
+	body := make([]byte, recordBytes)
+	fsync := make([]time.Duration, 0, b.N)
+	for i := range b.N {
+		t0 := time.Now()
+		h := segment.BatchHeader{RecordCount: 1, Epoch: 1}
+		if _, err := rl.seg.Append(uint64(i), &h, body); err != nil {
+			b.Fatal(err)
+		}
+		for done := rl.ev.done; rl.ev.done == done; {
+			rl.turn(b)
+		}
+		fsync = append(fsync, time.Since(t0))
+	}
+	pct := func(d []time.Duration, p float64) float64 {
+		slices.Sort(d)
+		return float64(d[int(p*float64(len(d)-1))].Microseconds())
+	}
+	b.ReportMetric(rate/10, "offered-records/s")
+	b.ReportMetric(pct(lat, 0.5), "confirm-p50-µs")
+	b.ReportMetric(pct(lat, 0.99), "confirm-p99-µs")
+	b.ReportMetric(pct(fsync, 0.5), "fsync-p50-µs")
+	b.ReportMetric(pct(fsync, 0.99), "fsync-p99-µs")
+}
+
+// procStatus reads a field of /proc/self/status in kB.
+func procStatus(tb testing.TB, field string) int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			v, err := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return v
+		}
+	}
+	tb.Fatalf("no %s in /proc/self/status", field)
+	return 0
+}
+
+func openFDs(tb testing.TB) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return len(ents)
+}
+
+// BenchmarkIdleCopies: (e) idle copies open on one node (default 10,000; -idle.copies): resident
+// memory and open file descriptors per copy, after a GC, against the node before they opened.
+func BenchmarkIdleCopies(b *testing.B) {
+	copies := 10000
+	if v := os.Getenv("STREAMHOST_IDLE_COPIES"); v != "" {
+		copies, _ = strconv.Atoi(v)
+	}
+	n := soloNode(b, b.TempDir())
+	settle := func() {
+		runtime.GC()
+		debug.FreeOSMemory()
+	}
+	settle()
+	rss0, fd0 := procStatus(b, "VmRSS"), openFDs(b)
+	specs := make([]streamhost.Spec, copies)
+	for i := range specs {
+		specs[i] = soloSpec(uint64(1000 + i))
+	}
+	b.ResetTimer()
+	took, errs := openAll(b, n, specs)
+	b.StopTimer()
+	if len(errs) > 0 {
+		b.Fatal(errs[0])
+	}
+	time.Sleep(200 * time.Millisecond) // a few ticks of the idle copies
+	settle()
+	rss1, fd1 := procStatus(b, "VmRSS"), openFDs(b)
+	b.ReportMetric(float64(rss1-rss0)/float64(copies), "KiB/copy")
+	b.ReportMetric(float64(fd1-fd0)/float64(copies), "fds/copy")
+	b.ReportMetric(took.Seconds(), "s-to-open")
+}
