@@ -43,9 +43,9 @@ type testNode struct {
 // sink collects a node's client replies (on its shard goroutine) for the test goroutine.
 type sink struct {
 	produced func(r *stream.Reply) // when set, takes produce replies instead of acks (benchmarks)
-	acks    chan stream.Reply
-	fetches chan stream.Reply
-	opened  chan error
+	acks     chan stream.Reply
+	fetches  chan stream.Reply
+	opened   chan error
 }
 
 func newSink() *sink {
