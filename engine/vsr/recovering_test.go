@@ -196,3 +196,27 @@ func TestRecovery_AnsweredOnlyInNormalStatus(t *testing.T) {
 		}
 	}
 }
+
+// A replica that restarts in the middle of its recovery (its own first superblock written, no answer
+// in yet) recovers again: every superblock it writes while recovering says so.
+func TestRecovering_RestartInTheMiddleRecoversAgain(t *testing.T) {
+	c := commitOp3OnTwo(t)
+	c.wipe(1)
+	c.cut = func(from, to uint8) bool { return to == 1 } // no answer reaches it
+	c.tick(2)
+	sb, err := DecodeSuperblock(c.disks[1].superblocks[0])
+	if err != nil || sb.Sequence <= FormatSequence || !c.replicas[1].Recovering() {
+		t.Fatalf("superblock %+v %v: want the recovering replica's own superblock written", sb, err)
+	}
+	c.down[1] = true
+	c.restart(1)
+	if !c.replicas[1].Recovering() {
+		t.Fatalf("restarted in the middle of its recovery: normal %v at op %d, want recovering again",
+			c.replicas[1].Normal(), c.replicas[1].Op())
+	}
+	c.cut = nil
+	c.tick(10)
+	if !c.replicas[1].Normal() || c.replicas[1].Op() != 3 {
+		t.Fatalf("after the restart: normal %v op %d, want recovered at op 3", c.replicas[1].Normal(), c.replicas[1].Op())
+	}
+}
