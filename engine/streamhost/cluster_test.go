@@ -76,7 +76,7 @@ func streamConfig() stream.Config {
 }
 
 // newTestNode makes node id's shard.Node and host (not started).
-func newTestNode(t testing.TB, id uint16, dir string, listen netip.AddrPort) *testNode {
+func newTestNode(t testing.TB, id uint16, dir string, listen netip.AddrPort, tune ...func(*streamhost.Config)) *testNode {
 	t.Helper()
 	n, err := shard.NewNode(shard.Config{Node: id, Cluster: 42, Shards: 1, Tick: 2 * time.Millisecond, Listen: listen,
 		ReconnectBaseTicks: 5, ReconnectMaxTicks: 50, Logger: quiet()})
@@ -84,9 +84,13 @@ func newTestNode(t testing.TB, id uint16, dir string, listen netip.AddrPort) *te
 		t.Fatal(err)
 	}
 	tn := &testNode{id: id, dir: dir, listen: listen, node: n, sink: newSink()}
-	tn.host, err = streamhost.New(n, streamhost.Config{Dir: dir, Cluster: 42, Node: id,
+	cfg := streamhost.Config{Dir: dir, Cluster: 42, Node: id,
 		Segment: segment.Config{SegmentBytes: 8 << 20, Logger: quiet()}, Stream: streamConfig(),
-		Replies: tn.sink.reply, Opened: func(_ uint64, err error) { tn.sink.opened <- err }, Logger: quiet()})
+		Replies: tn.sink.reply, Opened: func(_ uint64, err error) { tn.sink.opened <- err }, Logger: quiet()}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	tn.host, err = streamhost.New(n, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

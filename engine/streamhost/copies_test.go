@@ -87,8 +87,8 @@ func produceOne(t testing.TB, n *testNode, id uint64, seq uint64) stream.Reply {
 	return stream.Reply{}
 }
 
-func soloNode(t testing.TB, dir string) *testNode {
-	n := newTestNode(t, 1, dir, netip.MustParseAddrPort("127.0.0.1:0"))
+func soloNode(t testing.TB, dir string, tune ...func(*streamhost.Config)) *testNode {
+	n := newTestNode(t, 1, dir, netip.MustParseAddrPort("127.0.0.1:0"), tune...)
 	startSolo(t, n)
 	return n
 }
@@ -215,4 +215,70 @@ func TestCopies_Delete(t *testing.T) {
 	if r := produceOne(t, n, 22, 0); r.Kind != stream.ReplyProduce {
 		t.Fatalf("produce to the other copy answered %+v", r)
 	}
+}
+
+// TestCopies_RetentionByBytes: a copy over its byte limit drops its oldest closed segments on the
+// ring, at most to its confirmed tail; a fetch below the new head is refused, one above it served.
+func TestCopies_RetentionByBytes(t *testing.T) {
+	n := soloNode(t, t.TempDir(), func(c *streamhost.Config) {
+		c.Segment.SegmentBytes = 64 << 10
+		c.RetainEveryTicks = 5
+	})
+	sp := soloSpec(31)
+	sp.RetainBytes = 128 << 10
+	if _, errs := openAll(t, n, []streamhost.Spec{sp}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	const batches = 100 // 100 x 8 KiB: about 13 segments of 64 KiB
+	for i := range batches {
+		if r := produceOne(t, n, 31, uint64(i)); r.Kind != stream.ReplyProduce {
+			t.Fatalf("produce answered %+v", r)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		r := fetchAt(t, n, 31, 0)
+		if r.Kind == stream.ReplyError {
+			if string(r.Error.Message) != "offset below the retained head" {
+				t.Fatalf("fetch at 0 after retention refused with %q", r.Error.Message)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("retention never moved the head")
+		}
+		time.Sleep(10 * time.Millisecond) // retention runs every 5 ticks of the shard's clock
+	}
+	if r := fetchAt(t, n, 31, (batches-1)*recordsPerBatch); r.Kind != stream.ReplyFetch || r.Fetch.Count != recordsPerBatch {
+		t.Fatalf("fetch of the last batch answered %+v", r)
+	}
+	ents, err := os.ReadDir(filepath.Join(n.host.Dir(31, 1), "records"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) > 8 {
+		t.Fatalf("%d files left in the record log after retention to 128 KiB", len(ents))
+	}
+}
+
+// fetchAt fetches from stream id at off (no wait) and returns the reply.
+func fetchAt(t testing.TB, n *testNode, id uint64, off uint64) stream.Reply {
+	t.Helper()
+	if err := n.node.Run(shard.ShardOf(id, 1), func(s *shard.Shard) {
+		m := stream.Message{Kind: stream.KindFetch, Client: 2}
+		m.Fetch = wire.Fetch{RequestID: off, Stream: id, Incarnation: 1, Offset: off, BytesMax: 64 << 10}
+		if err := n.host.Step(s, id, &m); err != nil {
+			t.Error(err)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-n.sink.fetches:
+		return r
+	case r := <-n.sink.acks:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("fetch never answered")
+	}
+	return stream.Reply{}
 }
