@@ -264,8 +264,10 @@ func openFDs(tb testing.TB) int {
 	return len(ents)
 }
 
-// BenchmarkIdleCopies: (e) idle copies open on one node (default 10,000; -idle.copies): resident
-// memory and open file descriptors per copy, after a GC, against the node before they opened.
+// BenchmarkIdleCopies: (e) idle copies open on one node (default 10,000; STREAMHOST_IDLE_COPIES
+// sets another count): resident memory and open file descriptors per copy, after a GC, against the
+// node before they opened. Each copy holds segment's files open (7 today), so 10,000 copies need a
+// file limit above 70,000.
 func BenchmarkIdleCopies(b *testing.B) {
 	copies := 10000
 	if v := os.Getenv("STREAMHOST_IDLE_COPIES"); v != "" {
