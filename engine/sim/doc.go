@@ -1,29 +1,32 @@
-// Package sim is the deterministic simulator of the metadata group. It runs N replicas (3 or 5) of the
-// real vsr.Replica, each over the real state machine (engine/meta, or a small counter machine that
-// makes a double apply visible), with the real heartbeat schedule of shard/heartbeat driven tick by
-// tick (R5), on a simulated network and simulated disks.
+// Package sim is the deterministic simulator of the metadata group. It runs N replicas (3 or 5) of the real
+// vsr.Replica, each over the real state machine (engine/meta, or a small counter machine that makes a double
+// apply visible), with the real heartbeat schedule of shard/heartbeat driven tick by tick (R5), on a
+// simulated network and simulated disks.
 //
-// It owns everything in memory: the network (delay, loss, duplication, reordering, corruption,
-// partitions short and long, one-way links, links that come up late at boot), the disks (latency,
-// slow disks, writes lost on a crash unless synced, a torn last write, a superblock copy written over
-// another, persists failing with EIO or ENOSPC, log compaction, read errors at restart), processes
-// (crashes, crashes with a persist in flight, restarts, pauses, tick skew), and a workload of client
-// requests. Faults that lose state a replica acknowledged are drawn too, within the fault budget: its
-// disk wiped (then formatted as its replacement), restored from an old copy (the same), a synced
-// sector of a superblock copy, a snapshot slot or the log corrupted, a log append misdirected over
-// older records. One seeded *rand.Rand draws every choice; it never reads the clock and starts no
-// goroutine, so a seed replays exactly: go test ./engine/sim -run TestSim -seed=N, or
-// ringstream sim --seed N.
+// It owns everything in memory: the network (delay, loss, duplication, reordering, corruption, partitions
+// short and long, one-way links, links that come up late at boot), the disks (latency, slow disks, writes
+// lost on a crash unless synced, a torn last write, a superblock copy written over another, persists failing
+// with EIO or ENOSPC, log compaction, read errors at restart), processes (crashes, crashes aimed at a persist
+// in flight and at the persist of a view just entered, restarts slow and quick, pauses, tick skew), and a
+// workload of client requests. Faults that lose state a replica acknowledged are drawn too, within the fault
+// budget: its disk wiped (then formatted as its replacement), restored from an old copy (the same), a synced
+// sector of a superblock copy, a snapshot slot or the log corrupted, a log append misdirected over older
+// records. One seeded *rand.Rand draws every choice; it never reads the clock and starts no goroutine, so a
+// seed replays exactly: go test ./engine/sim -run TestSim -seed=N, or ringstream sim --seed N.
 //
-// After every step (a tick of one replica, one delivered packet, one completed persist) it checks:
-// no two replicas commit different ops at one op number; a primary in normal status holds every op
-// committed so far (committed ops survive view changes and crashes); replicas that applied one op
-// have equal state machine digests (checked inside Apply, for every op); replicas at one commit have
-// equal digests of state and client table; a client's reply is the result of applying its request
-// exactly once; the replica's own invariants. Then liveness, twice: a random healthy quorum (the
-// core) must make progress while the other replicas stay down or cut off; then everything heals, and
-// the group must make progress and converge to one view, one commit and one digest. Each within a
+// After every step (a tick of one replica, one delivered packet, one completed persist) it checks: no two
+// replicas commit different ops at one op number; a primary in normal status holds every op committed so far
+// (committed ops survive view changes and crashes); replicas that applied one op have equal state machine
+// digests (checked inside Apply, for every op); replicas at one commit have equal digests of state and client
+// table; a message that vouches for durable state (start-view-change, do-view-change, start-view,
+// prepare-ok) leaves only once the sender's synced superblocks hold what it claims; a client's reply is the
+// result of applying its request exactly once; the replica's own invariants. Then liveness, twice: a random
+// healthy quorum (the core) must make progress while the other replicas stay down or cut off; then everything
+// heals, and the group must make progress and converge to one view, one commit and one digest. Each within a
 // bound in ticks. A failure names the seed and step.
+//
+// Each seed draws the cluster shape, the fault rates, and which fault classes it leaves out altogether (swarm
+// testing, Options.SwarmOff): runs without some faults reach states the full mix hides.
 //
 // Decisions where the design is silent:
 //   - VSR messages cross the simulated network as real wire frames (wire.AppendVSRFrame, ParseFrame,
@@ -57,4 +60,8 @@
 //     resumes. A crash ends a pause.
 //   - The core of the core liveness phase is drawn among replicas that have not lost state: a
 //     replica still recovering cannot help a quorum.
+//   - The durability check compares a message with the highest view and (log view, op) the sender's
+//     synced superblocks held since it started, so a message held for a persist and sent after a later
+//     one (which may have truncated the log) passes, and one sent before any persist covered it fails
+//     at once, whether or not a crash would have turned it into a lost op.
 package sim

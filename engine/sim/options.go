@@ -25,7 +25,7 @@ type Options struct {
 	Clients  int
 
 	FaultTicks    uint64 // ticks with faults on
-	CoreTicks     uint64 // bound for a healthy core's progress while the others stay down or cut off; 0: no core phase
+	CoreTicks     uint64 // bound for a healthy core's progress, the others down or cut off (0: no core phase)
 	LivenessTicks uint64 // bound for progress and convergence once every fault is healed
 
 	// Per-tick or per-packet probabilities, in parts per million.

@@ -21,6 +21,7 @@ type Stats struct {
 	ReadErrors         uint64
 	Dropped, Corrupt   uint64
 	Pauses             uint64
+	SkewedTicks        uint64 // ticks a node ran twice or skipped
 	LongPartitions     uint64
 	PersistFailures    uint64
 	Compactions        uint64
@@ -47,6 +48,7 @@ func (st *Stats) add(o Stats) {
 	st.Dropped += o.Dropped
 	st.Corrupt += o.Corrupt
 	st.Pauses += o.Pauses
+	st.SkewedTicks += o.SkewedTicks
 	st.LongPartitions += o.LongPartitions
 	st.PersistFailures += o.PersistFailures
 	st.Compactions += o.Compactions
@@ -190,6 +192,7 @@ func (s *Sim) tick() error {
 		ticks := 1
 		if s.faults && n.skew != 0 && s.chance(s.opts.SkewPPM) {
 			ticks += n.skew
+			s.stats.SkewedTicks++
 		}
 		for ; ticks > 0 && n.up && !n.paused(s.now); ticks-- {
 			s.step++

@@ -28,6 +28,26 @@ func TestSim(t *testing.T) {
 		total.add(runSeed(t, *seedBase+uint64(i), false))
 	}
 	t.Logf("seeds %d..%d: %+v", *seedBase, *seedBase+uint64(seeds)-1, total)
+	if seeds >= 100 {
+		requireEveryFault(t, total)
+	}
+}
+
+// requireEveryFault fails when a fault class never fired over a run of many seeds: a fault that
+// silently stopped being drawn would leave every seed passing.
+func requireEveryFault(t *testing.T, total Stats) {
+	t.Helper()
+	for name, n := range map[string]uint64{"crashes": total.Crashes, "read errors": total.ReadErrors,
+		"drops": total.Dropped, "corrupt frames": total.Corrupt, "pauses": total.Pauses,
+		"skewed ticks": total.SkewedTicks, "long partitions": total.LongPartitions,
+		"persist failures": total.PersistFailures, "compactions": total.Compactions, "wipes": total.Wipes,
+		"old copies": total.OldCopies, "sector faults": total.SectorFaults,
+		"misdirected writes": total.MisdirectedWrites, "recoveries": total.Recoveries,
+		"view changes": total.ViewChanges, "snapshots installed": total.SnapshotsInstalled} {
+		if n == 0 {
+			t.Errorf("no %s over the run: that fault (or what it leads to) is never drawn", name)
+		}
+	}
 }
 
 func runSeed(t *testing.T, seed uint64, verbose bool) Stats {
