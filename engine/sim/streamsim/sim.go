@@ -349,8 +349,12 @@ type Stats struct {
 	Shrunken         int // assignments applied with fewer copies than the stream's E
 	Empty            int // copies opened empty on a node that never held one (replacement followers)
 	Pauses           int // owners paused and woken after their stream moved on
-	Gaps             int // streams that hit the known gap
-	Diverged         int // of them, streams where a follower was then found divergent
+	// Stuck: streams with a producer still waiting at the end of the run for a batch it sent more
+	// than Ticks/8 ticks before (liveness after the heal phase; counted, not checked; see the
+	// package doc's liveness gap).
+	Stuck    int
+	Gaps     int // streams that hit the known gap
+	Diverged int // of them, streams where a follower was then found divergent
 }
 
 func (s *Sim) Stats() Stats {
@@ -365,6 +369,12 @@ func (s *Sim) Stats() Stats {
 		st.MaxEpoch = max(st.MaxEpoch, a.Epoch)
 		if s.strs[si].gapAt != 0 {
 			st.Gaps++
+		}
+		for _, p := range s.work.producers {
+			if p.si == si && p.waiting && s.now-p.since > uint64(s.opt.Ticks/8) {
+				st.Stuck++
+				break
+			}
 		}
 		if s.strs[si].gapSeen {
 			st.Diverged++

@@ -16,6 +16,7 @@ type producer struct {
 	count   uint32
 	waiting bool
 	retryAt uint64
+	since   uint64 // tick the waiting batch was first sent
 }
 
 // consumer fetches a stream from the owner below the confirmed tail and commits its cursor.
@@ -30,6 +31,8 @@ type workload struct {
 	consumers []consumer
 	acked     map[ackKey]uint64 // acknowledged batch -> base offset
 	requests  uint64
+	byPID     map[uint64]int // producer id (the client id of its requests) -> index in producers
+	nextPID   uint64
 }
 
 type ackKey struct {
@@ -43,9 +46,12 @@ const retryTicks = 12
 
 func (w *workload) init(s *Sim) {
 	w.acked = make(map[ackKey]uint64)
+	w.byPID = make(map[uint64]int)
 	for si := range s.strs {
 		for range 2 {
-			w.producers = append(w.producers, producer{id: uint64(len(w.producers) + 1), si: si})
+			w.nextPID++
+			w.byPID[w.nextPID] = len(w.producers)
+			w.producers = append(w.producers, producer{id: w.nextPID, si: si})
 		}
 		w.consumers = append(w.consumers, consumer{si: si})
 	}
@@ -76,7 +82,7 @@ func (w *workload) step(s *Sim) {
 			}
 			p.seq++
 			p.count = 1 + uint32(s.rng.IntN(3))
-			p.waiting = true
+			p.waiting, p.since = true, s.now
 		}
 		p.retryAt = s.now + retryTicks
 		w.produce(s, p, w.owner(s, p.si))
@@ -133,11 +139,17 @@ func (w *workload) onReply(s *Sim, e envelope) {
 	case stream.ReplyFetch:
 		w.onFetched(s, si, e.from, r)
 	case stream.ReplyError:
-		if pi := int(r.Client) - 1; pi >= 0 && pi < len(w.producers) {
-			p := &w.producers[pi]
-			if p.waiting && r.Error.RequestID == p.seq {
-				p.retryAt = min(p.retryAt, s.now+2)
-			}
+		p := w.producer(r.Client)
+		switch {
+		case p == nil || !p.waiting || r.Error.RequestID != p.seq:
+		case r.Error.Code == wire.CodeSequenceGap:
+			// The owner's log lost this producer's last batches (an accepted owner loss): it goes on
+			// under a new producer id, as a client would.
+			w.nextPID++
+			w.byPID[w.nextPID] = w.byPID[p.id]
+			p.id, p.seq, p.waiting = w.nextPID, 0, false
+		default:
+			p.retryAt = min(p.retryAt, s.now+2)
 		}
 	}
 }
@@ -152,10 +164,8 @@ func (w *workload) onProduced(s *Sim, si int, r *stream.Reply) {
 	}
 	w.acked[k] = r.Produce.BaseOffset
 	s.chk.onAck(s, si, k, r.Produce.BaseOffset, r.Produce.Count)
-	if pi := int(r.Client) - 1; pi >= 0 && pi < len(w.producers) {
-		if p := &w.producers[pi]; p.waiting && p.seq == r.Produce.RequestID {
-			p.waiting = false
-		}
+	if p := w.producer(r.Client); p != nil && p.waiting && p.seq == r.Produce.RequestID {
+		p.waiting = false
 	}
 }
 
@@ -184,4 +194,13 @@ func (w *workload) onFetched(s *Sim, si int, from uint16, r *stream.Reply) {
 			c.next = end
 		}
 	}
+}
+
+// producer returns the producer whose current id is pid, or nil.
+func (w *workload) producer(pid uint64) *producer {
+	i, ok := w.byPID[pid]
+	if !ok || w.producers[i].id != pid {
+		return nil
+	}
+	return &w.producers[i]
 }
