@@ -163,3 +163,26 @@ func TestSendDataQueueFullDrainedAndStop(t *testing.T) {
 		})
 	})
 }
+
+// SendData to a peer whose link is down is refused with ErrLinkDown at once, and DataSent is not
+// called for it.
+func TestSendDataLinkDownRefused(t *testing.T) {
+	g := &hostGroup{Group: newGroup(2, []uint16{1, 2}, 1, 1)}
+	n, err := shard.NewOfflineNode(shard.Config{Node: 1, Cluster: testCluster, Schedule: testTicks,
+		Logger: quietLogger()}, peersOf(2), []shard.Group{g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := n.Shards()[0]
+	s.SetLinkUp(2, false)
+	body := make([]byte, 100)
+	if err := s.SendData(2, dataFrameParts(2, body), body, g, 1); !errors.Is(err, shard.ErrLinkDown) {
+		t.Fatalf("SendData on a down link: %v, want ErrLinkDown", err)
+	}
+	if err := s.SendData(9, dataFrameParts(2, body), body, g, 1); !errors.Is(err, shard.ErrUnknownPeer) {
+		t.Fatalf("SendData to a stranger: %v, want ErrUnknownPeer", err)
+	}
+	if len(g.sent) != 0 {
+		t.Fatalf("DataSent called %d times", len(g.sent))
+	}
+}

@@ -129,7 +129,7 @@
 //   - Stop sets a flag and wakes every shard. A shard that sees the flag stops ticking, calls OnStop
 //     on every group that implements Stopper (finish or abandon your operations), shuts every socket
 //     down so its operations complete, and arms a deadline of Config.DrainTimeout.
-//   - The drain ends when the ring holds nothing but that deadline. When the deadline fires first,
+//   - The drain ends when the ring holds nothing but that deadline and the last tick's timer. When the deadline fires first,
 //     what is still in flight is abandoned with the ring, logged and counted (Stats.DrainAbandoned):
 //     the ring offers no cancel, and a Stop that never returns is worse than an abandoned operation.
 //   - Stop does not hold the node's mutex while it waits, so a shard may still call Run, Wake or

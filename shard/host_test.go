@@ -3,6 +3,7 @@ package shard_test
 import (
 	"bytes"
 	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -323,6 +324,79 @@ func TestNodeFramesReachTheNodeHandler(t *testing.T) {
 		}
 		if unroutable != 0 {
 			t.Fatalf("%d frames unroutable", unroutable)
+		}
+	})
+}
+
+// Node.Wake runs one more loop turn on the shard from any goroutine: with a tick of one hour, a
+// group's TurnHook runs again after each Wake.
+func TestWakeRunsATurn(t *testing.T) {
+	g := &hostGroup{Group: newGroup(4, []uint16{1, 2}, 1, 1)}
+	turned := make(chan struct{}, 16)
+	g.onTurn = func(*hostGroup) { turned <- struct{}{} }
+	n := newNetNodeCfg(t, shard.Config{Node: 1, Tick: time.Hour}, nil, g)
+	n.Wake(0) // before Start: nothing to wake, no panic
+	if err := n.Start(nil); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	for i := range 3 {
+		for len(turned) > 0 {
+			<-turned
+		}
+		n.Wake(0)
+		select {
+		case <-turned:
+		case <-time.After(liveness):
+			t.Fatalf("wake %d: no turn", i)
+		}
+	}
+	if n.Shards()[0].Stats().Ticks.Load() != 0 {
+		t.Fatal("a tick ran: the test proves nothing")
+	}
+	stopWithin(t, n, liveness, "stop")
+	if got := n.Shards()[0].Stats().DrainAbandoned.Load(); got != 0 {
+		t.Fatalf("%d operations abandoned: Stop waited for the hour-long tick", got)
+	}
+}
+
+// A group removed while its superblock save is on the ring: the save completes on the slot the shard
+// no longer holds, is counted, and reaches neither the group nor a batch; the group heard OnStop.
+func TestRemoveGroupWithSaveInFlight(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b ring.Backend) {
+		f, err := os.Create(t.TempDir() + "/sb")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		g := &hostGroup{Group: newGroup(6, []uint16{1, 2}, 1, 1)}
+		g.Superblock, g.CommitEvery = f, 1
+		wrap := func(_ int, r ring.Ring) ring.Ring { return &slowSyncRing{Ring: r, fd: int(f.Fd()), delay: time.Second} }
+		var w watcher
+		peer := newRawPeer(t, 2)
+		n := newNetNodeCfg(t, shard.Config{Node: 1, Ring: ring.Config{Backend: b}, WrapRing: wrap}, &w, g)
+		if err := n.Start([]shard.Peer{{Node: 2, Addr: peer.addr()}}); err != nil {
+			t.Fatal(err)
+		}
+		defer n.Stop()
+		peer.accept(t, wire.Revision)
+		st := n.Shards()[0].Stats()
+		w.wait(t, "a save on the ring", func() bool { return st.SuperblockSaves.Load() == 1 })
+		if err := n.RemoveGroup(6); err != nil {
+			t.Fatal(err)
+		}
+		w.wait(t, "the save of the removed group", func() bool { return st.SavesOfRemovedGroups.Load() == 1 })
+		stopWithin(t, n, liveness, "stop")
+		g.read(func(g *hostGroup) {
+			if g.stops != 1 {
+				t.Fatalf("OnStop %d times, want 1", g.stops)
+			}
+		})
+		if g.SavesCompleted != 0 || g.SaveErrors != 0 {
+			t.Fatalf("the removed group heard its save: %d done, %d failed", g.SavesCompleted, g.SaveErrors)
+		}
+		if st.CommitEntriesSent.Load() != 0 {
+			t.Fatalf("%d entries sent for a group whose save never completed while it was held", st.CommitEntriesSent.Load())
 		}
 	})
 }

@@ -129,12 +129,16 @@ func (s *Shard) run() {
 	}
 }
 
-// drained says whether a draining shard may end: nothing is left on its ring but its own drain
-// deadline, or that deadline passed (what is still in flight is then abandoned, and logged).
+// drained says whether a draining shard may end: nothing is left on its ring but its own timers (the
+// drain deadline and the last tick), or that deadline passed (what is still in flight is then
+// abandoned, and logged).
 func (s *Shard) drained() bool {
 	left := s.ring.InFlight()
 	if s.drainArmed {
 		left--
+	}
+	if s.tickArmed {
+		left-- // a timer touches nothing but its own slot: abandoning it costs nothing
 	}
 	if left == 0 {
 		return true
