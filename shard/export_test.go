@@ -80,7 +80,7 @@ func (s *Shard) Feed(r *TestReceiver, from uint16, data []byte) (stalled bool, e
 		}
 	}
 	for len(data) > 0 {
-		n := copy(r.r.frames.Free(), data)
+		n := copy(r.r.free(), data)
 		data = data[n:]
 		if err := r.r.receive(n); err != nil {
 			return false, err
