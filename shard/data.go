@@ -48,6 +48,7 @@ func (q *dataQueue) push(f dataFrame) {
 func (q *dataQueue) front() *dataFrame { return &q.frames[q.head] }
 
 func (q *dataQueue) pop() dataFrame {
+	assert.True(q.n > 0, "shard: pop from an empty data queue")
 	f := q.frames[q.head]
 	q.frames[q.head] = dataFrame{}
 	q.head = (q.head + 1) % len(q.frames)
@@ -114,17 +115,12 @@ func (l *link) onDataSend(c ring.Completion) {
 	l.dataInFlight = false
 	if l.state != linkUp {
 		l.sendOff = 0
-		f := l.data.pop()
-		l.s.stats.DataFramesDropped.Add(1)
-		f.done.DataSent(l.peer.Node, f.tag, ErrLinkDown)
+		l.dropData() // the link failed while this frame was in flight: it and all behind it
 		return
 	}
 	if c.Res <= 0 {
-		l.fail(c.Err()) // reports every queued frame but the head, which is in no state but failed
 		l.sendOff = 0
-		f := l.data.pop()
-		l.s.stats.DataFramesDropped.Add(1)
-		f.done.DataSent(l.peer.Node, f.tag, ErrLinkDown)
+		l.fail(c.Err()) // reports this frame and all behind it, in order
 		return
 	}
 	l.s.stats.BytesSent.Add(uint64(c.Res))
@@ -141,20 +137,16 @@ func (l *link) onDataSend(c ring.Completion) {
 	l.kick()
 }
 
-// dropData reports every queued data frame but the one in flight as not sent (the link failed); the
-// one in flight is reported at its completion, when the kernel no longer holds its bytes.
+// dropData reports every queued data frame as not sent (the link failed), in queue order. While one
+// is in flight the kernel still holds its bytes: then nothing is reported yet, and the in-flight
+// frame's completion reports it and every frame behind it (onDataSend).
 func (l *link) dropData() {
-	var head dataFrame
-	inFlight := l.dataInFlight
-	if inFlight {
-		head = l.data.pop()
+	if l.dataInFlight {
+		return
 	}
 	for l.data.n > 0 {
 		f := l.data.pop()
 		l.s.stats.DataFramesDropped.Add(1)
 		f.done.DataSent(l.peer.Node, f.tag, ErrLinkDown)
-	}
-	if inFlight {
-		l.data.push(head) // the queue is empty: it is the head again
 	}
 }

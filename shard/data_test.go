@@ -3,6 +3,7 @@ package shard_test
 import (
 	"bytes"
 	"errors"
+	"net"
 	"testing"
 
 	"github.com/ringstream/ringstream/ring"
@@ -185,4 +186,70 @@ func TestSendDataLinkDownRefused(t *testing.T) {
 	if len(g.sent) != 0 {
 		t.Fatalf("DataSent called %d times", len(g.sent))
 	}
+}
+
+// A peer that resets the connection while data frames are in flight: the send that fails reports its
+// frame, the link reports every frame behind it, each exactly once and in order, and the link
+// reconnects.
+func TestSendDataFailedSendReportsEveryFrameOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b ring.Backend) {
+		const id, frames = 13, 24
+		var w watcher
+		g := &hostGroup{Group: newGroup(id, []uint16{1, 2}, 1, 1)}
+		peer := newRawPeer(t, 2)
+		n := newNetNodeCfg(t, shard.Config{Node: 1, Ring: ring.Config{Backend: b}}, &w, g)
+		if err := n.Start([]shard.Peer{{Node: 2, Addr: peer.addr()}}); err != nil {
+			t.Fatal(err)
+		}
+		defer n.Stop()
+		c := peer.accept(t, wire.Revision)
+		w.wait(t, "link up", linksUp(n, true))
+		body := make([]byte, 1<<20)
+		header := dataFrameParts(id, body)
+		queued := make(chan error, 1)
+		err := n.Run(0, func(s *shard.Shard) {
+			for i := range frames {
+				if err := s.SendData(2, header, body, g, uint64(i)); err != nil {
+					queued <- err
+					return
+				}
+			}
+			queued <- nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-queued; err != nil {
+			t.Fatal(err)
+		}
+		tcp := c.(*net.TCPConn)
+		tcp.SetLinger(0) // close with a reset: the sends in flight fail
+		tcp.Close()
+		w.wait(t, "every frame reported", func() bool {
+			n := 0
+			g.read(func(g *hostGroup) { n = len(g.sent) })
+			return n == frames
+		})
+		g.read(func(g *hostGroup) {
+			failed := 0
+			for i, tag := range g.sentTags {
+				if tag != uint64(i) {
+					t.Fatalf("DataSent tags %v, want 0..%d in order", g.sentTags, frames-1)
+				}
+				if g.sent[i] != nil {
+					if !errors.Is(g.sent[i], shard.ErrLinkDown) {
+						t.Fatalf("frame %d: %v", i, g.sent[i])
+					}
+					failed++
+				} else if failed > 0 {
+					t.Fatalf("frame %d sent after frame %d failed", i, i-1)
+				}
+			}
+			if failed == 0 {
+				t.Fatal("no frame failed: the reset came after everything was sent")
+			}
+		})
+		peer.accept(t, wire.Revision) // the link comes back
+		w.wait(t, "link up again", linksUp(n, true))
+	})
 }
