@@ -3,7 +3,8 @@
 // that holds the metadata primary, over simulated disks and a simulated network. One seeded
 // *rand.Rand draws every choice; there is no clock and no goroutine, so a seed replays exactly:
 // go test ./engine/sim/streamsim -run TestSim -seed=N (add -simlog for the run's events), or
-// ringstream streamsim --seed N. TestSim runs 200 seeds (-seeds K -first N for more);
+// ringstream streamsim --seed N. TestSim runs 200 seeds (-seeds K -first N for more, -keepgoing to
+// list every failing seed);
 // TestBrokenVariants hunts every broken variant; the TestTrace tests play model-check.md's 15-step
 // trace; MeasureRecovery times many streams losing their owner at once.
 //
@@ -28,7 +29,7 @@
 //     during a recovery, any node killed, pauses (a paused owner wakes after its failover), partitions,
 //     restarts with longer tails, and an operator who withdraws recoveries and accepts owner losses
 //     that waited long. Shrunken assignments and empty replacement followers come from the controller.
-//     The last quarter of a run heals everything.
+//     A heal phase of a quarter of the fault phase follows: every node restarts or wakes, partitions end.
 //
 // Checks after every step (the first failure stops the run and names seed, variant and tick): every
 // batch any owner confirmed is the same batch on every later owner that applied its assignment (a

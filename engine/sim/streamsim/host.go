@@ -106,29 +106,8 @@ func (s *Sim) drive(n *node, si int) {
 		}
 		hc.syncCur = hc.syncCur || fx.SyncCursors
 		hc.reads = append(hc.reads, fx.Reads...)
-		for _, p := range fx.Prepares {
-			msg := p.Msg
-			switch p.Source {
-			case stream.SourceAppends:
-				msg.Batches = slices.Concat(encoded[p.AppendFrom:p.AppendTo]...)
-			case stream.SourceUnsynced:
-				b, ok := d.log(msg.Log).unsyncedFrom(msg.BaseOffset)
-				if !ok {
-					s.fail("node %d: unsynced send from %d, not a batch start", n.id, msg.BaseOffset)
-					return
-				}
-				msg.Batches = b
-			}
-			frame := wire.AppendStreamPrepare(nil, wire.From{Cluster: 1, Node: n.id}, &msg)
-			s.send(envelope{from: n.id, to: p.To, kind: kindPrepare, stream: msg.Stream, frame: frame})
-		}
-		for _, ok := range fx.PrepareOKs {
-			if ok.Msg.Status == wire.PrepareAppended && ok.Msg.RecordTail > d.rec().durableTail() {
-				s.fail("node %d acknowledges %d past its durable tail %d", n.id, ok.Msg.RecordTail, d.rec().durableTail())
-				return
-			}
-			frame := wire.AppendStreamPrepareOK(nil, wire.From{Cluster: 1, Node: n.id}, &ok.Msg, ok.Epochs)
-			s.send(envelope{from: n.id, to: ok.To, kind: kindPrepareOK, stream: ok.Msg.Stream, frame: frame})
+		if !s.sendReplication(n, d, fx, encoded) {
+			return
 		}
 		for _, r := range fx.Replies {
 			r.Fetch.Batches = bytes.Clone(r.Fetch.Batches)
@@ -148,6 +127,36 @@ func (s *Sim) drive(n *node, si int) {
 			return
 		}
 	}
+}
+
+// sendReplication sends the effects' prepares (with the bytes they name) and prepare-oks, checking
+// that no acknowledgement vouches past the durable tail. It reports false after a violation.
+func (s *Sim) sendReplication(n *node, d *disk, fx *stream.Effects, encoded [][]byte) bool {
+	for _, p := range fx.Prepares {
+		msg := p.Msg
+		switch p.Source {
+		case stream.SourceAppends:
+			msg.Batches = slices.Concat(encoded[p.AppendFrom:p.AppendTo]...)
+		case stream.SourceUnsynced:
+			b, ok := d.log(msg.Log).unsyncedFrom(msg.BaseOffset)
+			if !ok {
+				s.fail("node %d: unsynced send from %d, not a batch start", n.id, msg.BaseOffset)
+				return false
+			}
+			msg.Batches = b
+		}
+		frame := wire.AppendStreamPrepare(nil, wire.From{Cluster: 1, Node: n.id}, &msg)
+		s.send(envelope{from: n.id, to: p.To, kind: kindPrepare, stream: msg.Stream, frame: frame})
+	}
+	for _, ok := range fx.PrepareOKs {
+		if ok.Msg.Status == wire.PrepareAppended && ok.Msg.RecordTail > d.rec().durableTail() {
+			s.fail("node %d acknowledges %d past its durable tail %d", n.id, ok.Msg.RecordTail, d.rec().durableTail())
+			return false
+		}
+		frame := wire.AppendStreamPrepareOK(nil, wire.From{Cluster: 1, Node: n.id}, &ok.Msg, ok.Epochs)
+		s.send(envelope{from: n.id, to: ok.To, kind: kindPrepareOK, stream: ok.Msg.Stream, frame: frame})
+	}
+	return true
 }
 
 // diskStep completes a node's storage work at random moments: group commits (one fdatasync for

@@ -9,6 +9,7 @@ var (
 	seedFlag  = flag.Uint64("seed", 0, "run only this seed of TestSim (a failing seed's one-line repro)")
 	seedsFlag = flag.Int("seeds", 200, "seeds TestSim runs")
 	firstFlag = flag.Uint64("first", 1, "first seed TestSim runs")
+	keepGoing = flag.Bool("keepgoing", false, "TestSim logs each failing seed and goes on, failing at the end")
 	verbose   = flag.Bool("simlog", false, "log the run's events")
 	recOnly   = flag.Bool("recordonly", false, "TestBrokenVariants also hunts each variant with the record checks only")
 )
@@ -33,7 +34,9 @@ func TestSim(t *testing.T) {
 	failovers := 0
 	for seed := first; seed <= last; seed++ {
 		st, err := runSeed(t, seed, Correct)
-		if err != nil {
+		if err != nil && *keepGoing {
+			t.Errorf("%v\nrepro: go test ./engine/sim/streamsim -run TestSim -seed=%d -simlog", err, seed)
+		} else if err != nil {
 			t.Fatalf("%v\nrepro: go test ./engine/sim/streamsim -run TestSim -seed=%d -simlog", err, seed)
 		}
 		sum.Acked += st.Acked
