@@ -48,17 +48,33 @@ func (n *node) lostState() bool { return n.damaged || n.recovering }
 
 func (n *node) paused(now uint64) bool { return now < n.pausedUntil }
 
-// checkedMachine wraps a replica's state machine to check its digest after every op it applies.
+// checkedMachine wraps a replica's state machine to check its digest after every op it applies. The
+// digest walks the whole state, so it is kept until the state changes again (Apply or Restore).
 type checkedMachine struct {
 	vsr.StateMachine
-	sim  *Sim
-	node *node
+	sim         *Sim
+	node        *node
+	digest      uint64
+	digestValid bool
 }
 
 func (m *checkedMachine) Apply(op []byte, opNumber uint64, result []byte) []byte {
 	result = m.StateMachine.Apply(op, opNumber, result)
-	m.sim.checkApplied(m.node, opNumber, m.StateMachine.Digest())
+	m.digest, m.digestValid = m.StateMachine.Digest(), true
+	m.sim.checkApplied(m.node, opNumber, m.digest)
 	return result
+}
+
+func (m *checkedMachine) Restore(snapshot []byte) error {
+	m.digestValid = false
+	return m.StateMachine.Restore(snapshot)
+}
+
+func (m *checkedMachine) Digest() uint64 {
+	if !m.digestValid {
+		m.digest, m.digestValid = m.StateMachine.Digest(), true
+	}
+	return m.digest
 }
 
 func (s *Sim) newMachine(n *node) vsr.StateMachine {
