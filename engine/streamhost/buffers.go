@@ -97,7 +97,12 @@ func (t *sends) take() int {
 func (sh *shardHost) sendData(node uint16, msg *wire.StreamPrepare, bufs ...*buffer) bool {
 	i := sh.sends.take()
 	sl := &sh.sends.slots[i]
-	sl.header = wire.AppendStreamPrepareHeader(sl.header[:0], wire.From{Cluster: sh.h.cfg.Cluster, Node: sh.h.cfg.Node}, msg)
+	if sh.sameAsLast(msg) {
+		sl.header = append(sl.header[:0], sh.lastHeader...) // the same frame to another follower
+	} else {
+		sl.header = wire.AppendStreamPrepareHeader(sl.header[:0], wire.From{Cluster: sh.h.cfg.Cluster, Node: sh.h.cfg.Node}, msg)
+		sh.lastMsg, sh.lastHeader = *msg, append(sh.lastHeader[:0], sl.header...)
+	}
 	for _, b := range bufs {
 		b.refs++
 		sl.bufs = append(sl.bufs, b)
@@ -108,6 +113,19 @@ func (sh *shardHost) sendData(node uint16, msg *wire.StreamPrepare, bufs ...*buf
 		return false
 	}
 	return true
+}
+
+// sameAsLast says whether msg is the prepare whose header was built last, batches included (the
+// same bytes, not equal ones): the owner sends each live follower the same frame, and its header
+// (with the body checksum) is built once.
+func (sh *shardHost) sameAsLast(msg *wire.StreamPrepare) bool {
+	l := &sh.lastMsg
+	if len(msg.Batches) == 0 || len(l.Batches) != len(msg.Batches) || &l.Batches[0] != &msg.Batches[0] {
+		return false
+	}
+	return l.Stream == msg.Stream && l.Incarnation == msg.Incarnation && l.Epoch == msg.Epoch &&
+		l.PrevEpoch == msg.PrevEpoch && l.Log == msg.Log && l.BaseOffset == msg.BaseOffset &&
+		l.Count == msg.Count && l.ConfirmedTail == msg.ConfirmedTail
 }
 
 // DataSent releases the frame's buffers: the kernel took the bytes, or the link failed first (the

@@ -15,21 +15,25 @@ import (
 // own (offline: never scheduled, never addressed by a frame) so that the shard calls its OnTurn once
 // per loop turn.
 type shardHost struct {
-	h        *Host
-	index    int
-	id       uint64
-	send     shard.Sender
-	jobs     *segment.Jobs
-	copies   map[uint64]*copyGroup
-	dirty    []*copyGroup // copies with inputs since their last Ready, in the order they got them
-	nowMs    int64        // wall clock of this turn, for batch timestamps and retention ages
-	tick     uint64
-	pool     bufferPool
-	sends    sends
-	scratch  []byte         // frames copied into the outbox (SendFrame)
-	msg      stream.Message // the message of the frame being stepped
-	stats    Stats
-	stopping bool
+	h       *Host
+	index   int
+	id      uint64
+	send    shard.Sender
+	jobs    *segment.Jobs
+	copies  map[uint64]*copyGroup
+	dirty   []*copyGroup // copies with inputs since their last Ready, in the order they got them
+	nowMs   int64        // wall clock of this turn, for batch timestamps and retention ages
+	tick    uint64
+	pool    bufferPool
+	sends   sends
+	scratch []byte         // frames copied into the outbox (SendFrame)
+	msg     stream.Message // the message of the frame being stepped
+	// The last prepare header built, kept for the same frame to the next follower. lastMsg's
+	// batches are compared by address only and dropped at the end of each turn.
+	lastMsg    wire.StreamPrepare
+	lastHeader []byte
+	stats      Stats
+	stopping   bool
 }
 
 // Stats counts what a shard's copies could not do, for tests and status.
@@ -68,6 +72,7 @@ func (sh *shardHost) OnTurn() {
 		cg.carryOut()
 	}
 	sh.dirty = sh.dirty[:0]
+	sh.lastMsg = wire.StreamPrepare{}
 	sh.jobs.Poll()
 }
 
