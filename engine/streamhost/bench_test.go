@@ -109,6 +109,26 @@ func benchProduce(b *testing.B, asg meta.Assignment) {
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N), "allocs/record")
+	g.logStats(b)
+}
+
+// logStats logs the owner copy's and the owner host's counters (resets and catch-ups explain slow
+// runs).
+func (g *loadGen) logStats(b *testing.B) {
+	for _, id := range append([]uint16{g.c.asg.Owner}, g.c.asg.Followers...) {
+		var st streamhost.CopyState
+		var hs streamhost.Stats
+		n := g.c.nodes[id]
+		var ss string
+		g.c.run(id, func(s *shard.Shard) {
+			st, hs = n.host.State(s, testStream), n.host.Stats(s)
+			x := s.Stats()
+			ss = fmt.Sprintf("dropped %d unroutable %d linkdown %d datadropped %d linkfail %d routed %d",
+				x.FramesDropped.Load(), x.FramesUnroutable.Load(), x.FramesDroppedLinkDown.Load(),
+				x.DataFramesDropped.Load(), x.LinkFailures.Load(), x.FramesRouted.Load())
+		})
+		b.Logf("node %d: copy %+v; host %+v; shard %s", id, st.Stats, hs, ss)
+	}
 }
 
 // BenchmarkProduce3Copies: (a) a 3-copy majority_durable stream on three real nodes (loopback,
@@ -190,8 +210,13 @@ func BenchmarkRawAppend(b *testing.B) {
 // BenchmarkConfirmLatency: (b) produce-to-confirm latency on a 3-copy stream at about a tenth of
 // the load the stream sustains (measured first, in the same run), against one append + fdatasync
 // on a raw segment log, one at a time.
-func BenchmarkConfirmLatency(b *testing.B) {
-	c := newCluster(b, majority(1, 2, 3))
+func BenchmarkConfirmLatency(b *testing.B) { benchLatency(b, majority(1, 2, 3)) }
+
+// BenchmarkConfirmLatency1Copy: the same on a 1-copy stream (the host's own share of the latency).
+func BenchmarkConfirmLatency1Copy(b *testing.B) { benchLatency(b, majority(1)) }
+
+func benchLatency(b *testing.B, asg meta.Assignment) {
+	c := newCluster(b, asg)
 	g := newLoadGen(c)
 	start := time.Now()
 	g.run(b, 0, 5000)
@@ -230,8 +255,10 @@ func BenchmarkConfirmLatency(b *testing.B) {
 		slices.Sort(d)
 		return float64(d[int(p*float64(len(d)-1))].Microseconds())
 	}
+	g.logStats(b)
 	b.ReportMetric(rate/10, "offered-records/s")
 	b.ReportMetric(pct(lat, 0.5), "confirm-p50-µs")
+	b.ReportMetric(pct(lat, 0.9), "confirm-p90-µs")
 	b.ReportMetric(pct(lat, 0.99), "confirm-p99-µs")
 	b.ReportMetric(pct(fsync, 0.5), "fsync-p50-µs")
 	b.ReportMetric(pct(fsync, 0.99), "fsync-p99-µs")

@@ -72,7 +72,7 @@ func (s *sink) reply(_ uint64, r *stream.Reply) {
 }
 
 func streamConfig() stream.Config {
-	return stream.Config{ResendTicks: 20, InflightPreparesMax: 1024}
+	return stream.Config{ResendTicks: 100, InflightPreparesMax: 1024} // 200 ms at the 2 ms test tick
 }
 
 // newTestNode makes node id's shard.Node and host (not started).
