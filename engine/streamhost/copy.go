@@ -60,6 +60,7 @@ type copyGroup struct {
 	spanOf  []int // by append of the Ready being carried out: its span in the owner's buffer, or -1
 
 	scanFrom uint64 // opening: the next retained batch to feed the copy
+	head     uint64 // the record log head the copy was told
 	retainAt uint64 // tick of the next retention
 	retain   bool   // a retention job runs
 	opening  bool   // Opened not yet told
@@ -100,9 +101,7 @@ func (cg *copyGroup) Done(r segment.Result) {
 		}
 	case segment.OpRetain:
 		cg.retain = false
-		if r.Err == nil && cg.c != nil && r.Retain.RecordHead > 0 {
-			cg.c.HeadMoved(r.Retain.RecordHead)
-		}
+		cg.syncHead()
 	case segment.OpClose:
 		cg.state = stateClosed
 	case segment.OpDelete:
@@ -111,6 +110,19 @@ func (cg *copyGroup) Done(r segment.Result) {
 		if cg.deleted != nil {
 			cg.deleted(r.Err)
 		}
+	}
+}
+
+// syncHead tells the copy where its record log's head is. Retention moves the head when its job
+// starts, inside Jobs.Poll, and the copy must not ask for reads below it from then on: every input
+// that can make a read syncs the head first.
+func (cg *copyGroup) syncHead() {
+	if cg.c == nil || cg.state != stateServing {
+		return
+	}
+	if h := cg.seg.Records().Head(); h > cg.head {
+		cg.head = h
+		cg.c.HeadMoved(h)
 	}
 }
 
@@ -184,6 +196,7 @@ func (cg *copyGroup) AppendDone(log segment.LogKind, _ uint64, end uint64, err e
 			cg.held = cg.held[1:]
 		}
 	}
+	cg.syncHead()
 	cg.c.AppendDone(kindOf(log), end)
 	cg.h.markDirty(cg)
 }
@@ -201,6 +214,7 @@ func (cg *copyGroup) ReadDone(_ segment.LogKind, tag uint64, data []byte, err er
 		return
 	}
 	cg.fresh = append(cg.fresh, b)
+	cg.syncHead()
 	cg.c.ReadDone(tag, data, err)
 	cg.h.markDirty(cg)
 }
@@ -300,7 +314,8 @@ func (cg *copyGroup) openDone() {
 	for _, e := range cg.seg.Epochs() {
 		epochs = append(epochs, wire.LogEpoch{Epoch: uint32(e.Epoch), RecordStart: e.RecordStart, CursorStart: e.CursorStart})
 	}
-	cg.c.OpenDone(stream.OpenState{RecordHead: cg.seg.Records().Head(), RecordTail: rec, CursorTail: cur,
+	cg.head = cg.seg.Records().Head()
+	cg.c.OpenDone(stream.OpenState{RecordHead: cg.head, RecordTail: rec, CursorTail: cur,
 		Fence: uint32(cg.seg.FenceEpoch()), LogEpochs: epochs})
 	cg.state = stateServing
 	cg.retainAt = cg.h.tick + cg.h.h.cfg.RetainEveryTicks

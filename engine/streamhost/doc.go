@@ -42,7 +42,9 @@
 //     other copies serve. Cursors are not fed on open yet (segment has no listing of its cursor map).
 //   - Delete is segment.Copy.Delete (rename, then removals through the ring), then the group goes.
 //   - Retention runs every RetainEveryTicks with the spec's bytes and age, never past the copy's
-//     RetainLimit (segment.Copy.RetainBelow); the new head is reported to the copy (HeadMoved).
+//     RetainLimit (segment.Copy.RetainBelow). segment moves the head when the job starts (inside
+//     Jobs.Poll), so the host reports the head to the copy (HeadMoved) before every input that can
+//     make it read: a fetch racing the retention is refused as below the head, not failed by a read.
 //   - A prepare-ok or empty probe goes through the outbox (SendFrame, a copy of a small frame); a frame
 //     the shard refuses (link down, outbox full) is counted and left to the copy's resend timer.
 //   - Stop: each copy's OnStop starts its Close job and the shard host's polls the jobs through the

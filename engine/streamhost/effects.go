@@ -17,6 +17,7 @@ func (cg *copyGroup) carryOut() {
 		return
 	}
 	sh := cg.h
+	cg.syncHead()
 	fx := cg.c.Ready()
 	for _, e := range fx.Epochs {
 		err := cg.seg.AppendEpoch(tagEpoch+uint64(e.Epoch), segment.EpochEntry{Epoch: uint64(e.Epoch),

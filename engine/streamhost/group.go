@@ -81,6 +81,7 @@ func (cg *copyGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
 		cg.h.stats.FramesBad++
 		return
 	}
+	cg.syncHead()
 	cg.c.Step(m)
 	*m = stream.Message{}
 	cg.carryOut()
@@ -95,6 +96,7 @@ func (cg *copyGroup) OnTick(tick uint64) {
 		cg.tryDelete()
 		return
 	}
+	cg.syncHead()
 	cg.c.Tick()
 	cg.h.markDirty(cg)
 	if tick >= cg.retainAt {

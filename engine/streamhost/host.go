@@ -184,6 +184,7 @@ func (h *Host) Step(s *shard.Shard, streamID uint64, m *stream.Message) error {
 	if cg == nil || cg.c == nil || cg.state != stateServing {
 		return fmt.Errorf("%w: %d", ErrUnknownStream, streamID)
 	}
+	cg.syncHead()
 	cg.c.Step(m)
 	cg.carryOut()
 	return nil
