@@ -63,7 +63,7 @@ func newLoadGen(c *cluster) *loadGen {
 
 // send queues produces [from, to) on the owner's shard without waiting.
 func (g *loadGen) send(from, to int) {
-	err := g.owner.node.Run(shard.ShardOf(testStream, 1), func(s *shard.Shard) {
+	err := g.owner.node.Run(shard.ShardOf(testStream, g.owner.shards), func(s *shard.Shard) {
 		var m stream.Message
 		for i := from; i < to; i++ {
 			m = stream.Message{Kind: stream.KindProduce, Client: 1}

@@ -38,6 +38,7 @@ type testNode struct {
 	node   *shard.Node
 	host   *streamhost.Host
 	sink   *sink
+	shards int
 }
 
 // sink collects a node's client replies (on its shard goroutine) for the test goroutine.
@@ -78,18 +79,19 @@ func streamConfig() stream.Config {
 // newTestNode makes node id's shard.Node and host (not started).
 func newTestNode(t testing.TB, id uint16, dir string, listen netip.AddrPort, tune ...func(*streamhost.Config)) *testNode {
 	t.Helper()
-	n, err := shard.NewNode(shard.Config{Node: id, Cluster: 42, Shards: 1, Tick: 2 * time.Millisecond, Listen: listen,
-		ReconnectBaseTicks: 5, ReconnectMaxTicks: 50, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tn := &testNode{id: id, dir: dir, listen: listen, node: n, sink: newSink()}
-	cfg := streamhost.Config{Dir: dir, Cluster: 42, Node: id,
+	tn := &testNode{id: id, dir: dir, listen: listen, sink: newSink()}
+	cfg := streamhost.Config{Dir: dir, Cluster: 42, Node: id, Shards: 1,
 		Segment: segment.Config{SegmentBytes: 8 << 20, Logger: quiet()}, Stream: streamConfig(),
 		Replies: tn.sink.reply, Opened: func(_ uint64, err error) { tn.sink.opened <- err }, Logger: quiet()}
 	for _, f := range tune {
 		f(&cfg)
 	}
+	n, err := shard.NewNode(shard.Config{Node: id, Cluster: 42, Shards: cfg.Shards, Tick: 2 * time.Millisecond, Listen: listen,
+		ReconnectBaseTicks: 5, ReconnectMaxTicks: 50, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn.node, tn.shards = n, cfg.Shards
 	tn.host, err = streamhost.New(n, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -103,13 +105,14 @@ type cluster struct {
 	nodes map[uint16]*testNode
 	asg   meta.Assignment
 	root  string
+	tune  []func(*streamhost.Config)
 }
 
-func newCluster(t testing.TB, asg meta.Assignment) *cluster {
-	c := &cluster{t: t, nodes: map[uint16]*testNode{}, asg: asg, root: t.TempDir()}
+func newCluster(t testing.TB, asg meta.Assignment, tune ...func(*streamhost.Config)) *cluster {
+	c := &cluster{t: t, nodes: map[uint16]*testNode{}, asg: asg, root: t.TempDir(), tune: tune}
 	ids := append([]uint16{asg.Owner}, asg.Followers...)
 	for _, id := range ids {
-		c.nodes[id] = newTestNode(t, id, filepath.Join(c.root, fmt.Sprint(id)), netip.MustParseAddrPort("127.0.0.1:0"))
+		c.nodes[id] = newTestNode(t, id, filepath.Join(c.root, fmt.Sprint(id)), netip.MustParseAddrPort("127.0.0.1:0"), tune...)
 	}
 	for _, id := range ids {
 		c.start(id)
@@ -157,7 +160,7 @@ func (c *cluster) stop() {
 // run runs f on the shard of the stream's copy on node id and waits for it.
 func (c *cluster) run(id uint16, f func(s *shard.Shard)) {
 	done := make(chan struct{})
-	err := c.nodes[id].node.Run(shard.ShardOf(testStream, 1), func(s *shard.Shard) { f(s); close(done) })
+	err := c.nodes[id].node.Run(shard.ShardOf(testStream, c.nodes[id].shards), func(s *shard.Shard) { f(s); close(done) })
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -191,8 +194,27 @@ func TestCluster_ProduceConfirmFollowerRestart(t *testing.T) {
 	if testing.Short() {
 		records = 5_000
 	}
-	batches := uint64(records / recordsPerBatch)
-	c := newCluster(t, meta.Assignment{Epoch: 1, Owner: 1, Followers: []uint16{2, 3}, Policy: meta.Policy{Kind: meta.PolicyMajorityDurable}})
+	c := newCluster(t, majority(1, 2, 3))
+	produceConfirmRestart(t, c, uint64(records/recordsPerBatch))
+}
+
+// TestCluster_TwoShards: the same on nodes of two shards, where the stream lives on shard 1 (its
+// frames leave and arrive there, beside shard 0's host group).
+func TestCluster_TwoShards(t *testing.T) {
+	records := 16_000
+	if testing.Short() {
+		records = 4_000
+	}
+	if shard.ShardOf(testStream, 2) != 1 {
+		t.Fatal("the test stream should live on shard 1 of 2")
+	}
+	c := newCluster(t, majority(1, 2, 3), func(cfg *streamhost.Config) { cfg.Shards = 2 })
+	produceConfirmRestart(t, c, uint64(records/recordsPerBatch))
+}
+
+// produceConfirmRestart produces batches of recordsPerBatch records with confirm on c's stream,
+// stops follower 3 at half and restarts it at six tenths, then reads everything back.
+func produceConfirmRestart(t *testing.T, c *cluster, batches uint64) {
 	owner := c.nodes[1]
 	start := time.Now()
 	const window = 64
@@ -209,7 +231,7 @@ func TestCluster_ProduceConfirmFollowerRestart(t *testing.T) {
 		}
 		if stopped && acked >= reopenAt {
 			old := c.nodes[3]
-			c.nodes[3] = newTestNode(t, 3, old.dir, old.node.Addr())
+			c.nodes[3] = newTestNode(t, 3, old.dir, old.node.Addr(), c.tune...)
 			c.start(3)
 			reopenAt = batches + 1
 		}

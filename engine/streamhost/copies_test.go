@@ -66,7 +66,7 @@ func openAll(t testing.TB, n *testNode, specs []streamhost.Spec) (time.Duration,
 func produceOne(t testing.TB, n *testNode, id uint64, seq uint64) stream.Reply {
 	t.Helper()
 	done := make(chan struct{})
-	err := n.node.Run(shard.ShardOf(id, 1), func(s *shard.Shard) {
+	err := n.node.Run(shard.ShardOf(id, n.shards), func(s *shard.Shard) {
 		defer close(done)
 		m := stream.Message{Kind: stream.KindProduce, Client: 1}
 		m.Produce = wire.Produce{RequestID: seq, Stream: id, Incarnation: 1, Count: recordsPerBatch, Batch: recordBatch(seq, nil)}
@@ -258,7 +258,7 @@ func TestCopies_RetentionByBytes(t *testing.T) {
 // fetchAt fetches from stream id at off (no wait) and returns the reply.
 func fetchAt(t testing.TB, n *testNode, id uint64, off uint64) stream.Reply {
 	t.Helper()
-	if err := n.node.Run(shard.ShardOf(id, 1), func(s *shard.Shard) {
+	if err := n.node.Run(shard.ShardOf(id, n.shards), func(s *shard.Shard) {
 		m := stream.Message{Kind: stream.KindFetch, Client: 2}
 		m.Fetch = wire.Fetch{RequestID: off, Stream: id, Incarnation: 1, Offset: off, BytesMax: 64 << 10}
 		if err := n.host.Step(s, id, &m); err != nil {
