@@ -43,6 +43,23 @@
 //   - Eager failover (metagroup_events.go): the grace counts ticks from the tick after shard 0's link
 //     to the primary's node went down; only that shard's own link counts (it is where the group's
 //     frames leave). It fires once per view, and only on a backup in normal status.
+//
+// The controller of the metadata primary (controlhost.go, engine/control) runs inside MetaGroup on
+// shard 0, and every node sends its node heartbeat from shard 0 (nodebeat.go). Decisions there:
+//   - ControlHost acts only while the replica is primary in normal status; it is fed ticks, a
+//     StateChanged whenever the commit point moved, node heartbeats, shard 0's link events for every
+//     peer and seal replies; its effects are carried out in the same pump: proposals go straight into
+//     the replica as client ControlClientBase | view<<16 | node (a fresh client per view it leads,
+//     requests from 1, so no earlier controller's request is ever stale), seals and assignments leave
+//     as frames on shard 0's links (to this node: LocalFrame).
+//   - A proposal refused at once (not primary, pipeline full) and every proposal out when the replica
+//     loses primacy go back as ProposalDropped; a reply as ProposalDone with its decoded result.
+//   - Node heartbeats and seal replies arriving on another shard are copied to shard 0 with Node.Run.
+//   - NodeBeat is a group of its own (NodeBeatGroupID: the highest id below the metadata group's that
+//     lands on shard 0; stream ids grow from 1), offline in every role, so it has shard 0's ticks and
+//     links without a shard hook. Its heartbeat to its own node goes to Self in place of a link. A
+//     clean shutdown sends the shutdown notice first (NodeBeat.Shutdown, before Node.Stop): a notice
+//     queued in OnStop would meet links already shut down. A lost notice costs the eager grace.
 package engine
 
 import (
@@ -142,6 +159,7 @@ type MetaGroup struct {
 	status       MetaStatus
 
 	links metaLinks
+	ctl   *ControlHost // the controller on this replica (nil: none)
 }
 
 // MetaGroupStats counts what the adapter dropped, and the eager failovers it started.
@@ -309,6 +327,9 @@ func (g *MetaGroup) OnTick(tick uint64) {
 	g.takeDurable()
 	g.replica.Tick()
 	g.checkLinks(tick)
+	if g.ctl != nil {
+		g.ctl.tick()
+	}
 	g.pump()
 }
 
@@ -352,7 +373,11 @@ func (g *MetaGroup) pump() {
 	for {
 		fx := g.replica.Ready()
 		if fx.PersistID == 0 && len(fx.Messages) == 0 && len(fx.Replies) == 0 {
-			break
+			// The controller acts on what the replica applied; what it proposes is pumped again.
+			if g.ctl == nil || !g.ctl.step() {
+				break
+			}
+			continue
 		}
 		if fx.PersistID != 0 {
 			g.persist(fx)
@@ -366,6 +391,9 @@ func (g *MetaGroup) pump() {
 			}
 		}
 		for _, rep := range fx.Replies {
+			if g.ctl != nil && g.ctl.replied(rep) {
+				continue
+			}
 			key := waitKey{rep.Client, rep.Request}
 			if ch, ok := g.waiters[key]; ok {
 				ch <- ProposeResult{Op: rep.Op, Result: append([]byte(nil), rep.Result...)}

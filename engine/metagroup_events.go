@@ -58,6 +58,9 @@ type metaLinks struct {
 
 // OnLinkUp hears that shard 0's link to node is up (shard.LinkWatcher).
 func (g *MetaGroup) OnLinkUp(node uint16) {
+	if g.ctl != nil {
+		g.ctl.linkUp(node)
+	}
 	if i, ok := g.memberOf(node); ok {
 		g.links.downSince[i] = 0
 	}
@@ -65,6 +68,9 @@ func (g *MetaGroup) OnLinkUp(node uint16) {
 
 // OnLinkDown hears that shard 0's link to node went down (shard.LinkWatcher): the grace starts.
 func (g *MetaGroup) OnLinkDown(node uint16) {
+	if g.ctl != nil {
+		g.ctl.linkDown(node)
+	}
 	if i, ok := g.memberOf(node); ok && g.links.downSince[i] == 0 {
 		g.links.downSince[i] = g.links.tick + 1 // ticks counted from the next one
 	}

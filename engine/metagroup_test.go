@@ -48,6 +48,7 @@ type metaNodeOpts struct {
 	tune     func(*MetaGroupConfig)
 	wrap     func(ring.Ring) ring.Ring // shard 0's ring (shard.Config.WrapRing)
 	schedule heartbeat.Ticks           // zero: metaTestTicks()
+	drain    time.Duration             // shard.Config.DrainTimeout (zero: the default)
 }
 
 // startMetaClusterTB formats dirs and starts one node on each; opts (when not nil) adjusts node id,
@@ -100,7 +101,7 @@ func newMetaNode(t testing.TB, id uint16, dir string, tick time.Duration, listen
 		t.Fatal(err)
 	}
 	sc := shard.Config{Node: id, Cluster: 42, Shards: 1, Tick: tick, Schedule: metaTestTicks(),
-		Listen: listen, OutboxBytes: 1 << 20, QueueCapacity: 1024}
+		Listen: listen, OutboxBytes: 1 << 20, QueueCapacity: 1024, DrainTimeout: o.drain}
 	if o.schedule != (heartbeat.Ticks{}) {
 		sc.Schedule = o.schedule
 	}

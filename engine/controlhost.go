@@ -1,0 +1,291 @@
+package engine
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ringstream/ringstream/engine/control"
+	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/vsr"
+	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// ControlClientBase marks the VSR client ids the controller proposes under.
+const ControlClientBase uint64 = 1 << 63
+
+// ControlHostConfig sets up the controller host of a node holding a metadata replica.
+type ControlHostConfig struct {
+	Control control.Config
+	// LocalFrame receives the seal and assignment frames the controller addresses to this node, on
+	// shard 0's goroutine (the stream host's entry for them); nil drops them.
+	LocalFrame func(h *wire.Header, body []byte)
+	// Next receives the node-level frames the host does not handle (anything but node heartbeats and
+	// seal replies); nil counts them as dropped.
+	Next   shard.NodeHandler
+	Logger *slog.Logger
+}
+
+// ControlStatus is what the controller host last published.
+type ControlStatus struct {
+	Primary   bool
+	Stats     control.Stats
+	Attention []control.Attention
+	// FramesDropped counts node-level frames that did not decode or had no handler; SendFailures the
+	// seals and assignments a link refused (the controller sends them again).
+	FramesDropped, SendFailures uint64
+}
+
+type controlProposal struct {
+	request, stream uint64
+}
+
+// ControlHost is the controller on this node's metadata replica. It implements shard.NodeHandler:
+// set it with Node.SetNodeHandler.
+type ControlHost struct {
+	cfg     ControlHostConfig
+	g       *MetaGroup
+	node    *shard.Node
+	ctl     *control.Controller
+	log     *slog.Logger
+	primary bool
+	commit  uint64
+	client  uint64
+	request uint64
+	out     []controlProposal // ascending request
+	dropped []uint64          // scratch: streams whose proposal was refused at once
+	down    []uint16          // peers whose shard 0 link is down, ascending
+	opBuf   []byte
+	frame   []byte
+	attn    []control.Attention
+
+	dropFrames   atomic.Uint64 // from any shard
+	sendFailures uint64
+
+	mu     sync.Mutex
+	status ControlStatus
+}
+
+// NewControlHost puts a controller on g, the replica of node n (before n starts). It sets itself as
+// the node's handler of node-level frames.
+func NewControlHost(cfg ControlHostConfig, g *MetaGroup, n *shard.Node) (*ControlHost, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctl, err := control.New(cfg.Control, g.state)
+	if err != nil {
+		return nil, err
+	}
+	h := &ControlHost{cfg: cfg, g: g, node: n, ctl: ctl, log: cfg.Logger.With("part", "controller")}
+	if err := n.SetNodeHandler(h); err != nil {
+		return nil, fmt.Errorf("engine: controller host: %w", err)
+	}
+	g.ctl = h
+	return h, nil
+}
+
+// Status returns what the host last published. Safe from any goroutine.
+func (h *ControlHost) Status() ControlStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.status
+	st.Attention = slices.Clone(st.Attention)
+	return st
+}
+
+// OnNodeFrame handles node heartbeats and seal replies (shard.NodeHandler) and hands other node-level
+// frames to Next.
+func (h *ControlHost) OnNodeFrame(s *shard.Shard, from uint16, hd *wire.Header, body []byte) {
+	if hd.Command != wire.CommandNodeHeartbeat && hd.Command != wire.CommandStreamSealReply {
+		if h.cfg.Next != nil {
+			h.cfg.Next.OnNodeFrame(s, from, hd, body)
+		} else {
+			h.dropFrames.Add(1)
+		}
+		return
+	}
+	if s.Index() == 0 {
+		h.handle(from, hd, body)
+		return
+	}
+	hc, bc := *hd, slices.Clone(body)
+	_ = h.node.Run(0, func(*shard.Shard) { h.handle(from, &hc, bc) })
+}
+
+// OnSealReply hands a seal reply the node received elsewhere (the stream host, for replies addressed
+// to a stream group) to the controller. Safe from any goroutine.
+func (h *ControlHost) OnSealReply(from uint16, m wire.StreamSealReply) {
+	_ = h.node.Run(0, func(*shard.Shard) { h.ctl.OnSealReply(from, m); h.g.pump() })
+}
+
+// LocalHeartbeat is NodeBeatConfig.Self for a node holding a metadata replica (shard 0).
+func (h *ControlHost) LocalHeartbeat(hd *wire.Header, body []byte) { h.handle(h.g.cfg.Node, hd, body) }
+
+// handle runs on shard 0.
+func (h *ControlHost) handle(from uint16, hd *wire.Header, body []byte) {
+	switch hd.Command {
+	case wire.CommandNodeHeartbeat:
+		m, copies, err := wire.DecodeNodeHeartbeat(hd, body)
+		if err != nil {
+			h.dropFrames.Add(1)
+			return
+		}
+		h.ctl.OnHeartbeat(from, m, copies)
+	case wire.CommandStreamSealReply:
+		m, _, err := wire.DecodeStreamSealReply(hd, body)
+		if err != nil {
+			h.dropFrames.Add(1)
+			return
+		}
+		h.ctl.OnSealReply(from, m)
+	}
+	h.g.pump()
+}
+
+// linkUp and linkDown hear shard 0's links (through MetaGroup's LinkWatcher).
+func (h *ControlHost) linkUp(node uint16) {
+	if i, ok := slices.BinarySearch(h.down, node); ok {
+		h.down = slices.Delete(h.down, i, i+1)
+	}
+	h.ctl.OnLinkUp(node)
+}
+
+func (h *ControlHost) linkDown(node uint16) {
+	if i, ok := slices.BinarySearch(h.down, node); !ok {
+		h.down = slices.Insert(h.down, i, node)
+	}
+	h.ctl.OnLinkDown(node)
+}
+
+// tick runs at each of shard 0's ticks, before the replica's effects are pumped.
+func (h *ControlHost) tick() {
+	h.ctl.Tick()
+	h.publish()
+}
+
+// replied takes the reply to one of the controller's proposals. It reports false for another
+// client's reply.
+func (h *ControlHost) replied(rep vsr.Reply) bool {
+	if rep.Client&ControlClientBase == 0 {
+		return false
+	}
+	if rep.Client != h.client {
+		return true // an earlier view's controller: nobody waits for it
+	}
+	i, ok := slices.BinarySearchFunc(h.out, rep.Request, func(p controlProposal, r uint64) int {
+		return cmp.Compare(p.request, r)
+	})
+	if !ok {
+		return true
+	}
+	stream := h.out[i].stream
+	h.out = slices.Delete(h.out, i, i+1)
+	r, err := meta.DecodeResult(rep.Result)
+	if err != nil {
+		h.log.Error("controller proposal: result does not decode", "stream", stream, "err", err)
+		h.ctl.ProposalDropped(stream)
+		return true
+	}
+	h.ctl.ProposalDone(stream, r)
+	return true
+}
+
+// step follows the replica's role and commit and carries out the controller's effects. It reports
+// whether it proposed anything (the replica then has effects to pump).
+func (h *ControlHost) step() bool {
+	r := h.g.replica
+	if c := r.Commit(); c != h.commit {
+		h.commit = c
+		h.ctl.StateChanged()
+	}
+	primary := r.IsPrimary() && r.Normal()
+	switch {
+	case primary && !h.primary:
+		h.primary = true
+		h.client = ControlClientBase | uint64(r.View())<<16 | uint64(h.g.cfg.Node)
+		h.request = 0
+		h.ctl.BecomePrimary()
+		for _, n := range h.down {
+			h.ctl.OnLinkDown(n)
+		}
+		h.log.Info("controller active on the metadata primary", "view", r.View())
+	case !primary && h.primary:
+		h.primary = false
+		for _, p := range h.out {
+			h.ctl.ProposalDropped(p.stream)
+		}
+		h.out = h.out[:0]
+		h.ctl.StepDown()
+		h.log.Info("controller stepped down", "view", r.View())
+	}
+	if !h.primary {
+		return false
+	}
+	return h.carryOut(h.ctl.Ready())
+}
+
+// carryOut proposes, seals and assigns what fx asks.
+func (h *ControlHost) carryOut(fx *control.Effects) bool {
+	from := wire.From{Cluster: h.g.cfg.Cluster, Node: h.g.cfg.Node}
+	h.dropped = h.dropped[:0]
+	for _, p := range fx.Proposals {
+		h.request++
+		h.opBuf = meta.AppendOp(h.opBuf[:0], p.Op)
+		if err := h.g.replica.Propose(h.client, h.request, h.opBuf); err != nil {
+			if !errors.Is(err, vsr.ErrNotPrimary) && !errors.Is(err, vsr.ErrPipelineFull) {
+				h.log.Warn("controller proposal refused", "stream", p.Stream, "err", err)
+			}
+			h.dropped = append(h.dropped, p.Stream)
+			continue
+		}
+		h.out = append(h.out, controlProposal{request: h.request, stream: p.Stream})
+	}
+	for i := range fx.Seals {
+		s := &fx.Seals[i]
+		h.frame = wire.AppendStreamSeal(h.frame[:0], from, &s.Seal, s.Starts)
+		h.sendFrame(s.To)
+	}
+	for i := range fx.Assignments {
+		a := &fx.Assignments[i]
+		h.frame = wire.AppendStreamAssignment(h.frame[:0], from, &a.Assignment, a.Starts)
+		h.sendFrame(a.To)
+	}
+	proposed := len(fx.Proposals) > len(h.dropped)
+	for _, s := range h.dropped {
+		h.ctl.ProposalDropped(s)
+	}
+	return proposed
+}
+
+// sendFrame sends h.frame to node to, or hands it to LocalFrame when to is this node.
+func (h *ControlHost) sendFrame(to uint16) {
+	if to == h.g.cfg.Node {
+		if h.cfg.LocalFrame != nil {
+			hd, body, err := wire.ParseFrame(h.frame)
+			if err != nil {
+				panic(fmt.Sprintf("engine: controller frame does not parse: %v", err))
+			}
+			h.cfg.LocalFrame(&hd, body)
+		}
+		return
+	}
+	if h.g.sender == nil || h.g.sender.SendFrame(to, h.frame) != nil {
+		h.sendFailures++ // the controller seals and assigns again while the copy lags
+	}
+}
+
+// publish copies the controller's status for Status.
+func (h *ControlHost) publish() {
+	h.attn = h.ctl.Attention(h.attn[:0])
+	h.mu.Lock()
+	h.status.Primary = h.primary
+	h.status.Stats = h.ctl.Stats()
+	h.status.Attention = append(h.status.Attention[:0], h.attn...)
+	h.status.FramesDropped, h.status.SendFailures = h.dropFrames.Load(), h.sendFailures
+	h.mu.Unlock()
+}

@@ -1,0 +1,182 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/shard/heartbeat"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// CopyTailSource is what the node's stream host publishes about the copies it holds, for the node
+// heartbeats: one entry per copy with its role, epoch, and published record and cursor tails, and the
+// wire.CopyOwnerSilent flag on a follower that heard nothing from its owner. A node with no stream
+// host (or no copies) publishes an empty list.
+type CopyTailSource interface {
+	// AppendCopyTails appends one entry per copy to dst and returns it. It is called on shard 0's
+	// goroutine once per heartbeat interval and must be safe against the copies' own shards.
+	AppendCopyTails(dst []wire.CopyTail) []wire.CopyTail
+}
+
+// ErrNodeBeatConfig: a NodeBeatConfig is invalid.
+var ErrNodeBeatConfig = errors.New("engine: invalid node heartbeat configuration")
+
+// NodeBeatConfig sets up a node's heartbeat sender.
+type NodeBeatConfig struct {
+	Cluster uint64
+	Node    uint16   // this node
+	Shards  int      // the node's shard count (the sender's group id must land on shard 0)
+	To      []uint16 // the metadata group's members' nodes; this node among them is served by Self
+	// IntervalTicks: a heartbeat every this many shard ticks (the controller's liveness timeout must
+	// hold several).
+	IntervalTicks uint32
+	Copies        CopyTailSource // nil: the node holds no copies
+	// Self receives the heartbeat this node addresses to itself (a metadata member), on shard 0's
+	// goroutine; nil drops it.
+	Self   func(h *wire.Header, body []byte)
+	Logger *slog.Logger
+}
+
+// NodeBeat sends this node's wire.NodeHeartbeat to every metadata member from shard 0. It is a
+// shard.Group of its own (NodeBeatGroupID), offline in every role, so that it gets shard 0's ticks and
+// its link: it commits nothing, sends no Commit entries and receives no group frames.
+type NodeBeat struct {
+	cfg      NodeBeatConfig
+	id       uint64
+	log      *slog.Logger
+	sender   shard.Sender
+	seq      uint64
+	ticks    uint32
+	tails    []wire.CopyTail
+	frame    []byte
+	members  []shard.Member
+	sent     atomic.Uint64 // heartbeats queued on a link or handed to Self
+	failures atomic.Uint64 // sends refused (link down, outbox full)
+}
+
+// NodeBeatGroupID returns the group id of the heartbeat sender on a node of shards shards: the highest
+// id below the metadata group's that shard.ShardOf puts on shard 0. Stream ids are allocated from 1 up,
+// so they never reach it.
+func NodeBeatGroupID(shards int) uint64 {
+	for id := shard.MetadataGroupID - 1; ; id-- {
+		if shard.ShardOf(id, shards) == 0 {
+			return id
+		}
+	}
+}
+
+// NewNodeBeat checks cfg and returns the sender; add it to the node with shard.Node.AddGroup.
+func NewNodeBeat(cfg NodeBeatConfig) (*NodeBeat, error) {
+	switch {
+	case cfg.Node == 0:
+		return nil, fmt.Errorf("%w: node id 0", ErrNodeBeatConfig)
+	case cfg.Shards < 1:
+		return nil, fmt.Errorf("%w: %d shards", ErrNodeBeatConfig, cfg.Shards)
+	case cfg.IntervalTicks == 0:
+		return nil, fmt.Errorf("%w: heartbeat interval of 0 ticks", ErrNodeBeatConfig)
+	case len(cfg.To) == 0:
+		return nil, fmt.Errorf("%w: no metadata member to send to", ErrNodeBeatConfig)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	b := &NodeBeat{cfg: cfg, id: NodeBeatGroupID(cfg.Shards), log: cfg.Logger.With("group", "nodebeat")}
+	b.members = []shard.Member{{Index: 0, Node: cfg.Node}}
+	return b, nil
+}
+
+// Sent counts the heartbeats sent (queued on a link, or handed to Self); Failures the sends refused.
+// Safe from any goroutine.
+func (b *NodeBeat) Sent() uint64     { return b.sent.Load() }
+func (b *NodeBeat) Failures() uint64 { return b.failures.Load() }
+
+// send builds one heartbeat with flags and the copies' tails and sends it to every member.
+func (b *NodeBeat) send(flags wire.HeartbeatFlags) {
+	if b.sender == nil {
+		return
+	}
+	b.tails = b.tails[:0]
+	if b.cfg.Copies != nil {
+		b.tails = b.cfg.Copies.AppendCopyTails(b.tails)
+	}
+	if max := wire.BodySizeMax / wire.CopyTailSize; len(b.tails) > max {
+		b.log.Warn("node heartbeat holds only the first copies", "copies", len(b.tails), "sent", max)
+		b.tails = b.tails[:max]
+	}
+	b.seq++
+	b.frame = wire.AppendNodeHeartbeat(b.frame[:0], wire.From{Cluster: b.cfg.Cluster, Node: b.cfg.Node},
+		&wire.NodeHeartbeat{Sequence: b.seq, Flags: flags}, b.tails)
+	for _, to := range b.cfg.To {
+		if to == b.cfg.Node {
+			if b.cfg.Self != nil {
+				h, body, err := wire.ParseFrame(b.frame)
+				if err != nil {
+					panic(fmt.Sprintf("engine: own node heartbeat does not parse: %v", err))
+				}
+				b.cfg.Self(&h, body)
+				b.sent.Add(1)
+			}
+			continue
+		}
+		if err := b.sender.SendFrame(to, b.frame); err != nil {
+			b.failures.Add(1) // the next interval sends the newest state
+			continue
+		}
+		b.sent.Add(1)
+	}
+}
+
+// Shutdown sends the shutdown notice (a heartbeat flagged wire.FlagShuttingDown) from shard 0 and
+// returns once shard 0 has run two more loop turns, so the frame's send was started before the node's
+// Stop shuts its links down. Call it before shard.Node.Stop on a clean shutdown.
+func (b *NodeBeat) Shutdown(n *shard.Node) error {
+	done := make(chan struct{})
+	if err := n.Run(0, func(*shard.Shard) { b.send(wire.FlagShuttingDown) }); err != nil {
+		return err
+	}
+	// Two barriers: the turn that queued the notice starts its send at its end; the next turn's
+	// wait submits it.
+	for range 2 {
+		if err := n.Run(0, func(*shard.Shard) { done <- struct{}{} }); err != nil {
+			return err
+		}
+		<-done
+	}
+	return nil
+}
+
+// shard.Group: an offline group with itself as the only member.
+
+func (b *NodeBeat) ID() uint64                       { return b.id }
+func (b *NodeBeat) Incarnation() uint32              { return 0 }
+func (b *NodeBeat) View() uint32                     { return 0 }
+func (b *NodeBeat) Commit() uint64                   { return 0 }
+func (b *NodeBeat) CommitHolders() heartbeat.Members { return 0 }
+func (b *NodeBeat) Role() shard.Role                 { return shard.RoleOffline }
+func (b *NodeBeat) Self() uint8                      { return 0 }
+func (b *NodeBeat) Primary() uint8                   { return 0 }
+func (b *NodeBeat) Members() []shard.Member          { return b.members }
+func (b *NodeBeat) Quorum() int                      { return 1 }
+func (b *NodeBeat) PendingSuperblock() (shard.SuperblockSave, bool) {
+	return shard.SuperblockSave{}, false
+}
+func (b *NodeBeat) SuperblockSaved(error)                       {}
+func (b *NodeBeat) OnCommit(uint16, wire.CommitEntry)           {}
+func (b *NodeBeat) OnCommitReply(uint16, wire.CommitReplyEntry) {}
+func (b *NodeBeat) OnPrimarySilent()                            {}
+func (b *NodeBeat) OnQuorumLost()                               {}
+func (b *NodeBeat) OnFrame(uint16, *wire.Header, []byte)        {}
+func (b *NodeBeat) Attach(s shard.Sender)                       { b.sender = s }
+
+// OnTick sends a heartbeat every IntervalTicks, the first on the first tick.
+func (b *NodeBeat) OnTick(uint64) {
+	if b.ticks == 0 {
+		b.send(0)
+	}
+	if b.ticks++; b.ticks >= b.cfg.IntervalTicks {
+		b.ticks = 0
+	}
+}
