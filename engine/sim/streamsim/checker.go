@@ -17,7 +17,8 @@ type ghost struct {
 	// and checks that depend on the old history are relaxed for this stream.
 	lossAccepted   bool
 	acceptedEpochs []uint32
-	diverged       bool // a follower disagreed with its owner after the accepted loss
+	minEpoch       uint32 // owners of older epochs no longer add to the ghost (the last accepted epoch)
+	diverged       bool   // a follower disagreed with its owner after the accepted loss
 }
 
 type ownerKey struct {
@@ -92,12 +93,10 @@ func (c *checker) onReady(s *Sim, n *node, si int, hc *hostCopy) {
 			st.ID, n.id, hc.asg.Epoch, conf, next.Epoch, next.RecordStart)
 		return
 	}
-	if conf == 0 {
-		return
+	if conf == 0 || hc.asg.Epoch < g.minEpoch {
+		return // an owner from before an accepted loss: what it confirmed is no longer promised
 	}
-	if !c.matchGhost(s, n, si, conf, true) {
-		return
-	}
+	c.matchGhost(s, n, si, conf, true)
 }
 
 // startOf is the history start recorded for epoch, if any.
@@ -213,6 +212,7 @@ func (c *checker) onAcceptedLoss(s *Sim, id uint64) {
 	a, _ := s.meta.state.Assignment(id)
 	g.lossAccepted = true
 	g.acceptedEpochs = append(g.acceptedEpochs, a.Epoch)
+	g.minEpoch = a.Epoch
 	start, recorded := c.startOf(s, id, a.Epoch)
 	if d := s.nodes[a.Owner].disks[si]; d != nil && recorded {
 		k := 0

@@ -65,7 +65,8 @@
 //   - After an operator accepts an owner loss, the recorded history may not match the copies (no
 //     start when the new owner published no tails; published tails that lag or lead its log). The
 //     ghost is cut to the prefix the new owner holds, and a follower that then disagrees with its
-//     owner is counted (Stats.AcceptedDiverged), not failed.
+//     owner is counted (Stats.AcceptedDiverged), not failed. Owners of epochs before the last
+//     accepted one no longer add to the ghost: what they confirmed is no longer promised.
 //   - The known gap. An owner whose node restarts within the liveness window reopens in its own
 //     epoch having lost an unsynced suffix that a follower holds durably; engine/stream makes it
 //     refuse everything until a new assignment, and the controller, which never saw the node lost,
