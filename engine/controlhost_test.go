@@ -14,27 +14,63 @@ import (
 )
 
 // sealCounter stands in for a stream's copy on a node (the broker side is not built yet): it counts
-// the seal and assignment frames addressed to the stream, and the fence of the last seal.
+// the seal and assignment frames addressed to the stream, remembers the last seal's fence and the last
+// assignment, and, when answer is set, answers each seal as sealed at tail records. On the node of the
+// metadata primary it hands the seal replies it receives to the controller host, as the stream host
+// will.
 type sealCounter struct {
 	shardtest.Group
+	host               *ControlHost
+	answer             bool
+	tail               uint64
 	seals, assignments atomic.Int64
 	fence              atomic.Uint32
+	assigned           atomic.Uint64 // epoch<<16 | owner of the last assignment
+	frame              []byte
 }
 
-func (c *sealCounter) OnFrame(_ uint16, h *wire.Header, body []byte) { c.count(h, body) }
+func (c *sealCounter) OnFrame(from uint16, h *wire.Header, body []byte) {
+	if h.Command == wire.CommandStreamSealReply {
+		if m, _, err := wire.DecodeStreamSealReply(h, body); err == nil {
+			c.host.OnSealReply(from, m)
+		}
+		return
+	}
+	c.count(h, body)
+}
+
+// local takes the frames the controller addresses to its own node (ControlHostConfig.LocalFrame).
+func (c *sealCounter) local(h *wire.Header, body []byte) { c.count(h, body) }
 
 func (c *sealCounter) count(h *wire.Header, body []byte) {
 	switch h.Command {
 	case wire.CommandStreamSeal:
-		if m, _, err := wire.DecodeStreamSeal(h, body); err == nil {
-			c.fence.Store(m.FenceEpoch)
-			c.seals.Add(1)
+		m, _, err := wire.DecodeStreamSeal(h, body)
+		if err != nil {
+			return
+		}
+		c.fence.Store(m.FenceEpoch)
+		c.seals.Add(1)
+		if c.answer {
+			c.reply(h.Sender, m)
 		}
 	case wire.CommandStreamAssignment:
-		if _, _, err := wire.DecodeStreamAssignment(h, body); err == nil {
+		if m, _, err := wire.DecodeStreamAssignment(h, body); err == nil {
+			c.assigned.Store(uint64(m.Epoch)<<16 | uint64(m.Owner))
 			c.assignments.Add(1)
 		}
 	}
+}
+
+func (c *sealCounter) reply(to uint16, m wire.StreamSeal) {
+	r := wire.StreamSealReply{Stream: m.Stream, Incarnation: m.Incarnation, FenceEpoch: m.FenceEpoch,
+		Status: wire.SealSealed, TransitionID: m.TransitionID, RecordTail: c.tail}
+	if to == c.Node {
+		c.host.OnSealReply(to, r)
+		return
+	}
+	c.frame = wire.AppendStreamSealReply(c.frame[:0], wire.From{Cluster: 42, Node: c.Node}, &r, nil)
+	_ = c.Send(to, c.frame) // a lost answer is sealed again
 }
 
 // controlNode is one node of the controller tests: its metadata replica, heartbeat sender, controller
@@ -44,6 +80,7 @@ type controlNode struct {
 	beat   *NodeBeat
 	host   *ControlHost
 	stream *sealCounter
+	tails  CopyTailSource // set by setup (nil: no copies published)
 }
 
 // controlTestConfig: liveness far above the grace, so a failover within the liveness timeout is the
@@ -60,7 +97,7 @@ const testStream = 1 // the first stream id meta allocates
 // startControlCluster starts three metadata nodes, each with a node heartbeat sender every 5 ticks and
 // a controller host, and a stand-in copy of stream 1. Stop is given a 1 ms drain deadline, so a
 // stopped node abandons what is in flight with its ring.
-func startControlCluster(t *testing.T) []*controlNode {
+func startControlCluster(t *testing.T, cfg control.Config, setup func(*controlNode)) []*controlNode {
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	var out []*controlNode
 	opts := func(uint16) metaNodeOpts { return metaNodeOpts{drain: time.Millisecond} }
@@ -69,13 +106,16 @@ func startControlCluster(t *testing.T) []*controlNode {
 		cn.stream.GroupID, cn.stream.Node, cn.stream.Cluster = testStream, n.id, 42
 		cn.stream.MemberList = []shard.Member{{Index: 0, Node: n.id}}
 		cn.stream.SetRole(shard.RoleOffline)
-		host, err := NewControlHost(ControlHostConfig{Control: controlTestConfig(),
-			LocalFrame: cn.stream.count}, n.group, n.node)
+		if setup != nil {
+			setup(cn)
+		}
+		host, err := NewControlHost(ControlHostConfig{Control: cfg,
+			LocalFrame: cn.stream.local}, n.group, n.node)
 		if err != nil {
 			t.Fatal(err)
 		}
 		beat, err := NewNodeBeat(NodeBeatConfig{Cluster: 42, Node: n.id, Shards: 1, To: []uint16{1, 2, 3},
-			IntervalTicks: 5, Self: host.LocalHeartbeat})
+			IntervalTicks: 5, Self: host.LocalHeartbeat, Copies: cn.tails})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +124,7 @@ func startControlCluster(t *testing.T) []*controlNode {
 				t.Fatal(err)
 			}
 		}
-		cn.beat, cn.host = beat, host
+		cn.beat, cn.host, cn.stream.host = beat, host, host
 		out = append(out, cn)
 	})
 	alive := map[uint16]bool{1: true, 2: true, 3: true}
@@ -201,7 +241,7 @@ func failOver(t *testing.T, nodes []*controlNode, victim uint16) {
 }
 
 func TestControlHost_OwnerNodeKilledIsSealedAfterTheGrace(t *testing.T) {
-	nodes := startControlCluster(t)
+	nodes := startControlCluster(t, controlTestConfig(), nil)
 	alive := map[uint16]bool{1: true, 2: true, 3: true}
 	p := primaryOf(metaNodes(nodes), alive)
 	owner := p.id%3 + 1 // a node that is not the metadata primary
@@ -210,7 +250,7 @@ func TestControlHost_OwnerNodeKilledIsSealedAfterTheGrace(t *testing.T) {
 }
 
 func TestControlHost_MetadataPrimaryKilledTheNewControllerResumes(t *testing.T) {
-	nodes := startControlCluster(t)
+	nodes := startControlCluster(t, controlTestConfig(), nil)
 	alive := map[uint16]bool{1: true, 2: true, 3: true}
 	p := primaryOf(metaNodes(nodes), alive)
 	setUpStream(t, nodes, p.id) // the primary's node also owns the stream
@@ -219,5 +259,116 @@ func TestControlHost_MetadataPrimaryKilledTheNewControllerResumes(t *testing.T) 
 		if n.id != p.id && n.host.Status().Primary && n.group.Status().View == 0 {
 			t.Fatalf("node %d's controller active in view 0: no view change happened", n.id)
 		}
+	}
+}
+
+// publishedCopy is a CopyTailSource publishing one copy of stream 1 at epoch 1.
+type publishedCopy struct{ role wire.CopyRole }
+
+func (p publishedCopy) AppendCopyTails(dst []wire.CopyTail) []wire.CopyTail {
+	return append(dst, wire.CopyTail{Stream: testStream, Incarnation: 1, Epoch: 1, RecordTail: 7, Role: p.role})
+}
+
+// The copy tails of node heartbeats reach the controller: a member whose heartbeat shows its copy at
+// the assignment's epoch is not sent the assignment again, one whose heartbeat shows nothing is, every
+// SealRetryTimeoutTicks.
+func TestControlHost_HeartbeatTailsStopAssignmentResends(t *testing.T) {
+	const silent = 3 // publishes no copy
+	nodes := startControlCluster(t, controlTestConfig(), func(n *controlNode) {
+		switch n.id {
+		case 1:
+			n.tails = publishedCopy{role: wire.RoleOwner}
+		case 2:
+			n.tails = publishedCopy{role: wire.RoleFollower}
+		}
+	})
+	setUpStream(t, nodes, 1)
+	alive := map[uint16]bool{1: true, 2: true, 3: true}
+	waitFor(t, "assignments sent again to the node that shows no copy", func() bool {
+		return nodes[silent-1].stream.assignments.Load() >= 5
+	})
+	c := controllerOn(nodes, alive)
+	if c == nil {
+		t.Fatal("no active controller")
+	}
+	for _, n := range nodes[:2] {
+		if got := n.stream.assignments.Load(); got != 1 {
+			t.Errorf("node %d, whose heartbeat shows its copy at epoch 1, got the assignment %d times", n.id, got)
+		}
+	}
+}
+
+// With every survivor answering its seal, the recovery commits: the survivor with the longer tail
+// becomes owner at epoch 2 and both survivors are sent that assignment.
+func TestControlHost_SealAnswersCommitTheFurthestSurvivor(t *testing.T) {
+	nodes := startControlCluster(t, controlTestConfig(), func(n *controlNode) {
+		n.stream.answer, n.stream.tail = true, 100+uint64(n.id)
+	})
+	alive := map[uint16]bool{1: true, 2: true, 3: true}
+	p := primaryOf(metaNodes(nodes), alive)
+	victim := p.id%3 + 1
+	setUpStream(t, nodes, victim)
+	want := uint16(0) // the survivor with the longest tail: the highest id
+	for id := uint16(1); id <= 3; id++ {
+		if id != victim {
+			want = id
+		}
+	}
+	kill(t, nodes[victim-1])
+	alive[victim] = false
+	waitFor(t, "the epoch 2 assignment on both survivors", func() bool {
+		for _, n := range nodes {
+			if alive[n.id] && n.stream.assigned.Load()>>16 != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range nodes {
+		if alive[n.id] {
+			if owner := uint16(n.stream.assigned.Load()); owner != want {
+				t.Errorf("node %d: epoch 2 owned by %d, want the furthest survivor %d", n.id, owner, want)
+			}
+		}
+	}
+	c := controllerOn(nodes, alive)
+	waitFor(t, "no attention left", func() bool { return len(c.host.Status().Attention) == 0 })
+	t.Logf("controller stats: %+v", c.host.Status().Stats)
+}
+
+// A clean shutdown's notice fails the node over at once: with the grace and liveness far away, the
+// survivors are sealed well before either.
+func TestControlHost_ShutdownNoticeFailsOverAtOnce(t *testing.T) {
+	cfg := controlTestConfig()
+	cfg.EagerFailoverGraceTicks = 2500 // 5 s at 2 ms
+	nodes := startControlCluster(t, cfg, nil)
+	alive := map[uint16]bool{1: true, 2: true, 3: true}
+	p := primaryOf(metaNodes(nodes), alive)
+	victim := nodes[p.id%3]
+	setUpStream(t, nodes, victim.id)
+	waitFor(t, "stream 1's assignment on every member", func() bool {
+		for _, n := range nodes {
+			if n.stream.assignments.Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	start := time.Now()
+	if err := victim.beat.Shutdown(victim.node); err != nil {
+		t.Fatal(err)
+	}
+	kill(t, victim)
+	alive[victim.id] = false
+	waitFor(t, "seals on both survivors", func() bool {
+		for _, n := range nodes {
+			if alive[n.id] && n.stream.seals.Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if took, grace := time.Since(start), 2500*2*time.Millisecond; took >= grace {
+		t.Fatalf("sealed after %v, not before the grace %v: the shutdown notice did not fail the node over", took, grace)
 	}
 }
