@@ -25,6 +25,7 @@ type sealCounter struct {
 	tail               uint64
 	seals, assignments atomic.Int64
 	fence              atomic.Uint32
+	transition         atomic.Uint64 // of the last seal
 	assigned           atomic.Uint64 // epoch<<16 | owner of the last assignment
 	frame              []byte
 }
@@ -50,6 +51,7 @@ func (c *sealCounter) count(h *wire.Header, body []byte) {
 			return
 		}
 		c.fence.Store(m.FenceEpoch)
+		c.transition.Store(m.TransitionID)
 		c.seals.Add(1)
 		if c.answer {
 			c.reply(h.Sender, m)
@@ -100,36 +102,41 @@ const testStream = 1 // the first stream id meta allocates
 func startControlCluster(t *testing.T, cfg control.Config, setup func(*controlNode)) []*controlNode {
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	var out []*controlNode
-	opts := func(uint16) metaNodeOpts { return metaNodeOpts{drain: time.Millisecond} }
-	nodes := startMetaClusterTB(t, dirs, 2*time.Millisecond, opts, func(n *metaNode) {
-		cn := &controlNode{metaNode: n, stream: &sealCounter{}}
-		cn.stream.GroupID, cn.stream.Node, cn.stream.Cluster = testStream, n.id, 42
-		cn.stream.MemberList = []shard.Member{{Index: 0, Node: n.id}}
-		cn.stream.SetRole(shard.RoleOffline)
-		if setup != nil {
-			setup(cn)
-		}
-		host, err := NewControlHost(ControlHostConfig{Control: cfg,
-			LocalFrame: cn.stream.local}, n.group, n.node)
-		if err != nil {
-			t.Fatal(err)
-		}
-		beat, err := NewNodeBeat(NodeBeatConfig{Cluster: 42, Node: n.id, Shards: 1, To: []uint16{1, 2, 3},
-			IntervalTicks: 5, Self: host.LocalHeartbeat, Copies: cn.tails})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range []shard.Group{beat, cn.stream} {
-			if err := n.node.AddGroup(g); err != nil {
-				t.Fatal(err)
-			}
-		}
-		cn.beat, cn.host, cn.stream.host = beat, host, host
-		out = append(out, cn)
+	nodes := startMetaClusterTB(t, dirs, 2*time.Millisecond, controlNodeOpts, func(n *metaNode) {
+		out = append(out, addControl(t, n, cfg, setup))
 	})
 	alive := map[uint16]bool{1: true, 2: true, 3: true}
 	waitFor(t, "a primary", func() bool { return primaryOf(nodes, alive) != nil })
 	return out
+}
+
+func controlNodeOpts(uint16) metaNodeOpts { return metaNodeOpts{drain: time.Millisecond} }
+
+// addControl puts a controller host, a heartbeat sender and the stand-in copy on n before it starts.
+func addControl(t *testing.T, n *metaNode, cfg control.Config, setup func(*controlNode)) *controlNode {
+	cn := &controlNode{metaNode: n, stream: &sealCounter{}}
+	cn.stream.GroupID, cn.stream.Node, cn.stream.Cluster = testStream, n.id, 42
+	cn.stream.MemberList = []shard.Member{{Index: 0, Node: n.id}}
+	cn.stream.SetRole(shard.RoleOffline)
+	if setup != nil {
+		setup(cn)
+	}
+	host, err := NewControlHost(ControlHostConfig{Control: cfg, LocalFrame: cn.stream.local}, n.group, n.node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beat, err := NewNodeBeat(NodeBeatConfig{Cluster: 42, Node: n.id, Shards: 1, To: []uint16{1, 2, 3},
+		IntervalTicks: 5, Self: host.LocalHeartbeat, Copies: cn.tails})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []shard.Group{beat, cn.stream} {
+		if err := n.node.AddGroup(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cn.beat, cn.host, cn.stream.host = beat, host, host
+	return cn
 }
 
 func metaNodes(nodes []*controlNode) []*metaNode {
@@ -284,16 +291,24 @@ func TestControlHost_HeartbeatTailsStopAssignmentResends(t *testing.T) {
 	})
 	setUpStream(t, nodes, 1)
 	alive := map[uint16]bool{1: true, 2: true, 3: true}
-	waitFor(t, "assignments sent again to the node that shows no copy", func() bool {
-		return nodes[silent-1].stream.assignments.Load() >= 5
+	// A node's tails are kept from its first heartbeat after it was registered: the baseline is taken
+	// once every node was heard from again.
+	var c *controlNode
+	waitFor(t, "heartbeats after the stream's creation", func() bool {
+		c = controllerOn(nodes, alive)
+		return c != nil && nodes[0].stream.assignments.Load() > 0 && nodes[1].stream.assignments.Load() > 0
 	})
-	c := controllerOn(nodes, alive)
-	if c == nil {
-		t.Fatal("no active controller")
-	}
-	for _, n := range nodes[:2] {
-		if got := n.stream.assignments.Load(); got != 1 {
-			t.Errorf("node %d, whose heartbeat shows its copy at epoch 1, got the assignment %d times", n.id, got)
+	heard := c.host.Status().Stats.Heartbeats
+	waitFor(t, "three more heartbeats from each node", func() bool { return c.host.Status().Stats.Heartbeats >= heard+9 })
+	base := [3]int64{nodes[0].stream.assignments.Load(), nodes[1].stream.assignments.Load(),
+		nodes[silent-1].stream.assignments.Load()}
+	waitFor(t, "assignments sent again to the node that shows no copy", func() bool {
+		return nodes[silent-1].stream.assignments.Load() >= base[2]+4
+	})
+	for i, n := range nodes[:2] {
+		if got := n.stream.assignments.Load(); got != base[i] {
+			t.Errorf("node %d, whose heartbeat shows its copy at epoch 1, was sent the assignment again (%d, then %d)",
+				n.id, base[i], got)
 		}
 	}
 }

@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ringstream/ringstream/engine/control"
+)
+
+// pendingRecovery returns the recovery the controller on c lists under attention for stream 1.
+func pendingRecovery(c *controlNode) uint64 {
+	for _, a := range c.host.Status().Attention {
+		if a.Stream == testStream && a.Kind == control.AttentionFewerThanR {
+			return a.Recovery
+		}
+	}
+	return 0
+}
+
+// A recovery recorded by one controller is resumed by the next. The owner's node is killed and its
+// recovery recorded while no copy answers; the node comes back from its files; then the metadata
+// primary's node is killed. The new primary's controller seals the copies again at the same fence
+// with the same transition id, and lists the same recovery.
+func TestControlHost_NewPrimaryResumesThePendingRecovery(t *testing.T) {
+	cfg := controlTestConfig()
+	nodes := startControlCluster(t, cfg, nil)
+	alive := map[uint16]bool{1: true, 2: true, 3: true}
+	first := nodes[primaryOf(metaNodes(nodes), alive).id-1]
+	owner := nodes[first.id%3]
+	third := nodes[owner.id%3]
+	setUpStream(t, nodes, owner.id)
+	waitFor(t, "stream 1's assignment on every member", func() bool {
+		for _, n := range nodes {
+			if n.stream.assignments.Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	kill(t, owner)
+	waitFor(t, "the pending recovery", func() bool { return pendingRecovery(first) != 0 && third.stream.seals.Load() > 0 })
+	recovery, transition := pendingRecovery(first), third.stream.transition.Load()
+	if third.stream.fence.Load() != 2 {
+		t.Fatalf("sealed at fence %d, want 2", third.stream.fence.Load())
+	}
+
+	// The owner's node comes back on its address from its files and rejoins the metadata group.
+	owner.group.Close()
+	back := newMetaNode(t, owner.id, owner.group.cfg.Dir, 2*time.Millisecond, owner.node.Addr(),
+		controlNodeOpts(owner.id))
+	returned := addControl(t, back, cfg, nil)
+	t.Cleanup(func() {
+		_ = back.node.Stop()
+		back.group.Close()
+	})
+	nodes[owner.id-1] = returned
+	startMetaNode(t, back, metaNodes(nodes))
+	waitFor(t, "the returned node back in the group", func() bool { return back.group.Status().Normal })
+
+	oldView := first.group.Status().View
+	kill(t, first)
+	alive[first.id] = false
+	var next *controlNode
+	waitFor(t, "a controller on the new primary", func() bool {
+		next = controllerOn(nodes, alive)
+		return next != nil && next.group.Status().View > oldView
+	})
+	before := third.stream.seals.Load()
+	waitFor(t, "seals from the new controller", func() bool {
+		return next.host.Status().Stats.Seals > 0 && third.stream.seals.Load() > before
+	})
+	if got := third.stream.transition.Load(); got != transition || third.stream.fence.Load() != 2 {
+		t.Fatalf("new controller sealed transition %d at fence %d, want the recorded %d at 2", got,
+			third.stream.fence.Load(), transition)
+	}
+	waitFor(t, "the same recovery under the new controller's attention", func() bool {
+		return pendingRecovery(next) == recovery
+	})
+	t.Logf("recovery %d resumed by node %d's controller in view %d: %+v", recovery, next.id,
+		next.group.Status().View, next.host.Status().Stats)
+}
