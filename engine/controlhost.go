@@ -12,6 +12,7 @@ import (
 	"github.com/ringstream/ringstream/engine/control"
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/vsr"
+	"github.com/ringstream/ringstream/internal/assert"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/wire"
 )
@@ -267,9 +268,7 @@ func (h *ControlHost) sendFrame(to uint16) {
 	if to == h.g.cfg.Node {
 		if h.cfg.LocalFrame != nil {
 			hd, body, err := wire.ParseFrame(h.frame)
-			if err != nil {
-				panic(fmt.Sprintf("engine: controller frame does not parse: %v", err))
-			}
+			assert.True(err == nil, "engine: controller frame does not parse")
 			h.cfg.LocalFrame(&hd, body)
 		}
 		return

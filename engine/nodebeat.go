@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 
+	"github.com/ringstream/ringstream/internal/assert"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/heartbeat"
 	"github.com/ringstream/ringstream/wire"
@@ -102,9 +103,9 @@ func (b *NodeBeat) send(flags wire.HeartbeatFlags) {
 	if b.cfg.Copies != nil {
 		b.tails = b.cfg.Copies.AppendCopyTails(b.tails)
 	}
-	if max := wire.BodySizeMax / wire.CopyTailSize; len(b.tails) > max {
-		b.log.Warn("node heartbeat holds only the first copies", "copies", len(b.tails), "sent", max)
-		b.tails = b.tails[:max]
+	if limit := wire.BodySizeMax / wire.CopyTailSize; len(b.tails) > limit {
+		b.log.Warn("node heartbeat holds only the first copies", "copies", len(b.tails), "sent", limit)
+		b.tails = b.tails[:limit]
 	}
 	b.seq++
 	b.frame = wire.AppendNodeHeartbeat(b.frame[:0], wire.From{Cluster: b.cfg.Cluster, Node: b.cfg.Node},
@@ -113,9 +114,7 @@ func (b *NodeBeat) send(flags wire.HeartbeatFlags) {
 		if to == b.cfg.Node {
 			if b.cfg.Self != nil {
 				h, body, err := wire.ParseFrame(b.frame)
-				if err != nil {
-					panic(fmt.Sprintf("engine: own node heartbeat does not parse: %v", err))
-				}
+				assert.True(err == nil, "engine: own node heartbeat does not parse")
 				b.cfg.Self(&h, body)
 				b.sent.Add(1)
 			}

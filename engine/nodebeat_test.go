@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// frameSink is a shard.Sender that keeps the last frame sent to each node, and refuses node down.
+type frameSink struct {
+	last map[uint16][]byte
+	down uint16
+}
+
+func (s *frameSink) Ring() ring.Ring { return nil }
+func (s *frameSink) SendFrame(node uint16, frame []byte) error {
+	if node == s.down {
+		return shard.ErrLinkDown
+	}
+	s.last[node] = append(s.last[node][:0], frame...)
+	return nil
+}
+func (s *frameSink) SendData(uint16, []byte, []byte, shard.DataSent, uint64) error {
+	return errors.New("frameSink: no data frames")
+}
+
+type fixedTails []wire.CopyTail
+
+func (f fixedTails) AppendCopyTails(dst []wire.CopyTail) []wire.CopyTail { return append(dst, f...) }
+
+func decodeBeat(t *testing.T, frame []byte) (wire.NodeHeartbeat, []wire.CopyTail) {
+	t.Helper()
+	h, body, err := wire.ParseFrame(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, copies, err := wire.DecodeNodeHeartbeat(&h, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []wire.CopyTail
+	for i := range copies.Len() {
+		c, err := copies.At(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, c)
+	}
+	return m, out
+}
+
+func TestNodeBeatGroupID_OnShardZeroBelowTheMetadataGroup(t *testing.T) {
+	for shards := 1; shards <= 64; shards++ {
+		id := NodeBeatGroupID(shards)
+		if shard.ShardOf(id, shards) != 0 || id >= shard.MetadataGroupID || id < shard.MetadataGroupID-1<<20 {
+			t.Fatalf("%d shards: id %#x", shards, id)
+		}
+	}
+}
+
+func TestNodeBeat_SendsEveryIntervalToEveryMemberAndItself(t *testing.T) {
+	tails := fixedTails{{Stream: 9, Incarnation: 1, Epoch: 3, RecordTail: 40, CursorTail: 2, Role: wire.RoleFollower,
+		Flags: wire.CopyOwnerSilent}}
+	var self []wire.NodeHeartbeat
+	b, err := NewNodeBeat(NodeBeatConfig{Cluster: 42, Node: 2, Shards: 4, To: []uint16{1, 2, 3}, IntervalTicks: 3,
+		Copies: tails, Self: func(h *wire.Header, body []byte) {
+			m, copies, err := wire.DecodeNodeHeartbeat(h, body)
+			if err != nil || copies.Len() != 1 || h.Sender != 2 {
+				t.Errorf("own heartbeat: %v, %d copies, from %d", err, copies.Len(), h.Sender)
+			}
+			self = append(self, m)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &frameSink{last: map[uint16][]byte{}, down: 3}
+	b.Attach(sink)
+	for tick := range uint64(7) { // heartbeats at ticks 0, 3 and 6
+		b.OnTick(tick)
+	}
+	if len(self) != 3 || self[2].Sequence != 3 || b.Sent() != 6 || b.Failures() != 3 {
+		t.Fatalf("self %d, sent %d, failures %d: want 3, 6, 3", len(self), b.Sent(), b.Failures())
+	}
+	m, copies := decodeBeat(t, sink.last[1])
+	if m.Sequence != 3 || m.Flags != 0 || len(copies) != 1 || copies[0] != tails[0] {
+		t.Fatalf("heartbeat %+v copies %+v", m, copies)
+	}
+	b.send(wire.FlagShuttingDown)
+	if m, _ := decodeBeat(t, sink.last[1]); m.Flags != wire.FlagShuttingDown || m.Sequence != 4 {
+		t.Fatalf("shutdown notice %+v", m)
+	}
+}
+
+func TestNodeBeat_SteadyStateAllocatesNothing(t *testing.T) {
+	b, err := NewNodeBeat(NodeBeatConfig{Cluster: 42, Node: 1, Shards: 1, To: []uint16{2, 3}, IntervalTicks: 1,
+		Copies: fixedTails{{Stream: 1, Incarnation: 1, Epoch: 1, Role: wire.RoleOwner}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Attach(&frameSink{last: map[uint16][]byte{}})
+	b.OnTick(0)
+	if allocs := testing.AllocsPerRun(100, func() { b.OnTick(1) }); allocs != 0 {
+		t.Fatalf("%v allocations per heartbeat", allocs)
+	}
+}
+
+func TestNewNodeBeat_RefusesBadConfig(t *testing.T) {
+	good := NodeBeatConfig{Node: 1, Shards: 1, To: []uint16{1}, IntervalTicks: 1}
+	for name, tune := range map[string]func(*NodeBeatConfig){
+		"node 0":     func(c *NodeBeatConfig) { c.Node = 0 },
+		"no shards":  func(c *NodeBeatConfig) { c.Shards = 0 },
+		"interval 0": func(c *NodeBeatConfig) { c.IntervalTicks = 0 },
+		"no members": func(c *NodeBeatConfig) { c.To = nil },
+	} {
+		cfg := good
+		tune(&cfg)
+		if _, err := NewNodeBeat(cfg); !errors.Is(err, ErrNodeBeatConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := NewNodeBeat(good); err != nil {
+		t.Fatal(err)
+	}
+}
