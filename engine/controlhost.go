@@ -26,11 +26,17 @@ type ControlHostConfig struct {
 	// LocalFrame receives the seal and assignment frames the controller addresses to this node, on
 	// shard 0's goroutine (the stream host's entry for them); nil drops them.
 	LocalFrame func(h *wire.Header, body []byte)
+	// StatusEveryTicks: Status is refreshed this often while primary (0: DefaultControlStatusTicks);
+	// building the attention list walks every stream.
+	StatusEveryTicks uint32
 	// Next receives the node-level frames the host does not handle (anything but node heartbeats and
 	// seal replies); nil counts them as dropped.
 	Next   shard.NodeHandler
 	Logger *slog.Logger
 }
+
+// DefaultControlStatusTicks is ControlHostConfig.StatusEveryTicks when left 0.
+const DefaultControlStatusTicks = 10
 
 // ControlStatus is what the controller host last published.
 type ControlStatus struct {
@@ -64,6 +70,7 @@ type ControlHost struct {
 	opBuf   []byte
 	frame   []byte
 	attn    []control.Attention
+	since   uint32 // ticks since the status was published
 
 	dropFrames   atomic.Uint64 // from any shard
 	sendFailures uint64
@@ -77,6 +84,9 @@ type ControlHost struct {
 func NewControlHost(cfg ControlHostConfig, g *MetaGroup, n *shard.Node) (*ControlHost, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.StatusEveryTicks == 0 {
+		cfg.StatusEveryTicks = DefaultControlStatusTicks
 	}
 	ctl, err := control.New(cfg.Control, g.state)
 	if err != nil {
@@ -166,7 +176,9 @@ func (h *ControlHost) linkDown(node uint16) {
 // tick runs at each of shard 0's ticks, before the replica's effects are pumped.
 func (h *ControlHost) tick() {
 	h.ctl.Tick()
-	h.publish()
+	if h.since++; h.since >= h.cfg.StatusEveryTicks {
+		h.publish()
+	}
 }
 
 // replied takes the reply to one of the controller's proposals. It reports false for another
@@ -215,6 +227,7 @@ func (h *ControlHost) step() bool {
 			h.ctl.OnLinkDown(n)
 		}
 		h.log.Info("controller active on the metadata primary", "view", r.View())
+		h.publish()
 	case !primary && h.primary:
 		h.primary = false
 		for _, p := range h.out {
@@ -223,6 +236,7 @@ func (h *ControlHost) step() bool {
 		h.out = h.out[:0]
 		h.ctl.StepDown()
 		h.log.Info("controller stepped down", "view", r.View())
+		h.publish()
 	}
 	if !h.primary {
 		return false
@@ -280,6 +294,7 @@ func (h *ControlHost) sendFrame(to uint16) {
 
 // publish copies the controller's status for Status.
 func (h *ControlHost) publish() {
+	h.since = 0
 	h.attn = h.ctl.Attention(h.attn[:0])
 	h.mu.Lock()
 	h.status.Primary = h.primary

@@ -55,6 +55,8 @@
 //   - A proposal refused at once (not primary, pipeline full) and every proposal out when the replica
 //     loses primacy go back as ProposalDropped; a reply as ProposalDone with its decoded result.
 //   - Node heartbeats and seal replies arriving on another shard are copied to shard 0 with Node.Run.
+//   - ControlHost.Status (attention, counters) is refreshed every StatusEveryTicks and when primacy
+//     changes, not at every tick: the attention list walks every stream.
 //   - NodeBeat is a group of its own (NodeBeatGroupID: the highest id below the metadata group's that
 //     lands on shard 0; stream ids grow from 1), offline in every role, so it has shard 0's ticks and
 //     links without a shard hook. Its heartbeat to its own node goes to Self in place of a link. A
