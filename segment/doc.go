@@ -94,9 +94,10 @@
 //     (Config.PrewriteBytes: zeros written through the ring 1 MiB ahead of the active segment's
 //     data, reaching the disk with the next group commit) and recycling (Config.RecycleSegments:
 //     retention keeps retired record segments as spares and a roll renames one to the next name,
-//     see recycle.go). At 4 KiB commits both cost about 0.55-0.65x the growing-file baseline;
-//     at 4 MiB commits prewriting, which doubles the bytes written, cost about 1.0x and recycling
-//     about 0.4x. A log with a spare recycles it and does not prewrite over it; a log without
+//     see recycle.go). Over three runs on the shared machine, at 4 KiB commits both cost
+//     0.45-0.75x the growing-file baseline; at 4 MiB commits recycling cost 0.24-0.45x and
+//     prewriting, which doubles the bytes written, 0.5-1.35x. A log with a spare recycles it and
+//     does not prewrite over it; a log without
 //     one (a new copy, retention not yet run) prewrites. A closed segment is cut back to its data
 //     (async ftruncate) before its digest and sidecar; a clean Close trims the active segment.
 //     The cursor log does neither: its commits are rare.
