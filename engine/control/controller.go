@@ -92,8 +92,15 @@ func (c *Controller) StepDown() {
 	c.fx.reset()
 }
 
-// StateChanged tells the controller that committed ops were applied to the state.
-func (c *Controller) StateChanged() { c.dirty = true }
+// StateChanged tells the controller that committed ops were applied to the state. A backup keeps its
+// views of the registered nodes up to date here, so that the links' state and the time they have been
+// down carry over into BecomePrimary.
+func (c *Controller) StateChanged() {
+	c.dirty = true
+	if !c.primary {
+		c.syncNodes()
+	}
+}
 
 // ProposalDone reports the outcome of the proposal the controller made for stream: the op was
 // committed and applied with result r. After a refusal the stream is looked at again once

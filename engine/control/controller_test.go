@@ -344,3 +344,33 @@ func TestOnHeartbeat_AllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations per heartbeat", n)
 	}
 }
+
+// A backup counts the time a node's links have been down, so a node whose links closed together with
+// the old primary's is lost at the new primary's first tick, not one more grace later.
+func TestNewPrimary_LinkGraceCountedAsBackupCarriesOver(t *testing.T) {
+	cfg := testConfig()
+	f := newFixture(t, cfg, 3)
+	f.createStream("s", 3, majority, 1, 2, 3)
+	f.heartbeatAll(1, 2, 3)
+	f.ready()
+
+	backup, err := New(cfg, f.s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backup.StateChanged()
+	backup.OnLinkDown(1)
+	for range cfg.EagerFailoverGraceTicks {
+		backup.Tick()
+	}
+	if fx := backup.Ready(); len(fx.Proposals)+len(fx.Seals) != 0 || backup.Stats().NodesLost != 0 {
+		t.Fatalf("a backup acts or loses nodes: %+v, %+v", fx, backup.Stats())
+	}
+	f.c.StepDown()
+	f.c = backup
+	backup.BecomePrimary()
+	f.ticks(1, 2, 3)
+	if op := onlyProposal[meta.RecordRecovery](t, f.ready()); op.Reason != meta.ReasonEagerFailover {
+		t.Fatalf("reason %s", op.Reason)
+	}
+}

@@ -71,6 +71,10 @@
 //   - A follower reports a silent owner with the wire.CopyOwnerSilent flag on its heartbeat entry. The
 //     report is kept for one liveness timeout; a report about an older epoch does not replace a newer
 //     one.
+//   - A backup's controller keeps views of the registered nodes (synced at StateChanged) and counts
+//     their silence and the time their links have been down, without losing any: a node whose links
+//     closed at the same time as the old primary's is lost at the new primary's first tick, not a
+//     whole grace after it became primary. Heartbeats and silence start afresh at BecomePrimary.
 //   - Heartbeat tails are kept per node, sorted by stream, in memory that is reused: the heartbeat
 //     path allocates nothing in steady state.
 //
@@ -79,6 +83,7 @@
 // attention) for a copy holding the confirmed prefix or for an operator to accept the loss; an
 // accepted loss records the tails the new owner last published, which can lag its log, so a returning
 // copy may cut lower than needed and fetch again, and the promotion can land below the confirmed
-// prefix (meta's result warns). Not built here: the shard and simulator integration, and operator
-// accept-loss for a one-copy stream, which has no recovery to accept.
+// prefix (meta's result warns). The controller runs on real nodes through engine's controlhost.go and
+// in engine/sim/streamsim. Not built here: operator accept-loss for a one-copy stream, which has no
+// recovery to accept.
 package control

@@ -147,6 +147,9 @@ func (c *Controller) tickLiveness() {
 		if n.linkDown {
 			n.downTicks = min(n.downTicks+1, c.cfg.EagerFailoverGraceTicks)
 		}
+		if !c.primary {
+			continue // a backup counts, and decides nothing
+		}
 		switch {
 		case n.silentTicks >= c.cfg.NodeLivenessTimeoutTicks && n.lose(meta.ReasonLivenessExpiry):
 		case n.linkDown && n.downTicks >= c.cfg.EagerFailoverGraceTicks && n.lose(meta.ReasonEagerFailover):
