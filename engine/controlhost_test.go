@@ -27,6 +27,8 @@ type sealCounter struct {
 	fence              atomic.Uint32
 	transition         atomic.Uint64 // of the last seal
 	assigned           atomic.Uint64 // epoch<<16 | owner of the last assignment
+	firstSeal          atomic.Int64  // time.Now().UnixNano() at the first seal
+	firstMove          atomic.Int64  // at the first assignment past epoch 1
 	frame              []byte
 }
 
@@ -50,6 +52,7 @@ func (c *sealCounter) count(h *wire.Header, body []byte) {
 		if err != nil {
 			return
 		}
+		c.firstSeal.CompareAndSwap(0, time.Now().UnixNano())
 		c.fence.Store(m.FenceEpoch)
 		c.transition.Store(m.TransitionID)
 		c.seals.Add(1)
@@ -58,6 +61,9 @@ func (c *sealCounter) count(h *wire.Header, body []byte) {
 		}
 	case wire.CommandStreamAssignment:
 		if m, _, err := wire.DecodeStreamAssignment(h, body); err == nil {
+			if m.Epoch > 1 {
+				c.firstMove.CompareAndSwap(0, time.Now().UnixNano())
+			}
 			c.assigned.Store(uint64(m.Epoch)<<16 | uint64(m.Owner))
 			c.assignments.Add(1)
 		}
@@ -100,9 +106,14 @@ const testStream = 1 // the first stream id meta allocates
 // a controller host, and a stand-in copy of stream 1. Stop is given a 1 ms drain deadline, so a
 // stopped node abandons what is in flight with its ring.
 func startControlCluster(t *testing.T, cfg control.Config, setup func(*controlNode)) []*controlNode {
+	return startControlClusterTick(t, 2*time.Millisecond, cfg, setup)
+}
+
+func startControlClusterTick(t *testing.T, tick time.Duration, cfg control.Config,
+	setup func(*controlNode)) []*controlNode {
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	var out []*controlNode
-	nodes := startMetaClusterTB(t, dirs, 2*time.Millisecond, controlNodeOpts, func(n *metaNode) {
+	nodes := startMetaClusterTB(t, dirs, tick, controlNodeOpts, func(n *metaNode) {
 		out = append(out, addControl(t, n, cfg, setup))
 	})
 	alive := map[uint16]bool{1: true, 2: true, 3: true}
