@@ -81,6 +81,8 @@ func (g *loadGen) send(from, to int) {
 // run produces n records with benchWindow waiting, counting from base, and waits for every answer.
 func (g *loadGen) run(tb testing.TB, base, n int) {
 	sent := base
+	stall := time.NewTimer(30 * time.Second)
+	defer stall.Stop()
 	for int(g.acked.Load()) < base+n {
 		if a := int(g.acked.Load()); sent < base+n && sent-a <= benchWindow/2 {
 			to := min(base+n, a+benchWindow)
@@ -89,7 +91,8 @@ func (g *loadGen) run(tb testing.TB, base, n int) {
 		}
 		select {
 		case <-g.wake:
-		case <-time.After(30 * time.Second):
+			stall.Reset(30 * time.Second)
+		case <-stall.C:
 			tb.Fatalf("no answer for 30 s: %d of %d", g.acked.Load()-int64(base), n)
 		}
 	}
