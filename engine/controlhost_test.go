@@ -358,8 +358,17 @@ func TestControlHost_SealAnswersCommitTheFurthestSurvivor(t *testing.T) {
 		}
 	}
 	c := controllerOn(nodes, alive)
-	waitFor(t, "no attention left", func() bool { return len(c.host.Status().Attention) == 0 })
-	t.Logf("controller stats: %+v", c.host.Status().Stats)
+	waitFor(t, "both proposals and no attention in the published status", func() bool {
+		st := c.host.Status()
+		return st.Stats.Proposals >= 2 && st.Stats.SealReplies >= 2 && len(st.Attention) == 0
+	})
+	st := c.host.Status().Stats
+	t.Logf("controller stats: %+v", st)
+	// Both proposals (RecordRecovery, CommitRecovery) came back through the replies: none was left
+	// to expire or refused.
+	if st.Proposals != 2 || st.ProposalsExpired != 0 || st.ProposalsRefused != 0 || st.SealReplies < 2 {
+		t.Fatalf("controller stats %+v: want 2 proposals answered, none expired or refused, 2 seal replies", st)
+	}
 }
 
 // A clean shutdown's notice fails the node over at once: with the grace and liveness far away, the
