@@ -2,6 +2,7 @@ package segment
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ringstream/ringstream/internal/assert"
 	"github.com/ringstream/ringstream/ring"
@@ -194,6 +195,19 @@ func (c *Copy) Cursor(name string) (uint64, bool) {
 		return 0, false
 	}
 	return *off, true
+}
+
+// EachCursor calls f with every consumer's cursor, in name order (the host feeds them to its copy on
+// open).
+func (c *Copy) EachCursor(f func(name string, off uint64)) {
+	names := make([]string, 0, len(c.cursorMap))
+	for name := range c.cursorMap {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		f(name, *c.cursorMap[name])
+	}
 }
 
 // CursorCount is the number of consumers with a cursor.

@@ -277,3 +277,60 @@ func fetchAt(t testing.TB, n *testNode, id uint64, off uint64) stream.Reply {
 	}
 	return stream.Reply{}
 }
+
+// cursorOp commits (commit true) or reads consumer's cursor on stream id and returns the reply.
+func cursorOp(t testing.TB, n *testNode, id uint64, kind stream.Kind, consumer string, off uint64) stream.Reply {
+	t.Helper()
+	if err := n.node.Run(shard.ShardOf(id, n.shards), func(s *shard.Shard) {
+		m := stream.Message{Kind: kind, Client: 3}
+		m.Cursor = wire.CursorRequest{RequestID: off, Stream: id, Incarnation: 1, Consumer: []byte(consumer), Offset: off}
+		if err := n.host.Step(s, id, &m); err != nil {
+			t.Error(err)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-n.sink.acks:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("cursor request never answered")
+	}
+	return stream.Reply{}
+}
+
+// TestCopies_CursorsSurviveReopen: committed cursors are fed back to the copy when its storage opens
+// again, so a reopened owner answers them.
+func TestCopies_CursorsSurviveReopen(t *testing.T) {
+	dir := t.TempDir()
+	n := soloNode(t, dir)
+	if _, errs := openAll(t, n, []streamhost.Spec{soloSpec(41)}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for i := range 3 {
+		if r := produceOne(t, n, 41, uint64(i)); r.Kind != stream.ReplyProduce {
+			t.Fatalf("produce answered %+v", r)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		off  uint64
+	}{{"zed", 8}, {"alpha", 16}, {"zed", 24}} {
+		if r := cursorOp(t, n, 41, stream.KindCommitCursor, c.name, c.off); r.Kind != stream.ReplyCommitCursor {
+			t.Fatalf("cursor commit answered %+v (%s)", r, r.Error.Message)
+		}
+	}
+	if err := n.node.Stop(); err != nil { // a clean close commits the queued cursor events
+		t.Fatal(err)
+	}
+	n = soloNode(t, dir)
+	if _, errs := openAll(t, n, nextEpoch([]streamhost.Spec{soloSpec(41)})); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for name, want := range map[string]uint64{"zed": 24, "alpha": 16} {
+		r := cursorOp(t, n, 41, stream.KindGetCursor, name, 0)
+		if r.Kind != stream.ReplyGetCursor || !r.Cursor.Found || r.Cursor.Offset != want {
+			t.Fatalf("cursor %s after reopen: %+v, want %d", name, r.Cursor, want)
+		}
+	}
+}

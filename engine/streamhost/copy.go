@@ -314,6 +314,7 @@ func (cg *copyGroup) openDone() {
 	for _, e := range cg.seg.Epochs() {
 		epochs = append(epochs, wire.LogEpoch{Epoch: uint32(e.Epoch), RecordStart: e.RecordStart, CursorStart: e.CursorStart})
 	}
+	cg.seg.EachCursor(func(name string, off uint64) { cg.c.ObserveCursor([]byte(name), off) })
 	cg.head = cg.seg.Records().Head()
 	cg.c.OpenDone(stream.OpenState{RecordHead: cg.head, RecordTail: rec, CursorTail: cur,
 		Fence: uint32(cg.seg.FenceEpoch()), LogEpochs: epochs})

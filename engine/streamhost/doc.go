@@ -38,8 +38,8 @@
 //   - Buffers are per shard (a free list of at most 16 MiB), never per copy: an idle copy holds none.
 //   - Open runs segment.Open as a job on the shard's ring (all copies of a node open at once, interleaved),
 //     then reads every retained batch through the ring to feed the copy its headers (ObserveBatch),
-//     then OpenDone. A copy whose open or scan fails is logged, listed by Status, and left closed; the
-//     other copies serve. Cursors are not fed on open yet (segment has no listing of its cursor map).
+//     and the cursors segment recovered (ObserveCursor, in name order), then OpenDone. A copy whose open
+//     or scan fails is logged, listed by Status, and left closed; the other copies serve.
 //   - Delete is segment.Copy.Delete (rename, then removals through the ring), then the group goes.
 //   - Retention runs every RetainEveryTicks with the spec's bytes and age, never past the copy's
 //     RetainLimit (segment.Copy.RetainBelow). segment moves the head when the job starts (inside
@@ -49,5 +49,11 @@
 //     the shard refuses (link down, outbox full) is counted and left to the copy's resend timer.
 //   - Stop: each copy's OnStop starts its Close job and the shard host's polls the jobs through the
 //     shard's drain turns.
+//   - A follower's batches are checked three times: the frame's body checksum (the shard's
+//     FrameReader), the copy's Decode (segment.DecodeBatch, so a bad batch is refused with the log
+//     unchanged) and segment's AppendEncoded. None is dropped: without the copy's check a bad batch
+//     would fail the log instead of being refused, and AppendEncoded has no form that trusts its
+//     caller. All hashing together was 8.5% of the CPU of a 3-copy produce run. The owner builds
+//     the header (and body checksum) of a prepare once for all the followers it goes to.
 //   - OnPrimarySilent and OnQuorumLost are counted: failover (seal, promotion) is not hosted here yet.
 package streamhost
