@@ -29,8 +29,8 @@ type ControlHostConfig struct {
 	// StatusEveryTicks: Status is refreshed this often while primary (0: DefaultControlStatusTicks);
 	// building the attention list walks every stream.
 	StatusEveryTicks uint32
-	// Next receives the node-level frames the host does not handle (anything but node heartbeats and
-	// seal replies); nil counts them as dropped.
+	// Next receives the node-level frames the host does not handle (anything but node heartbeats);
+	// nil counts them as dropped.
 	Next   shard.NodeHandler
 	Logger *slog.Logger
 }
@@ -109,10 +109,9 @@ func (h *ControlHost) Status() ControlStatus {
 	return st
 }
 
-// OnNodeFrame handles node heartbeats and seal replies (shard.NodeHandler) and hands other node-level
-// frames to Next.
+// OnNodeFrame handles node heartbeats (shard.NodeHandler) and hands other node-level frames to Next.
 func (h *ControlHost) OnNodeFrame(s *shard.Shard, from uint16, hd *wire.Header, body []byte) {
-	if hd.Command != wire.CommandNodeHeartbeat && hd.Command != wire.CommandStreamSealReply {
+	if hd.Command != wire.CommandNodeHeartbeat {
 		if h.cfg.Next != nil {
 			h.cfg.Next.OnNodeFrame(s, from, hd, body)
 		} else {
@@ -128,8 +127,8 @@ func (h *ControlHost) OnNodeFrame(s *shard.Shard, from uint16, hd *wire.Header, 
 	_ = h.node.Run(0, func(*shard.Shard) { h.handle(from, &hc, bc) })
 }
 
-// OnSealReply hands a seal reply the node received elsewhere (the stream host, for replies addressed
-// to a stream group) to the controller. Safe from any goroutine.
+// OnSealReply hands a seal reply to the controller. Seal replies are addressed to the stream's group,
+// so they reach the stream host of the primary's node, which calls this. Safe from any goroutine.
 func (h *ControlHost) OnSealReply(from uint16, m wire.StreamSealReply) {
 	_ = h.node.Run(0, func(*shard.Shard) { h.ctl.OnSealReply(from, m); h.g.pump() })
 }
@@ -137,24 +136,14 @@ func (h *ControlHost) OnSealReply(from uint16, m wire.StreamSealReply) {
 // LocalHeartbeat is NodeBeatConfig.Self for a node holding a metadata replica (shard 0).
 func (h *ControlHost) LocalHeartbeat(hd *wire.Header, body []byte) { h.handle(h.g.cfg.Node, hd, body) }
 
-// handle runs on shard 0.
+// handle takes a node heartbeat on shard 0.
 func (h *ControlHost) handle(from uint16, hd *wire.Header, body []byte) {
-	switch hd.Command {
-	case wire.CommandNodeHeartbeat:
-		m, copies, err := wire.DecodeNodeHeartbeat(hd, body)
-		if err != nil {
-			h.dropFrames.Add(1)
-			return
-		}
-		h.ctl.OnHeartbeat(from, m, copies)
-	case wire.CommandStreamSealReply:
-		m, _, err := wire.DecodeStreamSealReply(hd, body)
-		if err != nil {
-			h.dropFrames.Add(1)
-			return
-		}
-		h.ctl.OnSealReply(from, m)
+	m, copies, err := wire.DecodeNodeHeartbeat(hd, body)
+	if err != nil {
+		h.dropFrames.Add(1)
+		return
 	}
+	h.ctl.OnHeartbeat(from, m, copies)
 	h.g.pump()
 }
 

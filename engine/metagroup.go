@@ -54,7 +54,10 @@
 //     as frames on shard 0's links (to this node: LocalFrame).
 //   - A proposal refused at once (not primary, pipeline full) and every proposal out when the replica
 //     loses primacy go back as ProposalDropped; a reply as ProposalDone with its decoded result.
-//   - Node heartbeats and seal replies arriving on another shard are copied to shard 0 with Node.Run.
+//   - Node heartbeats arriving on another shard are copied to shard 0 with Node.Run. Seal replies
+//     are addressed to the stream's group: the stream host of the primary's node hands them over
+//     (ControlHost.OnSealReply), so a primary's node that holds no copy of the stream does not hear
+//     them yet.
 //   - ControlHost.Status (attention, counters) is refreshed every StatusEveryTicks and when primacy
 //     changes, not at every tick: the attention list walks every stream.
 //   - NodeBeat is a group of its own (NodeBeatGroupID: the highest id below the metadata group's that
