@@ -39,8 +39,9 @@ type loadGen struct {
 	body   []byte
 	acked  atomic.Int64
 	wake   chan struct{}
-	sentAt []time.Time     // pacing: when each request was sent (written before its Run)
-	lat    []time.Duration // pacing: produce to confirm, by request (written on the shard)
+	msgs   []stream.Message // requests of one Run (owner's shard goroutine)
+	sentAt []time.Time      // pacing: when each request was sent (written before its Run)
+	lat    []time.Duration  // pacing: produce to confirm, by request (written on the shard)
 }
 
 func newLoadGen(c *cluster) *loadGen {
@@ -64,13 +65,14 @@ func newLoadGen(c *cluster) *loadGen {
 // send queues produces [from, to) on the owner's shard without waiting.
 func (g *loadGen) send(from, to int) {
 	err := g.owner.node.Run(shard.ShardOf(testStream, g.owner.shards), func(s *shard.Shard) {
-		var m stream.Message
+		g.msgs = g.msgs[:0]
 		for i := from; i < to; i++ {
-			m = stream.Message{Kind: stream.KindProduce, Client: 1}
+			m := stream.Message{Kind: stream.KindProduce, Client: 1}
 			m.Produce = wire.Produce{RequestID: uint64(i), Stream: testStream, Incarnation: testIncarnation, Count: 1, Batch: g.body}
-			if err := g.owner.host.Step(s, testStream, &m); err != nil {
-				panic(err)
-			}
+			g.msgs = append(g.msgs, m)
+		}
+		if err := g.owner.host.StepAll(s, testStream, g.msgs); err != nil {
+			panic(err)
 		}
 	})
 	if err != nil {

@@ -179,15 +179,37 @@ func (h *Host) Delete(streamID uint64, done func(error)) error {
 // on shard s, and carries out what it asks at once: m's slices may be reused when Step returns.
 // Replies go to Config.Replies. It runs on s's goroutine (Node.Run, or a frame handler).
 func (h *Host) Step(s *shard.Shard, streamID uint64, m *stream.Message) error {
-	sh := h.shards[s.Index()]
-	cg := sh.copies[streamID]
-	if cg == nil || cg.c == nil || cg.state != stateServing {
-		return fmt.Errorf("%w: %d", ErrUnknownStream, streamID)
+	cg, err := h.serving(s, streamID)
+	if err != nil {
+		return err
 	}
-	cg.syncHead()
 	cg.c.Step(m)
 	cg.carryOut()
 	return nil
+}
+
+// StepAll is Step for several requests to one stream, carried out together: the owner's appends of
+// all of them go to each follower as one prepare (one data frame) instead of one per request.
+func (h *Host) StepAll(s *shard.Shard, streamID uint64, ms []stream.Message) error {
+	cg, err := h.serving(s, streamID)
+	if err != nil {
+		return err
+	}
+	for i := range ms {
+		cg.c.Step(&ms[i])
+	}
+	cg.carryOut()
+	return nil
+}
+
+// serving is the copy of streamID on shard s, serving and told its head.
+func (h *Host) serving(s *shard.Shard, streamID uint64) (*copyGroup, error) {
+	cg := h.shards[s.Index()].copies[streamID]
+	if cg == nil || cg.c == nil || cg.state != stateServing {
+		return nil, fmt.Errorf("%w: %d", ErrUnknownStream, streamID)
+	}
+	cg.syncHead()
+	return cg, nil
 }
 
 // CopyState is one copy's state as its host sees it.
