@@ -24,8 +24,13 @@
 //     durable only once an fsync of its parent directory succeeds under the same rule.
 //   - On PowerLoss each file becomes its durable image plus a random prefix of its unsynced operations,
 //     the last kept write possibly torn (a random prefix of its bytes, at 512-byte sector or at byte
-//     granularity, both drawn); each directory keeps a random prefix of its unsynced changes, so an
-//     unsynced new file may vanish and an unsynced rename may be undone.
+//     granularity, both drawn); each directory keeps part of its unsynced changes, so an unsynced new
+//     file may vanish and an unsynced rename may be undone. Which part is drawn per power loss (its
+//     Report's DirSubset): a random prefix of each directory's changes in completion order, or a
+//     random subset of them, since file systems promise no order among unsynced entries of different
+//     names. In both, a change never survives without the earlier unsynced changes it depends on:
+//     the create or rename that made its name or a directory above it, the unlink or rename that
+//     freed the name it takes, the unlinks that emptied a directory it removes.
 //
 // What it owns: the model (under a mutex, so several rings on several threads may share one Disk) and,
 // during PowerLoss, the files and directories under root that the model knows about.
@@ -50,6 +55,9 @@
 //     opened before PowerLoss must be closed and opened again, as after a reboot.
 //   - After PowerLoss, what exists under root counts as durable again, as after NewDisk; the seeded
 //     generator carries on, so a second PowerLoss draws new choices from the same seed.
+//   - Dependencies between namespace changes are judged by the paths each change named when it ran;
+//     a rename whose source is missing once the kept changes before it are applied is dropped too,
+//     and so are the changes that depend on it.
 //   - A sync applies the operations it covers to the durable image in the order they completed, and
 //     leaves the ones it does not cover pending; a power loss applies a prefix of those after it. Two
 //     overlapping writes in flight at once, one covered and one not, may thus land in an order the

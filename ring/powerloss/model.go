@@ -233,3 +233,58 @@ func (ns names) sortedKeys() []string {
 	sort.Strings(out)
 	return out
 }
+
+// made lists the paths c leaves an entry at: what a later change that uses them depends on.
+func (c *nsChange) made() []string {
+	switch c.kind {
+	case nsCreate, nsMkdir:
+		return []string{c.path}
+	case nsRename:
+		return []string{c.path2}
+	case nsExchange:
+		return []string{c.path, c.path2}
+	}
+	return nil
+}
+
+// freed lists the paths c takes an entry away from.
+func (c *nsChange) freed() []string {
+	if c.kind == nsUnlink || c.kind == nsRename {
+		return []string{c.path}
+	}
+	return nil
+}
+
+// dependsOn says whether c, completed after p, cannot reach the disk without p: c uses a path p made
+// or a directory p made above it (a rename of a file created unsynced, a file in a new directory),
+// c puts an entry where p freed one (a create of the name an unlink or rename emptied), or c removes
+// a directory p emptied (an rmdir after the unlink of its last file).
+func (c *nsChange) dependsOn(p *nsChange) bool {
+	for _, m := range p.made() {
+		if c.touches(m) {
+			return true
+		}
+	}
+	for _, f := range p.freed() {
+		for _, t := range c.made() {
+			if atOrUnder(t, f) {
+				return true
+			}
+		}
+		if c.kind == nsUnlink && f != c.path && atOrUnder(f, c.path) {
+			return true
+		}
+	}
+	return false
+}
+
+// touches says whether any path of c lies at or under p.
+func (c *nsChange) touches(p string) bool {
+	if atOrUnder(c.path, p) {
+		return true
+	}
+	return c.path2 != "" && atOrUnder(c.path2, p)
+}
+
+// atOrUnder says whether path q is p or lies under it.
+func atOrUnder(q, p string) bool { return q == p || strings.HasPrefix(q, p+"/") }

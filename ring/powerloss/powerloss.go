@@ -13,16 +13,22 @@ import (
 // Report says what one PowerLoss dropped or tore. String is a one-line description starting with the
 // seed, so a failing test that prints it is a one-line repro.
 type Report struct {
-	Seed     uint64
-	Loss     int      // which PowerLoss of this Disk it was: 1 for the first
-	Unsynced int      // unsynced file operations and namespace changes the model held
-	Dropped  []string // what was lost, e.g. "write data/0.log@4096+512", "rename a -> b"
-	Torn     []string // writes kept only in part, e.g. "write data/0.log@0+4096 kept 1536"
+	Seed      uint64
+	Loss      int      // which PowerLoss of this Disk it was: 1 for the first
+	DirSubset bool     // directories kept a random subset of their unsynced changes, not a prefix
+	Unsynced  int      // unsynced file operations and namespace changes the model held
+	Dropped   []string // what was lost, e.g. "write data/0.log@4096+512", "rename a -> b"
+	Torn      []string // writes kept only in part, e.g. "write data/0.log@0+4096 kept 1536"
 }
 
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "powerloss seed=%d loss=%d: %d unsynced, dropped %d, torn %d", r.Seed, r.Loss, r.Unsynced, len(r.Dropped), len(r.Torn))
+	order := "prefix"
+	if r.DirSubset {
+		order = "subset"
+	}
+	fmt.Fprintf(&b, "powerloss seed=%d loss=%d: dirs keep a %s, %d unsynced, dropped %d, torn %d",
+		r.Seed, r.Loss, order, r.Unsynced, len(r.Dropped), len(r.Torn))
 	if len(r.Dropped) > 0 {
 		b.WriteString("; dropped: " + strings.Join(r.Dropped, ", "))
 	}
@@ -99,10 +105,14 @@ func copyTree(src, dst string) error {
 	})
 }
 
-// keepNamespace draws, per directory, how many of its unsynced changes survive, and applies the kept
-// ones to the durable namespace in the order they completed.
+// keepNamespace draws which unsynced namespace changes survive and applies them to the durable
+// namespace in the order they completed. Each power loss first draws one of two orders: per
+// directory a random prefix of its changes, or a random subset of them (each directory draws how
+// likely each of its changes is to be kept). In both, a kept change whose dependency was dropped is
+// dropped too (nsChange.dependsOn), across directories as well.
 func (d *Disk) keepNamespace(rng *rand.Rand, rep *Report) names {
 	final := d.durable.clone()
+	rep.DirSubset = rng.IntN(2) == 0
 	dirs := make([]string, 0, len(d.dirs))
 	for dir := range d.dirs {
 		dirs = append(dirs, dir)
@@ -115,15 +125,26 @@ func (d *Disk) keepNamespace(rng *rand.Rand, rep *Report) names {
 	var all []drawn
 	for _, dir := range dirs {
 		list := d.dirs[dir]
-		keep := rng.IntN(len(list) + 1)
+		keep, odds := rng.IntN(len(list)+1), rng.Float64()
 		for i, c := range list {
-			all = append(all, drawn{c, i < keep})
+			kept := i < keep
+			if rep.DirSubset {
+				kept = rng.Float64() < odds
+			}
+			all = append(all, drawn{c, kept})
 		}
 		rep.Unsynced += len(list)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].c.done < all[j].c.done })
+	var dropped []*nsChange
 	for _, x := range all {
+		for _, p := range dropped {
+			if x.kept && x.c.dependsOn(p) {
+				x.kept = false
+			}
+		}
 		if !x.kept || !final.apply(x.c) {
+			dropped = append(dropped, x.c)
 			rep.Dropped = append(rep.Dropped, d.rel(x.c.String()))
 		}
 	}
