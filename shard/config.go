@@ -65,6 +65,16 @@ type Config struct {
 	Schedule heartbeat.Ticks
 	// Listen is the address peer links connect to (default 127.0.0.1:0, an ephemeral port).
 	Listen netip.AddrPort
+	// Secret is the cluster secret that authenticates every peer handshake (wire/auth.go: a challenge
+	// from both ends answered with an HMAC; the secret never crosses the wire). Empty: authentication
+	// off, which only works with an empty secret on every node; a node with a secret refuses a peer
+	// without one, and the other way round (counted in Stats.AuthRefused).
+	Secret []byte
+	// ClientListen is the address clients connect to; unset, the node has no client listener. Every
+	// shard binds its own socket to it with SO_REUSEPORT (port 0: one ephemeral port for all of them,
+	// see Node.ClientAddr). The client options are in client.go (ClientConfig).
+	ClientListen netip.AddrPort
+	Client       ClientConfig
 
 	// Ring configures each shard's ring (default Entries 1024: room for the tick's superblock saves).
 	Ring ring.Config
@@ -169,6 +179,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Client = c.Client.withDefaults()
 	return c
 }
 
@@ -217,7 +228,7 @@ func (c Config) validate() error {
 	if err := c.Schedule.Validate(); err != nil {
 		return fmt.Errorf("%w: schedule: %w", ErrConfig, err)
 	}
-	return nil
+	return c.Client.validate()
 }
 
 // MetadataGroupID is the metadata group's group id. It lives on shard 0 of every node; stream ids

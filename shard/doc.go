@@ -136,6 +136,42 @@
 //     AddGroup while it drains; Stop itself must not be called from a shard goroutine.
 //   - Config.WrapRing wraps the ring everything on the shard uses; other shards' MsgRing wakeups
 //     target the ring as the backend built it, since a backend posts only to its own kind.
+//   - Client listener (client.go, client_conn.go). With Config.ClientListen set, NewNode binds one
+//     listening socket per shard to it with SO_REUSEPORT (port 0: the first socket's ephemeral port
+//     for all), and each shard accepts on its own ring. A client connection lives on the shard that
+//     accepted it for its whole life; the kernel's reuseport hash, not the shard, picks that shard.
+//   - The client handshake is always three frames (ClientHello, ClientChallenge, ClientProof), each
+//     read into a header-sized buffer, nonces and proofs zero without a secret. A hello or proof that
+//     is refused (revision, cluster, secret) is answered with an ErrorReply (CodeInvalidRequest, the
+//     wire error's text), counted (ClientStats.HandshakeErrors, AuthRefused for the secret), and the
+//     connection closes once it is sent; a handshake frame whose header fails closes at once. A client
+//     that has not finished within HandshakeTimeoutTicks of its accept is closed and counted
+//     (HandshakeTimeouts), the same bound as peer handshakes.
+//   - Client requests. The connection's shard decodes each request with its wire decoder before
+//     handing it on, so a malformed one (sound header, bad contents or body checksum, a command that
+//     is not a request, another cluster) is answered there with CodeInvalidRequest and the decoder's
+//     reason, and the connection goes on. A request whose header Group is set (a stream id) runs the
+//     ClientHandler on ShardOf(stream), reached through the cross-shard queue with a copy of the
+//     frame; one without runs on the connection's shard. A full queue stalls the connection on that
+//     frame, as for peer connections. Redirecting to another node's owner is the handler's job (an
+//     ErrorReply with CodeNotOwner and the owner), since the shard knows no stream owners.
+//   - Client replies. ClientRequest names the connection's shard, a connection id never reused on it,
+//     the request id and the stream; Shard.ReplyClient sends a reply there (a copy through the queue
+//     when it is another shard; a full queue refuses it with ErrOutboxFull, for the handler to retry).
+//     A reply to a connection that closed is dropped and counted (RepliesDropped): ids are not reused,
+//     so it never reaches a later connection.
+//   - A client is pushed back on, never buffered without limit: a connection stops reading while it
+//     has ClientConfig.RequestsMax requests unanswered or ClientConfig.OutboxBytes of replies unsent,
+//     and TCP pushes back on the client. Every request is answered exactly once, so the outbox holds
+//     at most OutboxBytes plus RequestsMax replies. Such a connection notices its client closing only
+//     when it reads again.
+//   - A frame above ClientConfig.FrameBytesMax cannot be skipped without reading it, which is what the
+//     limit refuses: it is answered with an ErrorReply naming its size and the limit (request id 0,
+//     the reader does not expose the header) and the connection closes after it. A header that fails
+//     its checks closes the connection at once (BrokenFrames counts both). Other connections are
+//     not touched either way.
+//   - Stop closes client connections like peer connections: shut down and their operations drained.
+//     Client requests and replies still in the cross-shard queues then are discarded unanswered.
 //   - A drained shard waits until every shard of the node has drained (so no MsgRing targets a closed
 //     ring), then closes its sockets, its ring and its wakeup sockets.
 package shard

@@ -34,6 +34,10 @@ type Node struct {
 	perShard    []int // groups per shard, for GroupsPerShardMax
 	nodeHandler NodeHandler
 
+	clientFDs     []int // one listening socket per shard (SO_REUSEPORT), when ClientListen is set
+	clientAddr    netip.AddrPort
+	clientHandler ClientHandler
+
 	wg      sync.WaitGroup // one per shard goroutine
 	drained sync.WaitGroup // every shard has no operation left on its ring
 
@@ -63,6 +67,10 @@ func NewNode(cfg Config) (*Node, error) {
 		}
 	}
 	if err := n.listen(); err != nil {
+		return nil, err
+	}
+	if err := n.listenClients(); err != nil {
+		n.closeListener()
 		return nil, err
 	}
 	return n, nil
@@ -295,6 +303,7 @@ func (s *Shard) beginDrain() {
 	if s.accept && s.node.listenFD >= 0 {
 		_ = unix.Shutdown(s.node.listenFD, unix.SHUT_RDWR)
 	}
+	s.cl.drain()
 }
 
 // release closes the ring and whatever the queues still hold (sockets handed on during the drain).
@@ -314,6 +323,7 @@ func (s *Shard) release() {
 		assert.True(l.fd < 0, "shard: link socket open after the drain")
 	}
 	assert.True(len(s.conns) == 0, "shard: connection open after the drain")
+	assert.True(len(s.cl.conns) == 0, "shard: client connection open after the drain")
 	if err := s.ring.Close(); err != nil {
 		s.log.Warn("shard: ring close", "shard", s.index, "err", err)
 	}
@@ -347,6 +357,7 @@ func (n *Node) Stop() error {
 }
 
 func (n *Node) closeListener() error {
+	n.closeClientListeners()
 	if n.listenFD < 0 {
 		return nil
 	}

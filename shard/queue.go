@@ -17,6 +17,12 @@ const (
 	messageConn                          // an accepted, handshaken connection handed to the target
 )
 
+// Client messages (client.go): the frame and the client field are set.
+const (
+	messageClientRequest messageKind = messageConn + 1 + iota // a client request for a stream the target owns
+	messageClientReply                                        // a reply for a client connection the target holds
+)
+
 // message is one cross-shard message. It is copied by value into the queue's fixed array, so sending
 // a Commit or CommitReply entry allocates nothing.
 type message struct {
@@ -27,6 +33,8 @@ type message struct {
 	frame  []byte // messageFrame: header and body, owned by the message (a copy, not the recv buffer)
 	fd     int    // messageConn
 	peer   wire.Handshake
+
+	client ClientRequest // messageClientRequest, messageClientReply
 }
 
 // spscQueue is a bounded single-producer single-consumer queue: one per ordered pair of shards.

@@ -306,6 +306,10 @@ func (s *Shard) handleMessage(fromShard int, m *message) {
 		}
 	case messageConn:
 		s.adoptConn(m.fd, m.peer)
+	case messageClientRequest, messageClientReply:
+		if !s.draining {
+			s.cl.handleMessage(m)
+		}
 	default:
 		assert.True(false, "shard: message of unknown kind")
 	}
@@ -324,6 +328,7 @@ func (s *Shard) resumeStalled() {
 			c.receive(0)
 		}
 	}
+	s.cl.resume()
 }
 
 // sendWakeups wakes, once per loop turn, every shard this one queued messages for.

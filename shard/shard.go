@@ -58,6 +58,8 @@ type Shard struct {
 	// acceptRetry: the last Accept failed; the next tick posts a new one.
 	acceptRetry bool
 
+	cl clientShard // the client listener's socket and connections on this shard (client.go)
+
 	inbound  []*spscQueue // inbound[j]: from shard j (nil for self)
 	outbound []*spscQueue // outbound[j]: to shard j (nil for self)
 	wakeOwed []bool
@@ -94,6 +96,7 @@ func (s *Shard) run() {
 	if s.accept {
 		s.armAccept()
 	}
+	s.cl.start(s)
 	for {
 		if s.stopping.Load() && !s.draining {
 			s.beginDrain()
@@ -232,6 +235,7 @@ func (s *Shard) runTick(nowNs uint64) {
 	if s.accept {
 		s.expireHandshakes()
 	}
+	s.cl.onTick()
 }
 
 // pollGroups reads each group's role, view and commit, restarts schedules on a change, plans the

@@ -72,6 +72,8 @@ type Stats struct {
 	LinksUp         atomic.Int64
 
 	DrainAbandoned atomic.Uint64 // operations still in flight when the drain deadline passed (Stop)
+
+	Client ClientStats // the client listener (client.go)
 }
 
 // counterDesc pairs a metric name with the Stats field it reads.
@@ -140,6 +142,7 @@ func newCollector(node uint16, shards []*Shard) *collector {
 	counter("recv_bytes_moved_total", "Received bytes moved in user space to make room.", func(s *Stats) float64 { return u(&s.RecvBytesMoved) })
 	counter("node_frames_total", "Node-level frames handed to the node handler.", func(s *Stats) float64 { return u(&s.NodeFrames) })
 	counter("drain_abandoned_total", "Operations abandoned at the drain deadline of Stop.", func(s *Stats) float64 { return u(&s.DrainAbandoned) })
+	clientMetrics(counter, gauge)
 	gauge("groups_busy", "Led groups in the busy state (R20).", func(s *Stats) float64 { return float64(s.GroupsBusy.Load()) })
 	gauge("groups_idle", "Led groups in the idle state (R20).", func(s *Stats) float64 { return float64(s.GroupsIdle.Load()) })
 	gauge("links_up", "Outbound peer links connected.", func(s *Stats) float64 { return float64(s.LinksUp.Load()) })

@@ -1,0 +1,366 @@
+package shard
+
+import (
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// ClientConfig bounds what one client connection may hold on the node. Zero values take the defaults.
+type ClientConfig struct {
+	// OutboxBytes bounds a connection's unsent replies (default 4 MiB): while they reach it, the
+	// connection reads no more requests, so a client that does not read its replies is pushed back
+	// on through TCP.
+	OutboxBytes int
+	// RequestsMax bounds a connection's requests handed on and not answered yet (default 64); the
+	// connection reads no more until one is answered.
+	RequestsMax int
+	// FrameBytesMax is the largest client frame, header included (default 8 MiB + 256). A larger
+	// one is answered with an error and closes the connection.
+	FrameBytesMax int
+}
+
+func (c ClientConfig) withDefaults() ClientConfig {
+	if c.OutboxBytes == 0 {
+		c.OutboxBytes = 4 << 20
+	}
+	if c.RequestsMax == 0 {
+		c.RequestsMax = 64
+	}
+	if c.FrameBytesMax == 0 {
+		c.FrameBytesMax = 8<<20 + wire.HeaderSize
+	}
+	return c
+}
+
+func (c ClientConfig) validate() error {
+	switch {
+	case c.OutboxBytes < 4096:
+		return fmt.Errorf("%w: client outbox bytes %d is below 4096", ErrConfig, c.OutboxBytes)
+	case c.RequestsMax < 1:
+		return fmt.Errorf("%w: client requests max %d is below 1", ErrConfig, c.RequestsMax)
+	case c.FrameBytesMax < wire.HeaderSize || c.FrameBytesMax > wire.FrameSizeMax:
+		return fmt.Errorf("%w: client frame bytes max %d, want %d..%d", ErrConfig, c.FrameBytesMax,
+			wire.HeaderSize, wire.FrameSizeMax)
+	}
+	return nil
+}
+
+// ClientRequest names a client request and where its reply goes: the shard holding the connection,
+// the connection (an id never reused on that shard), the request id the reply echoes, and the stream
+// the request addresses (the header's Group; 0 for requests that name no stream id).
+type ClientRequest struct {
+	Shard     int
+	Conn      uint64
+	RequestID uint64
+	Stream    uint64
+}
+
+// ClientHandler serves client requests. The node sets it with SetClientHandler before Start.
+type ClientHandler interface {
+	// OnClientRequest runs on the shard that owns req.Stream (ShardOf), or on the connection's shard
+	// when the request names no stream. h and body are valid only during the call. Every request
+	// is answered exactly once with Shard.ReplyClient (an error reply at least): the connection
+	// counts its unanswered requests against ClientConfig.RequestsMax.
+	OnClientRequest(s *Shard, req ClientRequest, h *wire.Header, body []byte)
+}
+
+// ClientStats counts the client listener's work on one shard.
+type ClientStats struct {
+	Accepted          atomic.Uint64
+	Open              atomic.Int64  // connections past the handshake
+	HandshakeErrors   atomic.Uint64 // handshakes refused (bad frame, revision, cluster, secret)
+	AuthRefused       atomic.Uint64 // of those, refused for the cluster secret
+	HandshakeTimeouts atomic.Uint64 // closed for not finishing the handshake within HandshakeTimeoutTicks
+	Requests          atomic.Uint64 // requests handed to the handler on this shard
+	Routed            atomic.Uint64 // requests this shard sent to the shard owning their stream
+	BadRequests       atomic.Uint64 // frames answered with CodeInvalidRequest (sound header, bad contents)
+	BrokenFrames      atomic.Uint64 // connections closed for a header that fails its checks or a frame too large
+	RepliesDropped    atomic.Uint64 // replies for a connection that had closed
+	Pushback          atomic.Uint64 // times a connection stopped reading: outbox, requests or queue full
+}
+
+// SetClientHandler sets the handler of client requests. Call it before Start.
+func (n *Node) SetClientHandler(h ClientHandler) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.started {
+		return ErrStarted
+	}
+	n.clientHandler = h
+	return nil
+}
+
+// ClientAddr is the address clients connect to (the zero value when there is no client listener).
+func (n *Node) ClientAddr() netip.AddrPort { return n.clientAddr }
+
+// listenClients binds one listening socket per shard to ClientListen with SO_REUSEPORT: the kernel
+// spreads new connections over them and each shard accepts on its own.
+func (n *Node) listenClients() error {
+	if !n.cfg.ClientListen.IsValid() {
+		return nil
+	}
+	want := n.cfg.ClientListen
+	for range n.cfg.Shards {
+		fd, bound, err := listenReusePort(want)
+		if err != nil {
+			n.closeClientListeners()
+			return fmt.Errorf("shard: client listener %v: %w", n.cfg.ClientListen, err)
+		}
+		n.clientFDs = append(n.clientFDs, fd)
+		want, n.clientAddr = bound, bound // port 0: the others join the port the first one got
+	}
+	return nil
+}
+
+func listenReusePort(ap netip.AddrPort) (int, netip.AddrPort, error) {
+	domain := unix.AF_INET
+	var sa unix.Sockaddr = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	if !ap.Addr().Is4() {
+		domain = unix.AF_INET6
+		sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+	}
+	fd, err := unix.Socket(domain, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, netip.AddrPort{}, fmt.Errorf("socket: %w", err)
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+		unix.Close(fd)
+		return -1, netip.AddrPort{}, fmt.Errorf("SO_REUSEPORT: %w", err)
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return -1, netip.AddrPort{}, fmt.Errorf("bind: %w", err)
+	}
+	if err := unix.Listen(fd, 512); err != nil {
+		unix.Close(fd)
+		return -1, netip.AddrPort{}, fmt.Errorf("listen: %w", err)
+	}
+	got, err := unix.Getsockname(fd)
+	if err != nil {
+		unix.Close(fd)
+		return -1, netip.AddrPort{}, fmt.Errorf("getsockname: %w", err)
+	}
+	switch b := got.(type) {
+	case *unix.SockaddrInet4:
+		return fd, netip.AddrPortFrom(netip.AddrFrom4(b.Addr), uint16(b.Port)), nil
+	case *unix.SockaddrInet6:
+		return fd, netip.AddrPortFrom(netip.AddrFrom16(b.Addr), uint16(b.Port)), nil
+	}
+	unix.Close(fd)
+	return -1, netip.AddrPort{}, fmt.Errorf("getsockname: unexpected address %T", got)
+}
+
+func (n *Node) closeClientListeners() {
+	for _, fd := range n.clientFDs {
+		unix.Close(fd)
+	}
+	n.clientFDs = nil
+}
+
+// clientShard is one shard's part of the client listener: its listening socket and its connections.
+type clientShard struct {
+	s           *Shard
+	fd          int // the shard's listening socket; -1 without a client listener
+	accepting   bool
+	acceptRetry bool
+	conns       []*clientConn
+	byID        map[uint64]*clientConn
+	nextID      uint64
+}
+
+// start readies the shard's client side and posts its first Accept (shard goroutine).
+func (c *clientShard) start(s *Shard) {
+	c.s, c.fd = s, -1
+	c.byID = make(map[uint64]*clientConn)
+	if s.index < len(s.node.clientFDs) {
+		c.fd = s.node.clientFDs[s.index]
+		c.armAccept()
+	}
+}
+
+func (c *clientShard) armAccept() {
+	if c.fd < 0 || c.accepting || c.s.draining {
+		return
+	}
+	if err := c.s.ring.Accept(c, 0, c.fd, 0); err != nil {
+		c.acceptRetry = true
+		return
+	}
+	c.accepting = true
+}
+
+// Complete handles the listening socket's Accept.
+func (c *clientShard) Complete(r ring.Completion) {
+	c.accepting = false
+	s := c.s
+	if r.Res < 0 {
+		if !s.draining {
+			s.log.Warn("shard: client accept failed", "shard", s.index, "err", r.Err())
+			c.acceptRetry = true // out of fds or transient: retried at the next tick
+		}
+		return
+	}
+	fd := int(r.Res)
+	if s.draining {
+		unix.Close(fd)
+		return
+	}
+	c.armAccept()
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	c.nextID++
+	cn := &clientConn{s: s, id: c.nextID, fd: fd, state: clientHello, acceptTick: s.tick.Number}
+	c.conns = append(c.conns, cn)
+	c.byID[cn.id] = cn
+	s.stats.Client.Accepted.Add(1)
+	cn.postRecv()
+}
+
+// onTick retries a failed Accept and closes connections whose handshake took too long.
+func (c *clientShard) onTick() {
+	if c.acceptRetry {
+		c.acceptRetry = false
+		c.armAccept()
+	}
+	now := c.s.tick.Number
+	for i := len(c.conns) - 1; i >= 0; i-- { // backwards: close may remove c.conns[i]
+		cn := c.conns[i]
+		if (cn.state == clientHello || cn.state == clientProving) && now-cn.acceptTick >= c.s.cfg.HandshakeTimeoutTicks {
+			c.s.stats.Client.HandshakeTimeouts.Add(1)
+			cn.close()
+		}
+	}
+}
+
+// drain shuts the listening socket and every connection down for Stop.
+func (c *clientShard) drain() {
+	if c.fd >= 0 {
+		_ = unix.Shutdown(c.fd, unix.SHUT_RDWR)
+	}
+	for i := len(c.conns) - 1; i >= 0; i-- {
+		c.conns[i].close()
+	}
+}
+
+// resume retries the connections that stopped on a full queue or at a bound.
+func (c *clientShard) resume() {
+	for i := len(c.conns) - 1; i >= 0; i-- {
+		if cn := c.conns[i]; cn.stalled {
+			cn.receive(0)
+		}
+	}
+}
+
+func (c *clientShard) remove(cn *clientConn) {
+	delete(c.byID, cn.id)
+	for i, x := range c.conns {
+		if x == cn {
+			c.conns = append(c.conns[:i], c.conns[i+1:]...)
+			return
+		}
+	}
+}
+
+// ReplyClient sends frame, a whole reply frame echoing req.RequestID, on req's connection. Call it on
+// the shard goroutine of s, once per request. A reply for a connection on another shard goes there
+// through the cross-shard queue (frame is copied); when that queue is full, nothing is queued and
+// the error wraps ErrOutboxFull: try again on a later turn. A reply to a closed connection is dropped
+// and counted (ClientStats.RepliesDropped).
+func (s *Shard) ReplyClient(req ClientRequest, frame []byte) error {
+	if req.Shard == s.index {
+		s.cl.deliver(req, frame)
+		return nil
+	}
+	if req.Shard < 0 || req.Shard >= len(s.node.shards) {
+		return fmt.Errorf("%w: client reply for shard %d of %d", ErrConfig, req.Shard, len(s.node.shards))
+	}
+	m := &s.scratch
+	*m = message{kind: messageClientReply, client: req, frame: append([]byte(nil), frame...)}
+	if !s.push(req.Shard, m) {
+		*m = message{}
+		return fmt.Errorf("%w: the queue to shard %d is full", ErrOutboxFull, req.Shard)
+	}
+	return nil
+}
+
+// deliver puts a reply in its connection's outbox.
+func (c *clientShard) deliver(req ClientRequest, frame []byte) {
+	cn := c.byID[req.Conn]
+	if cn == nil || cn.state != clientOpen {
+		c.s.stats.Client.RepliesDropped.Add(1)
+		return
+	}
+	if cn.pending > 0 {
+		cn.pending--
+	}
+	cn.out = append(cn.out, frame...)
+	cn.kick()
+}
+
+// handleMessage takes a client request routed here by the connection's shard, or a reply routed
+// back to it.
+func (c *clientShard) handleMessage(m *message) {
+	s := c.s
+	switch m.kind {
+	case messageClientReply:
+		c.deliver(m.client, m.frame)
+	case messageClientRequest:
+		h, body, err := wire.ParseFrame(m.frame)
+		if err != nil || s.node.clientHandler == nil {
+			return // checked by the connection's shard before it was routed
+		}
+		s.header = h
+		s.stats.Client.Requests.Add(1)
+		s.node.clientHandler.OnClientRequest(s, m.client, &s.header, body)
+	}
+}
+
+// checkRequest decodes a client request as its handler will, so that a malformed one is answered by
+// the shard that received it with the decoder's reason. It returns an error for anything that is not
+// a request a client may send once its handshake is done.
+func checkRequest(h *wire.Header, body []byte) error {
+	var err error
+	switch h.Command {
+	case wire.CommandCreateStream:
+		_, err = wire.DecodeCreateStream(h, body)
+	case wire.CommandDeleteStream:
+		_, err = wire.DecodeDeleteStream(h, body)
+	case wire.CommandListStreams:
+		_, err = wire.DecodeListStreams(h, body)
+	case wire.CommandProduce:
+		_, err = wire.DecodeProduce(h, body)
+	case wire.CommandFetch:
+		_, err = wire.DecodeFetch(h, body)
+	case wire.CommandCommitCursor:
+		_, err = wire.DecodeCommitCursor(h, body)
+	case wire.CommandGetCursor:
+		_, err = wire.DecodeGetCursor(h, body)
+	case wire.CommandLookupStream:
+		_, err = wire.DecodeLookupStream(h, body)
+	default:
+		err = fmt.Errorf("%w: %s is not a client request", wire.ErrUnknownCommand, h.Command)
+	}
+	return err
+}
+
+// clientMetrics adds the client listener's counters to the shard collector.
+func clientMetrics(counter, gauge func(name, help string, get func(*Stats) float64)) {
+	u := func(a *atomic.Uint64) float64 { return float64(a.Load()) }
+	counter("client_accepted_total", "Client connections accepted.", func(s *Stats) float64 { return u(&s.Client.Accepted) })
+	counter("client_handshake_errors_total", "Client handshakes refused.", func(s *Stats) float64 { return u(&s.Client.HandshakeErrors) })
+	counter("client_auth_refused_total", "Client handshakes refused for the cluster secret.", func(s *Stats) float64 { return u(&s.Client.AuthRefused) })
+	counter("client_handshake_timeouts_total", "Client connections closed for an unfinished handshake.", func(s *Stats) float64 { return u(&s.Client.HandshakeTimeouts) })
+	counter("client_requests_total", "Client requests handed to the handler.", func(s *Stats) float64 { return u(&s.Client.Requests) })
+	counter("client_requests_routed_total", "Client requests sent to the shard owning their stream.", func(s *Stats) float64 { return u(&s.Client.Routed) })
+	counter("client_bad_requests_total", "Client frames answered with an invalid-request error.", func(s *Stats) float64 { return u(&s.Client.BadRequests) })
+	counter("client_broken_frames_total", "Client connections closed for a bad header or a frame too large.", func(s *Stats) float64 { return u(&s.Client.BrokenFrames) })
+	counter("client_replies_dropped_total", "Replies for client connections that had closed.", func(s *Stats) float64 { return u(&s.Client.RepliesDropped) })
+	counter("client_pushback_total", "Times a client connection stopped reading at a bound.", func(s *Stats) float64 { return u(&s.Client.Pushback) })
+	gauge("client_connections", "Client connections past their handshake.", func(s *Stats) float64 { return float64(s.Client.Open.Load()) })
+}
