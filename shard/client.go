@@ -224,6 +224,9 @@ func (c *clientShard) Complete(r ring.Completion) {
 
 // onTick retries a failed Accept and closes connections whose handshake took too long.
 func (c *clientShard) onTick() {
+	if c.s == nil {
+		return // a shard ticked without its loop (tests)
+	}
 	if c.acceptRetry {
 		c.acceptRetry = false
 		c.armAccept()
