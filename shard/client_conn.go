@@ -179,22 +179,26 @@ func (cn *clientConn) replyError(h *wire.Header, err error) {
 	if len(msg) > wire.MessageSizeMax {
 		msg = msg[:wire.MessageSizeMax]
 	}
-	var id uint64
+	var id, stream uint64
 	if h != nil {
-		id = binary.LittleEndian.Uint64(h.Area[:8])
+		id, stream = binary.LittleEndian.Uint64(h.Area[:8]), h.Group
 	}
 	from := wire.From{Cluster: cn.s.cfg.Cluster, Node: cn.s.cfg.Node}
-	cn.out = wire.AppendErrorReply(cn.out, from, &wire.ErrorReply{RequestID: id, Code: wire.CodeInvalidRequest,
-		Message: []byte(msg)})
+	cn.out = wire.AppendErrorReply(cn.out, from, &wire.ErrorReply{RequestID: id, Stream: stream,
+		Code: wire.CodeInvalidRequest, Message: []byte(msg)})
 }
 
 // receive hands on the requests completed by n bytes just received (0: retry a stalled one) and reads
 // on, unless a bound or a full queue stopped it.
 func (cn *clientConn) receive(n int) {
 	err := cn.in.Commit(n, cn)
+	was := cn.stalled
 	cn.stalled = errors.Is(err, wire.ErrStall)
 	switch {
 	case cn.stalled:
+		if !was {
+			cn.s.stats.Client.Pushback.Add(1) // counted once per stop, not per retry
+		}
 		return
 	case errors.Is(err, wire.ErrFrameTooLarge):
 		// The header held, so the client is told; its body cannot be skipped without reading it,
@@ -215,7 +219,6 @@ func (cn *clientConn) HandleFrame(h wire.Header, body, frame []byte) error {
 	s := cn.s
 	cfg := &s.cfg.Client
 	if cn.pending >= cfg.RequestsMax || len(cn.out)+len(cn.sending)-cn.sendOff >= cfg.OutboxBytes {
-		s.stats.Client.Pushback.Add(1)
 		return wire.ErrStall
 	}
 	err := checkRequest(&h, body)
@@ -241,7 +244,6 @@ func (cn *clientConn) HandleFrame(h wire.Header, body, frame []byte) error {
 		*m = message{kind: messageClientRequest, client: req, frame: append([]byte(nil), frame...)}
 		if !s.push(target, m) {
 			*m = message{}
-			s.stats.Client.Pushback.Add(1)
 			return wire.ErrStall
 		}
 		s.stats.Client.Routed.Add(1)

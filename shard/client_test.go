@@ -303,7 +303,7 @@ func TestClientBadFramesDisturbNoOne(t *testing.T) {
 		if _, err := malformed.Write(bad); err != nil {
 			t.Fatal(err)
 		}
-		if e := readError(t, malformed); e.RequestID != 77 || e.Code != wire.CodeInvalidRequest ||
+		if e := readError(t, malformed); e.RequestID != 77 || e.Stream != 4 || e.Code != wire.CodeInvalidRequest ||
 			!strings.Contains(string(e.Message), "bytes_max") {
 			t.Fatalf("malformed fetch: reply %d %d %q", e.RequestID, e.Code, e.Message)
 		}
@@ -369,8 +369,8 @@ func TestClientPushbackAndReplyToClosed(t *testing.T) {
 		if got := held(); len(got) != 2 {
 			t.Fatalf("%d requests handed on with RequestsMax 2", len(got))
 		}
-		if _, _, _, _, _, _, _, _, pb := clientTotals(n); pb == 0 {
-			t.Fatal("no pushback counted")
+		if _, _, _, _, _, _, _, _, pb := clientTotals(n); pb != 1 {
+			t.Fatalf("pushback counted %d times over 20 ticks of one stop, want 1", pb)
 		}
 		answerOn := func(req shard.ClientRequest) {
 			if err := n.Run(shard.ShardOf(req.Stream, 2), func(s *shard.Shard) { answer(s, req) }); err != nil {
@@ -425,6 +425,42 @@ func TestClientStopWithConnectionsOpen(t *testing.T) {
 		stopWithin(t, n, liveness, "stop with clients")
 		for _, c := range append(conns, mid) {
 			expectClosed(t, c, "client at Stop")
+		}
+	})
+}
+
+// fixedHandler answers with an error reply built in a buffer it reuses (one shard only).
+type fixedHandler struct{ buf []byte }
+
+func (f *fixedHandler) OnClientRequest(s *shard.Shard, req shard.ClientRequest, h *wire.Header, body []byte) {
+	f.buf = wire.AppendErrorReply(f.buf[:0], wire.From{Cluster: testCluster, Node: 1},
+		&wire.ErrorReply{RequestID: req.RequestID, Stream: req.Stream, Code: wire.CodeUnknownStream})
+	if err := s.ReplyClient(req, f.buf); err != nil {
+		panic(err)
+	}
+}
+
+// A request served on the connection's own shard, and its reply, allocate nothing on the node.
+func TestClientRequestAllocatesNothing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b ring.Backend) {
+		n := newClientNode(t, b, 1, "", &fixedHandler{}, nil)
+		defer stopWithin(t, n, liveness, "stop")
+		c, _ := dialClient(t, n.ClientAddr(), "")
+		req := fetchFrame(1, 9)
+		reply := make([]byte, wire.HeaderSize)
+		trip := func() {
+			if _, err := c.Write(req); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(c, reply); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 50 {
+			trip()
+		}
+		if a := testing.AllocsPerRun(500, trip); a > 0 {
+			t.Fatalf("%.2f allocations per request and reply", a)
 		}
 	})
 }
