@@ -17,6 +17,7 @@ type connState uint8
 const (
 	connHandshaking connState = iota + 1 // reading the dialer's handshake (on the accepting shard)
 	connReplying                         // sending ours back, then handing the socket on
+	connProving                          // with a secret: reading the dialer's proof, then handing on
 	connOpen                             // receiving frames on the shard that owns it
 	connClosing                          // shut down, waiting for the ring
 )
@@ -27,16 +28,18 @@ const (
 )
 
 // conn is a connection a peer's shard dialed to this node. The accepting shard (shard 0) reads the
-// dialer's handshake, answers with its own, and hands the socket to shard (dialer's shard mod S) of
-// this node through the cross-shard queue; that shard reads Commit batches, reply batches and group
-// frames from it. Nothing is sent on it after the handshake: this node answers on its own links.
+// dialer's handshake, answers with its own, with a cluster secret reads the dialer's proof, and hands
+// the socket to shard (dialer's shard mod S) of this node through the cross-shard queue; that shard
+// reads Commit batches, reply batches and group frames from it. Nothing is sent on it after the
+// handshake: this node answers on its own links.
 type conn struct {
 	s            *Shard
 	fd           int
 	state        connState
-	peer         wire.Handshake
-	hello        handshakeBuf // the dialer's handshake, on the accepting shard
-	in           peerReader   // frames, on the shard that owns the connection
+	peer         wire.Handshake // the dialer's handshake (only Node once handed on)
+	ours         wire.Handshake // our answer, kept for the proof's transcript
+	hello        handshakeBuf   // the dialer's handshake, on the accepting shard
+	in           peerReader     // frames, on the shard that owns the connection
 	reply        []byte
 	replyOff     int
 	recvInFlight bool
@@ -78,13 +81,14 @@ func (s *Shard) onAccept(c ring.Completion) {
 	cn.postRecv()
 }
 
-// adoptConn takes over a connection handed on by the accepting shard.
-func (s *Shard) adoptConn(fd int, peer wire.Handshake) {
+// adoptConn takes over a connection from node peer, handed on by the accepting shard.
+func (s *Shard) adoptConn(fd int, peer uint16) {
 	if s.draining {
 		unix.Close(fd)
 		return
 	}
-	cn := &conn{s: s, fd: fd, state: connOpen, peer: peer, in: newPeerReader(s, peer.Node, s.cfg.RecvBufferBytes)}
+	cn := &conn{s: s, fd: fd, state: connOpen, peer: wire.Handshake{Node: peer},
+		in: newPeerReader(s, peer, s.cfg.RecvBufferBytes)}
 	s.conns = append(s.conns, cn)
 	cn.postRecv()
 }
@@ -104,7 +108,7 @@ func (cn *conn) Complete(c ring.Completion) {
 }
 
 func (cn *conn) onRecv(c ring.Completion) {
-	if cn.state != connHandshaking && cn.state != connOpen {
+	if cn.state != connHandshaking && cn.state != connProving && cn.state != connOpen {
 		return
 	}
 	if c.Res <= 0 {
@@ -112,13 +116,17 @@ func (cn *conn) onRecv(c ring.Completion) {
 		return
 	}
 	cn.s.stats.BytesReceived.Add(uint64(c.Res))
-	if cn.state == connHandshaking {
+	if cn.state != connOpen {
 		cn.hello.n += int(c.Res)
 		if !cn.hello.full() {
 			cn.postRecv()
 			return
 		}
-		cn.onHandshake()
+		if cn.state == connHandshaking {
+			cn.onHandshake()
+		} else {
+			cn.onProof()
+		}
 		return
 	}
 	cn.receive(int(c.Res))
@@ -138,16 +146,20 @@ func (cn *conn) onHandshake() {
 	if err == nil && s.byNode[hs.Node] == nil {
 		err = fmt.Errorf("%w: node %d", ErrUnknownPeer, hs.Node)
 	}
+	if err == nil {
+		err = hs.CheckAuth(s.cfg.Secret)
+	}
 	if err != nil {
-		s.stats.HandshakeErrors.Add(1)
-		s.log.Warn("shard: handshake refused", "err", err)
-		cn.close()
+		cn.refuse(err)
 		return
 	}
 	cn.peer = hs
 	cn.state = connReplying
-	cn.reply = wire.AppendHandshake(nil, wire.Handshake{Node: s.cfg.Node, Cluster: s.cfg.Cluster,
-		Revision: wire.Revision, Shard: uint16(s.index), ShardCount: uint16(len(s.node.shards))})
+	cn.ours = s.handshake()
+	if len(s.cfg.Secret) > 0 {
+		cn.ours.Proof = wire.AcceptorProof(s.cfg.Secret, &cn.peer, &cn.ours)
+	}
+	cn.reply = wire.AppendHandshake(nil, cn.ours)
 	cn.postSend()
 }
 
@@ -164,6 +176,12 @@ func (cn *conn) onSend(c ring.Completion) {
 		cn.postSend()
 		return
 	}
+	if len(cn.s.cfg.Secret) > 0 {
+		cn.state = connProving
+		cn.hello.n = 0
+		cn.postRecv()
+		return
+	}
 	cn.handOn()
 }
 
@@ -177,11 +195,11 @@ func (cn *conn) handOn() {
 	}
 	s.removeConn(cn)
 	if target == s.index {
-		s.adoptConn(cn.fd, cn.peer)
+		s.adoptConn(cn.fd, cn.peer.Node)
 		return
 	}
 	m := &s.scratch
-	*m = message{kind: messageConn, fd: cn.fd, peer: cn.peer}
+	*m = message{kind: messageConn, fd: cn.fd, peer: cn.peer.Node}
 	if !s.push(target, m) {
 		s.log.Warn("shard: connection dropped, target shard's queue is full", "target", target)
 		unix.Close(cn.fd)
@@ -206,8 +224,8 @@ func (cn *conn) postRecv() {
 		return
 	}
 	var buf []byte
-	if cn.state == connHandshaking {
-		buf = cn.hello.space() // the handshake and not a byte more
+	if cn.state == connHandshaking || cn.state == connProving {
+		buf = cn.hello.space() // the handshake (or the proof) and not a byte more
 	} else {
 		buf = cn.in.free()
 	}
@@ -269,7 +287,7 @@ func (s *Shard) removeConn(cn *conn) {
 func (s *Shard) expireHandshakes() {
 	for i := len(s.conns) - 1; i >= 0; i-- { // backwards: close may remove s.conns[i]
 		cn := s.conns[i]
-		if (cn.state == connHandshaking || cn.state == connReplying) &&
+		if (cn.state == connHandshaking || cn.state == connReplying || cn.state == connProving) &&
 			s.tick.Number-cn.acceptTick >= s.cfg.HandshakeTimeoutTicks {
 			s.stats.HandshakeErrors.Add(1)
 			cn.close()

@@ -115,6 +115,13 @@
 //     per-peer reply outbox until the end of the shard's next tick (R27, R28).
 //   - Connect plus handshake must finish within HandshakeTimeoutTicks on both ends; a peer that accepts
 //     and never answers, or a dialer that never sends its handshake, is closed and counted.
+//   - Who may connect: with Config.Secret set, each handshake carries a fresh nonce (crypto/rand),
+//     shard 0's answer carries its proof (wire.AcceptorProof), and the dialer checks it before its link
+//     is up, then puts its own proof (wire.DialerProof) first in the outbox, ahead of any batch or data
+//     frame. Shard 0 reads exactly that one frame and checks it before it hands the socket on. Wrong,
+//     missing or unexpected proofs close the connection, are logged with the wire.ErrAuth* reason and
+//     counted (Stats.AuthRefused and HandshakeErrors); the other links carry on. An empty secret on
+//     every node turns authentication off; a node with a secret and one without refuse each other.
 //   - Groups get the shard's ring through Sender.Ring for their own I/O, on the shard goroutine; the
 //     shard's own superblock saves (R12) use the same ring.
 //   - Control functions (Node.Run) go through a mutex-guarded slice per shard, swapped once per turn:

@@ -69,9 +69,13 @@ type link struct {
 	batchOpen bool
 	replies   []wire.CommitReplyEntry // the reply outbox (R27), capacity ReplyOutboxEntries
 
-	hello     handshakeBuf // the peer's handshake, while handshaking
-	in        peerReader   // frames, once up
-	handshake []byte
+	hello     handshakeBuf   // the peer's handshake, while handshaking
+	in        peerReader     // frames, once up
+	ours      wire.Handshake // the handshake sent on this connection (fresh nonce with a secret)
+	handshake []byte         // its frame, kept until its send completes
+	// proofPending: the outbox starts with the proof of the cluster secret; nothing else may be sent
+	// before it (no data frame jumps ahead of it).
+	proofPending bool
 
 	attempts  uint
 	retryTick uint64
@@ -92,8 +96,6 @@ func newLink(s *Shard, p Peer) (*link, error) {
 		data:    newDataQueue(s.cfg.DataQueueFrames),
 		in:      newPeerReader(s, p.Node, linkRecvBytes),
 	}
-	l.handshake = wire.AppendHandshake(nil, wire.Handshake{Node: s.cfg.Node, Cluster: s.cfg.Cluster,
-		Revision: wire.Revision, Shard: uint16(s.index), ShardCount: uint16(len(s.node.shards))})
 	return l, nil
 }
 
@@ -182,6 +184,8 @@ func (l *link) onConnect(c ring.Completion) {
 	}
 	l.state = linkHandshaking
 	l.hello.n = 0
+	l.ours = l.s.handshake() // a fresh nonce for each connection
+	l.handshake = wire.AppendHandshake(l.handshake[:0], l.ours)
 	l.sending = append(l.sending[:0], l.handshake...)
 	l.sendOff = 0
 	l.postSend()
@@ -225,10 +229,21 @@ func (l *link) onRecv(c ring.Completion) {
 			l.postRecv()
 			return
 		}
-		if err := l.checkHandshake(); err != nil {
+		proof, err := l.checkHandshake()
+		if err != nil {
 			l.s.stats.HandshakeErrors.Add(1)
+			if isAuthErr(err) {
+				l.s.stats.AuthRefused.Add(1)
+				l.s.log.Warn("shard: peer refused", "shard", l.s.index, "peer", l.peer.Node, "err", err)
+			}
 			l.fail(err)
 			return
+		}
+		if len(l.s.cfg.Secret) > 0 {
+			// The outbox is empty while the link is not up: the proof goes first, ahead of any batch.
+			assert.True(len(l.out) == 0, "shard: outbox filled before the link was up")
+			l.out = wire.AppendHandshakeProof(l.out, l.s.cfg.Cluster, l.s.cfg.Node, proof)
+			l.proofPending = true
 		}
 		l.state = linkUp
 		l.up.Store(true)
@@ -241,25 +256,6 @@ func (l *link) onRecv(c ring.Completion) {
 		return
 	}
 	l.receive(int(c.Res))
-}
-
-// checkHandshake checks the peer's handshake: its cluster, revision (R18) and node id.
-func (l *link) checkHandshake() error {
-	h, body, err := wire.ParseFrame(l.hello.buf[:])
-	if err != nil {
-		return err
-	}
-	hs, err := wire.DecodeHandshake(&h, body)
-	if err != nil {
-		return err
-	}
-	if err := hs.Check(l.s.cfg.Cluster); err != nil {
-		return err
-	}
-	if hs.Node != l.peer.Node {
-		return fmt.Errorf("%w: peer at %v says it is node %d, want %d", ErrUnknownPeer, l.peer.Addr, hs.Node, l.peer.Node)
-	}
-	return nil
 }
 
 // receive hands the frames completed by n bytes just received (0: retry a stalled frame) to the shard
@@ -316,7 +312,10 @@ func (l *link) kick() {
 		return
 	}
 	outReady := len(l.out) > 0 && !l.batchOpen
-	if l.data.n > 0 && (l.dataNext || !outReady) {
+	if l.proofPending && !outReady {
+		return // the proof leaves first, with the batches appended behind it
+	}
+	if l.data.n > 0 && (l.dataNext || !outReady) && !l.proofPending {
 		l.dataNext = false
 		l.sendOff = 0
 		l.postData()
@@ -326,6 +325,7 @@ func (l *link) kick() {
 		return
 	}
 	l.dataNext = true
+	l.proofPending = false
 	l.out, l.sending = l.sending[:0], l.out
 	l.records, l.sendingRecords = l.sendingRecords[:0], l.records
 	l.sendOff = 0
@@ -377,6 +377,7 @@ func (l *link) fail(err error) {
 	st.BytesDroppedSendFail.Add(uint64(len(l.out) + len(l.sending) - l.sendOff))
 	st.RepliesDroppedLinkDown.Add(uint64(len(l.replies)))
 	l.out = l.out[:0]
+	l.proofPending = false
 	l.replies = l.replies[:0]
 	l.batchOpen = false
 	l.refused = false

@@ -32,7 +32,7 @@ type message struct {
 	reply  wire.CommitReplyEntry
 	frame  []byte // messageFrame: header and body, owned by the message (a copy, not the recv buffer)
 	fd     int    // messageConn
-	peer   wire.Handshake
+	peer   uint16 // messageConn: the node that dialed it
 
 	client ClientRequest // messageClientRequest, messageClientReply
 }

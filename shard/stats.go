@@ -69,6 +69,7 @@ type Stats struct {
 	LinkConnects    atomic.Uint64
 	LinkFailures    atomic.Uint64
 	HandshakeErrors atomic.Uint64
+	AuthRefused     atomic.Uint64 // handshakes refused for the cluster secret (wrong, missing, unexpected); also in HandshakeErrors
 	LinksUp         atomic.Int64
 
 	DrainAbandoned atomic.Uint64 // operations still in flight when the drain deadline passed (Stop)
@@ -136,6 +137,8 @@ func newCollector(node uint16, shards []*Shard) *collector {
 	counter("bytes_sent_total", "Bytes sent on peer links.", func(s *Stats) float64 { return u(&s.BytesSent) })
 	counter("bytes_received_total", "Bytes received on peer links.", func(s *Stats) float64 { return u(&s.BytesReceived) })
 	counter("link_failures_total", "Peer link failures.", func(s *Stats) float64 { return u(&s.LinkFailures) })
+	counter("handshake_errors_total", "Peer handshakes refused or timed out, on both ends.", func(s *Stats) float64 { return u(&s.HandshakeErrors) })
+	counter("auth_refused_total", "Peer handshakes refused for the cluster secret (wrong, missing or unexpected).", func(s *Stats) float64 { return u(&s.AuthRefused) })
 	counter("data_frames_sent_total", "SendData frames the kernel took whole.", func(s *Stats) float64 { return u(&s.DataFramesSent) })
 	counter("data_bytes_sent_total", "Bytes of SendData frames sent.", func(s *Stats) float64 { return u(&s.DataBytesSent) })
 	counter("data_frames_dropped_total", "SendData frames reported not sent.", func(s *Stats) float64 { return u(&s.DataFramesDropped) })

@@ -234,7 +234,7 @@ func TestSecretFile(t *testing.T) {
 
 // TestConverters: the other packages' configs come out filled and valid.
 func TestConverters(t *testing.T) {
-	text := "[node]\nid = 2\n[cluster]\ntick_ms = 5\nassignment_policy = \"count_durable(2)\"\n" +
+	text := "[node]\nid = 2\n[cluster]\ntick_ms = 5\nassignment_policy = \"count_durable(2)\"\nsecret = \"0123456789abcdef\"\n" +
 		"[shards]\ncount = 3\npin_cores = true\nring_backend = \"fallback\"\n" +
 		"[storage]\nsegment_bytes = 1048576\nretention_bytes = 5000\nretention_age = \"1h\"\n[metadata]\nreplicas = [3, 2, 1]"
 	c, err := config.Parse([]byte(text), t.TempDir())
@@ -243,7 +243,7 @@ func TestConverters(t *testing.T) {
 	}
 	sc := c.Shard()
 	if sc.Node != 2 || sc.Cluster != 1 || sc.Shards != 3 || !sc.PinCores || sc.Tick.Milliseconds() != 5 ||
-		sc.Ring.Backend != ring.BackendFallback || sc.Schedule.BroadcastIntervalTicks != 100 || sc.Listen.Port() != 7001 {
+		sc.Ring.Backend != ring.BackendFallback || string(sc.Secret) != "0123456789abcdef" || sc.Schedule.BroadcastIntervalTicks != 100 || sc.Listen.Port() != 7001 {
 		t.Fatalf("shard config %+v", sc)
 	}
 	if err := sc.Validate(); err != nil {

@@ -15,7 +15,7 @@ import (
 )
 
 // Shard is the shard runtime's config: node and cluster ids, shard count and pinning, tick, schedule,
-// peer listen address and ring. The caller adds what is not configuration (logger, registry).
+// peer listen address, cluster secret and ring. The caller adds what is not configuration (logger, registry).
 func (c *Config) Shard() shard.Config {
 	f := &c.File
 	return shard.Config{
@@ -26,6 +26,7 @@ func (c *Config) Shard() shard.Config {
 		Tick:     time.Duration(f.Cluster.TickMs) * time.Millisecond,
 		Schedule: c.Schedule,
 		Listen:   c.Listen,
+		Secret:   c.Secret,
 		Ring:     ring.Config{Backend: ring.Backend(f.Shards.RingBackend), Entries: f.Shards.RingEntries},
 	}
 }
