@@ -83,7 +83,7 @@ func newConfigCheckCommand() *cobra.Command {
 					fmt.Fprintf(out, "warning: %s\n", w)
 				}
 				if res.Valid {
-					fmt.Fprintf(out, "%s: valid: node %d of cluster %d, %d shards, %d warnings\n", path, res.Node,
+					fmt.Fprintf(out, "%s: valid: node %d of cluster %d, %d shards, %d warning(s)\n", path, res.Node,
 						res.Cluster, res.Shards, len(res.Warnings))
 				}
 			}
