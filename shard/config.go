@@ -65,10 +65,10 @@ type Config struct {
 	Schedule heartbeat.Ticks
 	// Listen is the address peer links connect to (default 127.0.0.1:0, an ephemeral port).
 	Listen netip.AddrPort
-	// Secret is the cluster secret that authenticates every peer handshake (wire/auth.go: a challenge
-	// from both ends answered with an HMAC; the secret never crosses the wire). Empty: authentication
-	// off, which only works with an empty secret on every node; a node with a secret refuses a peer
-	// without one, and the other way round (counted in Stats.AuthRefused).
+	// Secret is the cluster secret that authenticates every peer and client handshake (wire/auth.go: a
+	// challenge from both ends answered with an HMAC; the secret never crosses the wire). Empty:
+	// authentication off, which only works with an empty secret on every node; a node with a secret
+	// refuses a peer without one, and the other way round (counted in Stats.AuthRefused).
 	Secret []byte
 	// ClientListen is the address clients connect to; unset, the node has no client listener. Every
 	// shard binds its own socket to it with SO_REUSEPORT (port 0: one ephemeral port for all of them,
