@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/ring/powerloss"
 	"github.com/ringstream/ringstream/ring/ringtest"
@@ -93,6 +95,68 @@ func TestSubsetKeepsDependencies(t *testing.T) {
 		})
 		if len(seen) != 4 {
 			t.Fatalf("states drawn %v: want all four", seen)
+		}
+	})
+}
+
+// TestChangeInsideMovedDirectory: a durable directory d renamed to t, then t/x unlinked, the
+// rename never synced (Delete without its parent's fsync). A change inside a directory belongs to
+// that directory, not to its name: some states lose the rename and keep the unlink, so d comes back
+// without x. Once t itself is fsynced after the unlink, no state holds x under either name; once the
+// parent is fsynced after the rename, no state holds d.
+func TestChangeInsideMovedDirectory(t *testing.T) {
+	ringtest.ForEachBackend(t, func(t *testing.T, b ring.Backend) {
+		for _, sync := range []string{"none", "inner", "parent"} {
+			g := newRig(t, b, 1)
+			if err := os.Mkdir(filepath.Join(g.dir, "d"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range []string{"x", "y"} {
+				if err := os.WriteFile(filepath.Join(g.dir, "d", n), []byte(n), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g.q(g.r.RenameAt(g, 1, g.dfd, "d", g.dfd, "t", 0, 0))
+			g.run()
+			if sync == "parent" {
+				g.q(g.r.Fsync(g, 2, g.dfd, false, 0))
+				g.run()
+			}
+			g.q(g.r.UnlinkAt(g, 3, g.dfd, "t/x", 0, 0))
+			g.run()
+			if sync == "inner" {
+				tfd, err := unix.Open(filepath.Join(g.dir, "t"), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g.q(g.r.Fsync(g, 4, tfd, false, 0))
+				g.run()
+				unix.Close(tfd)
+			}
+			g.r.Close()
+			seen := map[string]int{}
+			drawCopies(t, g, 400, func(rep powerloss.Report, root string) {
+				state := ""
+				for _, p := range []string{"d", "d/x", "d/y", "t", "t/x", "t/y"} {
+					if exists(filepath.Join(root, p)) {
+						state += p + " "
+					}
+				}
+				seen[state]++
+				x := exists(filepath.Join(root, "d/x")) || exists(filepath.Join(root, "t/x"))
+				switch {
+				case sync == "inner" && x:
+					t.Fatalf("%v: %s: x back after its directory was fsynced", rep, state)
+				case sync == "parent" && exists(filepath.Join(root, "d")):
+					t.Fatalf("%v: %s: d back after the rename was fsynced", rep, state)
+				case !exists(filepath.Join(root, "d/y")) && !exists(filepath.Join(root, "t/y")):
+					t.Fatalf("%v: %s: y lost", rep, state)
+				}
+			})
+			if sync == "none" && seen["d d/y "] == 0 {
+				t.Fatalf("states drawn %v: want d without x (the rename lost, the unlink kept)", seen)
+			}
+			t.Logf("%s: %v", sync, seen)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -215,18 +216,39 @@ func (d *Disk) record(c *nsChange) {
 	d.dirs[dir] = append(d.dirs[dir], c)
 }
 
-// syncDir makes durable the changes of dir queued before a sync queued at seq.
+// syncDir makes durable the changes of dir queued before a sync queued at seq. A change inside a
+// directory whose rename is not durable yet is applied under the directory's durable name.
 func (d *Disk) syncDir(dir string, seq uint64) {
-	list := d.dirs[dir]
-	kept := list[:0]
-	for _, c := range list {
+	var synced, kept []*nsChange
+	for _, c := range d.dirs[dir] {
 		if c.queued < seq {
-			d.durable.apply(c)
+			synced = append(synced, c)
 		} else {
 			kept = append(kept, c)
 		}
 	}
 	d.dirs[dir] = kept
+	for _, c := range synced {
+		moved := *c
+		for _, p := range d.pendingMoves(c.done) {
+			moved = moved.movedBack(p)
+		}
+		d.durable.apply(&moved)
+	}
+}
+
+// pendingMoves lists the unsynced renames and exchanges that completed before done, latest first.
+func (d *Disk) pendingMoves(done uint64) []*nsChange {
+	var out []*nsChange
+	for _, list := range d.dirs {
+		for _, c := range list {
+			if (c.kind == nsRename || c.kind == nsExchange) && c.done < done {
+				out = append(out, c)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].done > out[j].done })
+	return out
 }
 
 // nextSeq numbers one queued operation.

@@ -55,6 +55,11 @@
 //     opened before PowerLoss must be closed and opened again, as after a reboot.
 //   - After PowerLoss, what exists under root counts as durable again, as after NewDisk; the seeded
 //     generator carries on, so a second PowerLoss draws new choices from the same seed.
+//   - A change inside a directory changes that directory, whatever it is named: when the rename of
+//     the directory (or of one above it) is lost, or not yet durable when the directory is fsynced,
+//     the change lands under the old name. So a file unlinked from a renamed directory may be gone
+//     from the directory under its old name (a delete that renames a tree away and empties it needs
+//     the rename fsynced first).
 //   - Dependencies between namespace changes are judged by the paths each change named when it ran;
 //     a rename whose source is missing once the kept changes before it are applied is dropped too,
 //     and so are the changes that depend on it.

@@ -256,12 +256,17 @@ func (c *nsChange) freed() []string {
 }
 
 // dependsOn says whether c, completed after p, cannot reach the disk without p: c uses a path p made
-// or a directory p made above it (a rename of a file created unsynced, a file in a new directory),
-// c puts an entry where p freed one (a create of the name an unlink or rename emptied), or c removes
-// a directory p emptied (an rmdir after the unlink of its last file).
+// (a rename of a file created unsynced), or a directory p created above it (a file in a new
+// directory), c puts an entry where p freed one (a create of the name an unlink or rename emptied),
+// or c removes a directory p emptied (an rmdir after the unlink of its last file). A change inside
+// a directory p only moved does not depend on p: it changed that directory under whatever name it
+// has (see movedBack).
 func (c *nsChange) dependsOn(p *nsChange) bool {
 	for _, m := range p.made() {
-		if c.touches(m) {
+		if c.path == m || c.path2 == m {
+			return true
+		}
+		if (p.kind == nsCreate || p.kind == nsMkdir) && c.touches(m) {
 			return true
 		}
 	}
@@ -277,6 +282,29 @@ func (c *nsChange) dependsOn(p *nsChange) bool {
 	}
 	return false
 }
+
+// movedBack is c with its paths named as they are when p, a rename or exchange that completed
+// before c, does not survive: a change inside a directory p moved lands in that directory under its
+// old name.
+func (c nsChange) movedBack(p *nsChange) nsChange {
+	back := func(q string) string {
+		switch {
+		case q == "":
+		case p.kind == nsRename && under(q, p.path2):
+			return p.path + q[len(p.path2):]
+		case p.kind == nsExchange && under(q, p.path2):
+			return p.path + q[len(p.path2):]
+		case p.kind == nsExchange && under(q, p.path):
+			return p.path2 + q[len(p.path):]
+		}
+		return q
+	}
+	c.path, c.path2 = back(c.path), back(c.path2)
+	return c
+}
+
+// under says whether path q lies strictly under p.
+func under(q, p string) bool { return strings.HasPrefix(q, p+"/") }
 
 // touches says whether any path of c lies at or under p.
 func (c *nsChange) touches(p string) bool {

@@ -109,7 +109,8 @@ func copyTree(src, dst string) error {
 // namespace in the order they completed. Each power loss first draws one of two orders: per
 // directory a random prefix of its changes, or a random subset of them (each directory draws how
 // likely each of its changes is to be kept). In both, a kept change whose dependency was dropped is
-// dropped too (nsChange.dependsOn), across directories as well.
+// dropped too (nsChange.dependsOn), across directories as well, and one inside a directory whose
+// rename was dropped applies to that directory under its old name (nsChange.movedBack).
 func (d *Disk) keepNamespace(rng *rand.Rand, rep *Report) names {
 	final := d.durable.clone()
 	rep.DirSubset = rng.IntN(2) == 0
@@ -143,7 +144,11 @@ func (d *Disk) keepNamespace(rng *rand.Rand, rep *Report) names {
 				x.kept = false
 			}
 		}
-		if !x.kept || !final.apply(x.c) {
+		c := *x.c
+		for i := len(dropped) - 1; i >= 0 && x.kept; i-- {
+			c = c.movedBack(dropped[i])
+		}
+		if !x.kept || !final.apply(&c) {
 			dropped = append(dropped, x.c)
 			rep.Dropped = append(rep.Dropped, d.rel(x.c.String()))
 		}
