@@ -16,6 +16,7 @@ import (
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/segment"
+	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/heartbeat"
 )
 
@@ -134,6 +135,9 @@ func TestInvalidOptions(t *testing.T) {
 		{"segment negative", "[storage]\nsegment_bytes = -1", "storage.segment_bytes", nil},
 		{"prewrite", "[storage]\nprewrite_bytes = 100", "PrewriteBytes 100 is neither -1", segment.ErrConfig},
 		{"recycle", "[storage]\nrecycle_segments = -2", "RecycleSegments -2 below -1", segment.ErrConfig},
+		{"client outbox", "[client]\noutbox_bytes = 100", "client: shard: invalid configuration: client outbox bytes 100", shard.ErrConfig},
+		{"client requests", "[client]\nrequests_max = -1", "client requests max -1 is below 1", shard.ErrConfig},
+		{"client frame", "[client]\nframe_bytes_max = 100", "client frame bytes max 100", shard.ErrConfig},
 		{"retention bytes", "[storage]\nretention_bytes = -1", "storage.retention_bytes: is -1", nil},
 		{"replicas count", "[metadata]\nreplicas = [1, 2]", "metadata.replicas: vsr: ", nil},
 		{"replicas twice", "[metadata]\nreplicas = [1, 2, 2]", "node 2 is listed twice", nil},
@@ -245,6 +249,9 @@ func TestConverters(t *testing.T) {
 	if sc.Node != 2 || sc.Cluster != 1 || sc.Shards != 3 || !sc.PinCores || sc.Tick.Milliseconds() != 5 ||
 		sc.Ring.Backend != ring.BackendFallback || string(sc.Secret) != "0123456789abcdef" || sc.Schedule.BroadcastIntervalTicks != 100 || sc.Listen.Port() != 7001 {
 		t.Fatalf("shard config %+v", sc)
+	}
+	if sc.ClientListen.Port() != 7002 || sc.Client.RequestsMax != 64 || sc.Client.FrameBytesMax != 8<<20+256 {
+		t.Fatalf("client listener %v %+v", sc.ClientListen, sc.Client)
 	}
 	if err := sc.Validate(); err != nil {
 		t.Fatal(err)

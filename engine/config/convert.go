@@ -15,7 +15,7 @@ import (
 )
 
 // Shard is the shard runtime's config: node and cluster ids, shard count and pinning, tick, schedule,
-// peer listen address, cluster secret and ring. The caller adds what is not configuration (logger, registry).
+// peer listen address, cluster secret, ring, and the client listener with its connection bounds. The caller adds what is not configuration (logger, registry).
 func (c *Config) Shard() shard.Config {
 	f := &c.File
 	return shard.Config{
@@ -28,7 +28,16 @@ func (c *Config) Shard() shard.Config {
 		Listen:   c.Listen,
 		Secret:   c.Secret,
 		Ring:     ring.Config{Backend: ring.Backend(f.Shards.RingBackend), Entries: f.Shards.RingEntries},
+
+		ClientListen: c.ClientListen,
+		Client:       c.clientConfig(),
 	}
+}
+
+// clientConfig is [client]'s connection bounds.
+func (c *Config) clientConfig() shard.ClientConfig {
+	cl := &c.File.Client
+	return shard.ClientConfig{OutboxBytes: cl.OutboxBytes, RequestsMax: cl.RequestsMax, FrameBytesMax: cl.FrameBytesMax}
 }
 
 // Peers is the other nodes, sorted by node id, as shard.Node.Start takes them.

@@ -74,9 +74,12 @@ type AdminSection struct {
 	Listen string `toml:"listen"`
 }
 
-// ClientSection is [client]: the client listener.
+// ClientSection is [client]: the client listener and the bounds of each client connection.
 type ClientSection struct {
-	Listen string `toml:"listen"`
+	Listen        string `toml:"listen"`
+	OutboxBytes   int    `toml:"outbox_bytes"`
+	RequestsMax   int    `toml:"requests_max"`
+	FrameBytesMax int    `toml:"frame_bytes_max"`
 }
 
 // Defaults returns every option at its default: node 1 of a three-node cluster on this host, with its
@@ -102,7 +105,8 @@ func Defaults() File {
 			RetentionBytes: 0, RetentionAge: 0},
 		Metadata: MetadataSection{Replicas: []uint16{1, 2, 3}},
 		Admin:    AdminSection{Listen: "127.0.0.1:7003"},
-		Client:   ClientSection{Listen: "0.0.0.0:7002"},
+		Client: ClientSection{Listen: "0.0.0.0:7002", OutboxBytes: 4 << 20, RequestsMax: 64,
+			FrameBytesMax: 8<<20 + 256},
 	}
 }
 
@@ -155,6 +159,11 @@ func optionComments() map[string]string {
 		"admin.listen": "Admin HTTP (metrics, status, pprof): localhost unless you set another address; it has " +
 			"no authentication of its own.",
 
-		"client.listen": "Address clients connect to, ip:port.",
+		"client.listen": "Address clients connect to, ip:port; every shard listens on it (SO_REUSEPORT).",
+		"client.outbox_bytes": "Unsent replies a connection may hold before it reads no more requests " +
+			"(TCP pushes back on a client that does not read); at least 4096.",
+		"client.requests_max": "Requests of one connection in flight before it reads no more; at least 1.",
+		"client.frame_bytes_max": "Largest client frame, header included (256 bytes up to 64 MiB); a " +
+			"larger one is answered with an error and closes the connection.",
 	}
 }

@@ -204,6 +204,9 @@ func (c *Config) resolveShards() error {
 	if err := rc.Validate(); err != nil {
 		return wrapKey("shards.ring_backend/ring_entries", err)
 	}
+	if err := (shard.Config{Node: c.File.Node.ID, Client: c.clientConfig()}).Validate(); err != nil {
+		return wrapKey("client", err)
+	}
 	if err := c.Shard().Validate(); err != nil {
 		return wrapKey("shards", err)
 	}
