@@ -139,6 +139,8 @@ func TestInvalidOptions(t *testing.T) {
 		{"client requests", "[client]\nrequests_max = -1", "client requests max -1 is below 1", shard.ErrConfig},
 		{"client frame", "[client]\nframe_bytes_max = 100", "client frame bytes max 100", shard.ErrConfig},
 		{"retention bytes", "[storage]\nretention_bytes = -1", "storage.retention_bytes: is -1", nil},
+		{"retention age", "[storage]\nretention_age = -5", "last key \"storage.retention_age\"): heartbeat: invalid configuration: negative duration", nil},
+		{"retention age huge", "[storage]\nretention_age = 9000000000000000000", "storage.retention_age: is too large", nil},
 		{"replicas count", "[metadata]\nreplicas = [1, 2]", "metadata.replicas: vsr: ", nil},
 		{"replicas twice", "[metadata]\nreplicas = [1, 2, 2]", "node 2 is listed twice", nil},
 		{"replica not a peer", "[metadata]\nreplicas = [1, 2, 9]", "node 9 is not in cluster.peers", nil},
