@@ -50,7 +50,7 @@ type plRun struct {
 
 	cuts     bool // this seed cuts (half do not, and check cursors exactly)
 	deletes  bool // this seed may delete the copy (a quarter do)
-	deleting bool // a delete started in this life: nothing of the copy is promised any more
+	deleting bool // a delete started in this life: the copy is whole (every promise holds) or gone
 	stats    *plStats
 	sealed   uint64        // highest fence epoch a SealDone reported durable
 	epochs   []plEpoch     // log epoch entries started, in order
@@ -276,14 +276,13 @@ func (run *plRun) act() {
 		_ = c.Seal(0, 1)
 	case k < 98:
 		if run.deletes && c.Delete(0) == nil {
-			run.forget()
+			run.deleting = true
 		}
 	}
 }
 
-// forget drops every promise about the copy: a delete started.
+// forget drops every promise about the copy: a delete started and the copy's directory is gone.
 func (run *plRun) forget() {
-	run.deleting = true
 	run.floor, run.sealed, run.bases = 0, 0, nil
 	for i := range run.epochs {
 		run.epochs[i].acked = false
@@ -337,6 +336,9 @@ func (run *plRun) check(disk *powerloss.Disk) error {
 	}
 	defer plain.Close()
 	r := disk.Wrap(plain)
+	if _, err := os.Stat(run.dir); run.deleting && errors.Is(err, os.ErrNotExist) {
+		run.forget() // the delete's rename survived: nothing is left to promise
+	}
 	rec := &recorder{}
 	c, _, err := OpenSync(r, run.dir, run.cfg, rec)
 	if errors.Is(err, ErrBusy) {
@@ -478,9 +480,10 @@ func plSeedList() []uint64 {
 
 // TestPowerLoss_AcknowledgedRecordsSurvive: over many seeds, a copy appends (group commits,
 // rolls, recycling or prewriting), commits cursors, snapshots, retains, cuts, records epochs,
-// seals and is deleted through Jobs; the power is cut at a random turn (what was not synced is lost, or torn), and the
-// copy reopened: every record acknowledged durable is there and reads back intact, nothing past a
-// torn batch is served, cursors are clamped, verify passes.
+// seals and is deleted through Jobs; the power is cut at a random turn (what was not synced is
+// lost, or torn), and the copy reopened: every record acknowledged durable is there and reads back
+// intact, nothing past a torn batch is served, cursors are clamped, verify passes. A copy whose
+// delete started comes back whole (every promise holds) or not at all.
 func TestPowerLoss_AcknowledgedRecordsSurvive(t *testing.T) {
 	lockThread(t)
 	root := plRoot(t)
