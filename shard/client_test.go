@@ -222,6 +222,26 @@ func TestClientReachesStreamOnAnotherShard(t *testing.T) {
 			// Of 9 streams spread on 3 shards, at most 5 live on any one shard (ShardOf is fixed).
 			t.Fatalf("accepted %d, routed %d", accepted, routed)
 		}
+		// Every shard accepts on its own socket: the kernel spreads connections over all of them
+		// (64 connections all missing one of 3 shards: odds about 1e-11).
+		idle := func() int {
+			for i, s := range n.Shards() {
+				if s.Stats().Client.Accepted.Load() == 0 {
+					return i
+				}
+			}
+			return -1
+		}
+		for extra := 0; idle() >= 0 && extra < 64; extra++ {
+			c, refused := dialClient(t, n.ClientAddr(), "s3cret")
+			if refused != nil {
+				t.Fatal(string(refused.Message))
+			}
+			request(t, c, 1, 2, shards) // the handshake done: the accept is counted
+		}
+		if i := idle(); i >= 0 {
+			t.Fatalf("shard %d accepted no client connection of 70", i)
+		}
 	})
 }
 
@@ -463,4 +483,26 @@ func TestClientRequestAllocatesNothing(t *testing.T) {
 			t.Fatalf("%.2f allocations per request and reply", a)
 		}
 	})
+}
+
+func TestClientConfigRefused(t *testing.T) {
+	for _, tc := range []struct {
+		edit func(*shard.ClientConfig)
+		want string
+	}{
+		{func(c *shard.ClientConfig) { c.OutboxBytes = 100 }, "client outbox bytes 100"},
+		{func(c *shard.ClientConfig) { c.RequestsMax = -1 }, "client requests max -1"},
+		{func(c *shard.ClientConfig) { c.FrameBytesMax = wire.FrameSizeMax + 1 }, "client frame bytes max"},
+		{func(c *shard.ClientConfig) { c.FrameBytesMax = 10 }, "client frame bytes max 10"},
+	} {
+		cfg := shard.Config{Node: 1}
+		tc.edit(&cfg.Client)
+		err := cfg.Validate()
+		if !errors.Is(err, shard.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("want ErrConfig naming %q, got %v", tc.want, err)
+		}
+	}
+	if err := (shard.Config{Node: 1}).Validate(); err != nil {
+		t.Fatalf("defaults refused: %v", err)
+	}
 }
