@@ -104,8 +104,12 @@
 //   - The seal digest is xxhash64 over (base, size, file digest) of each retained segment, so two
 //     copies with the same bytes in the same segments agree. Appends queued before a seal are
 //     committed and covered; appends from an epoch below the fence are refused from the call on.
-//   - Log epochs: a cut drops entries whose record or cursor start lies past the cut; entries
-//     starting exactly at it stay. Entries must grow (epoch up, starts not down).
+//   - Log epochs: a cut drops the entries whose record start lies past the record cut; entries at
+//     or below it stay, their cursor start clamped to the cursor cut (a cut on the cursor side only
+//     keeps the copy's own epoch: dropping the entry would make an older epoch its own, and the next
+//     cut, taking that epoch's lower history starts, would remove confirmed records). A clamp
+//     rewrites the file atomically (epochs.tmp, fsync, rename, fsync dir); a drop alone truncates.
+//     Entries must grow (epoch up, starts not down).
 //     An epochs file no longer than its header holds no entry (entries follow a durable header),
 //     so open rewrites whatever a crash during its creation left there.
 //   - The fence file holds two checksummed slots written alternately, so it is replaced atomically

@@ -35,6 +35,7 @@ type EpochEntry struct {
 // epochLog is the copy's append-only log epochs.
 type epochLog struct {
 	sr      *syncRing
+	dirfd   int // the copy directory, not owned
 	fd      int
 	entries []EpochEntry
 }
@@ -96,7 +97,7 @@ func openEpochs(sr *syncRing, dirfd int, logger *slog.Logger) (*epochLog, error)
 	if err != nil {
 		return nil, fmt.Errorf("segment: open %s: %w", epochsName, err)
 	}
-	el := &epochLog{sr: sr, fd: fd}
+	el := &epochLog{sr: sr, dirfd: dirfd, fd: fd}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, fmt.Errorf("segment: fstat %s: %w", epochsName, err)
@@ -169,15 +170,33 @@ func (el *epochLog) append(e EpochEntry) error {
 	return nil
 }
 
-// cut drops the entries whose record start lies past recordOff or whose cursor start lies past
-// cursorOff: epochs the cut log no longer holds any part of. Entries starting exactly at the cut
-// stay (they record the role change at that point).
+// cut brings the log epochs onto logs cut at recordOff and cursorOff. An entry whose record start
+// lies past recordOff goes: the cut record log holds nothing of its epoch. An entry whose record
+// start is at or below it stays, even when its cursor start lies past cursorOff (a cut on the
+// cursor side only), with its cursor start clamped to cursorOff: the copy still follows that
+// epoch's history, and dropping the entry would make an older epoch its own, whose lower history
+// starts the next cut would then take. Entries starting exactly at the cut stay unchanged.
+//
+// Dropping entries truncates the file; clamping rewrites it whole (write a temporary file, fsync,
+// rename over it, fsync the directory), since a torn rewrite in place could leave a bad entry
+// before the last one, which open takes for corruption.
 func (el *epochLog) cut(recordOff, cursorOff uint64) error {
 	k := len(el.entries)
-	for k > 0 && (el.entries[k-1].RecordStart > recordOff || el.entries[k-1].CursorStart > cursorOff) {
+	for k > 0 && el.entries[k-1].RecordStart > recordOff {
 		k--
 	}
-	if k == len(el.entries) {
+	clamp := k // entries[clamp:k] have their cursor start past cursorOff (cursor starts never go down)
+	for clamp > 0 && el.entries[clamp-1].CursorStart > cursorOff {
+		clamp--
+	}
+	switch {
+	case clamp < k:
+		kept := append([]EpochEntry(nil), el.entries[:k]...)
+		for i := clamp; i < k; i++ {
+			kept[i].CursorStart = cursorOff
+		}
+		return el.replace(kept)
+	case k == len(el.entries):
 		return nil
 	}
 	if err := el.sr.ftruncate(el.fd, int64(epochsHeaderSize+k*epochEntrySize)); err != nil {
@@ -187,6 +206,41 @@ func (el *epochLog) cut(recordOff, cursorOff uint64) error {
 		return fmt.Errorf("segment: fsync %s: %w", epochsName, err)
 	}
 	el.entries = el.entries[:k]
+	return nil
+}
+
+// replace writes entries as the whole epochs file atomically and keeps the new file open.
+func (el *epochLog) replace(entries []EpochEntry) error {
+	b := make([]byte, epochsHeaderSize+len(entries)*epochEntrySize)
+	binary.LittleEndian.PutUint32(b[0:], epochsMagic)
+	binary.LittleEndian.PutUint32(b[4:], epochsVersion)
+	for i, e := range entries {
+		encodeEpochEntry(b[epochsHeaderSize+i*epochEntrySize:], i, e)
+	}
+	const tmp = epochsName + ".tmp"
+	fd, err := el.sr.openat(el.dirfd, tmp, unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("segment: create %s: %w", tmp, err)
+	}
+	if err = el.sr.writeAt(fd, b, 0); err == nil {
+		err = el.sr.fsync(fd, false)
+	}
+	if err == nil {
+		err = el.sr.rename(el.dirfd, tmp, el.dirfd, epochsName)
+	}
+	if err != nil {
+		_ = el.sr.close(fd)
+		return fmt.Errorf("segment: rewrite %s: %w", epochsName, err)
+	}
+	// The name now holds the new file: later appends go there, whatever the directory fsync says.
+	old := el.fd
+	el.fd, el.entries = fd, entries
+	if err := el.sr.close(old); err != nil {
+		return fmt.Errorf("segment: close old %s: %w", epochsName, err)
+	}
+	if err := el.sr.fsync(el.dirfd, false); err != nil {
+		return fmt.Errorf("segment: fsync dir: %w", err)
+	}
 	return nil
 }
 

@@ -178,16 +178,20 @@ func (d *disk) powerLoss(rng *rand.Rand, torn bool) {
 	d.version++
 }
 
-// cut brings the copy onto the recorded history at c, dropping the log-epoch entries that start
-// past the cut (segment's rule). It returns the record batches dropped.
+// cut brings the copy onto the recorded history at c and cuts the log epochs as segment does: an
+// entry whose record start lies past the record cut goes; one at or below it stays, its cursor
+// start clamped to the cursor cut. It returns the record batches dropped.
 func (d *disk) cut(c meta.Cut) []batchID {
 	recAt, dropped := d.rec().cutAt(c.Record)
 	curAt, _ := d.cur().cutAt(c.Cursor)
 	k := len(d.epochs)
-	for k > 0 && (d.epochs[k-1].RecordStart > recAt || d.epochs[k-1].CursorStart > curAt) {
+	for k > 0 && d.epochs[k-1].RecordStart > recAt {
 		k--
 	}
 	d.epochs = d.epochs[:k]
+	for i := range d.epochs {
+		d.epochs[i].CursorStart = min(d.epochs[i].CursorStart, curAt)
+	}
 	d.version++
 	return dropped
 }

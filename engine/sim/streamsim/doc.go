@@ -85,14 +85,13 @@
 //     follower to add; a one-copy stream whose node restarts always ends there. Nothing checks
 //     liveness yet: Stats.Stuck counts the streams whose producer still waits at the end of a run
 //     (in the first 200 seeds every stuck stream is behind such an owner).
-//   - The cursor-cut finding (seed 11829, outside the CI seeds). The disk drops log-epoch entries as
-//     segment's epochLog.cut does: an entry goes when its record start or its cursor start lies past
-//     the cut. A copy whose cursor log ran ahead of a later owner's is cut there on the cursor side
-//     only, loses its newest log-epoch entries with it, and so falls back to an older own epoch; the
-//     next meta.CutPoint (a reseal at the same fence, or applying the next assignment) then takes
-//     an older, lower record start and cuts confirmed records from that copy. The simulator keeps
-//     segment's rule and fails on it, so that the fix (an entry kept, its cursor start clamped, when
-//     only the cursor log is cut) shows as the seed passing.
+//   - The cursor-cut finding (seed 11829, outside the CI seeds), fixed. segment's epochLog.cut
+//     dropped a log-epoch entry when its record start or its cursor start lay past the cut. A copy
+//     whose cursor log ran ahead of a later owner's was cut there on the cursor side only, lost its
+//     newest entries with it, fell back to an older own epoch, and the next meta.CutPoint took that
+//     epoch's lower record start and cut confirmed records. segment now keeps an entry whose record
+//     start is at or below the record cut, its cursor start clamped to the cursor cut, and the disk
+//     here cuts its log epochs the same way; the seed passes.
 //   - A producer refused with a sequence gap (its confirmed batches lost to an accepted owner loss)
 //     goes on under a new producer id.
 package streamsim

@@ -125,3 +125,11 @@ func TestRecoveryTime(t *testing.T) {
 		}
 	}
 }
+
+// TestSim_CursorOnlyCutSeed keeps the cursor-cut finding's seed (doc.go) passing: with log epochs
+// dropped on a cursor-only cut, it cuts a confirmed record at tick 571.
+func TestSim_CursorOnlyCutSeed(t *testing.T) {
+	if _, err := runSeed(t, 11829, Correct); err != nil {
+		t.Fatalf("%v\nrepro: go test ./engine/sim/streamsim -run TestSim -seed=11829 -simlog", err)
+	}
+}
