@@ -21,7 +21,7 @@
 // What it does:
 //   - A node is lost when no heartbeat came for NodeLivenessTimeoutTicks, at once on a heartbeat
 //     flagged as a shutdown notice, or when its links closed and stayed closed for
-//     EagerFailoverGraceTicks. A heartbeat makes it alive again.
+//     EagerFailoverGraceTicks. A heartbeat makes it alive again, once its links are up.
 //   - A replicated stream whose owner is lost gets a RecordRecovery op, not a move. A stream whose
 //     assignment has one copy waits for that node (attention).
 //   - The recovery worker seals every copy of the old assignment at once at FromEpoch+1 with the
@@ -68,6 +68,14 @@
 //     SealRetryTimeoutTicks; one never reported back is forgotten after ProposalTimeoutTicks.
 //   - A seal answer with status "no copy" (the node lost its copy) never counts toward R: a copy that
 //     lost its data may have lost confirmed records.
+//   - Only OnLinkUp ends a link-down; a heartbeat does not. A heartbeat handled after OnLinkDown may
+//     have been sent before the links closed (it arrives on the node's own connection, not on the
+//     link that closed, and carries no send time), so letting it clear the link-down would cancel
+//     eager failover and leave the node to liveness expiry. For the same reason a lost node's
+//     heartbeats do not make it alive while its links are down. The cost: a node that returns while
+//     the host's link to it waits out its reconnect backoff is counted alive only at its first
+//     heartbeat after OnLinkUp, and a node this host cannot reach but that reaches it is lost after
+//     the grace (seals and assignments could not reach it either).
 //   - A follower reports a silent owner with the wire.CopyOwnerSilent flag on its heartbeat entry. The
 //     report is kept for one liveness timeout; a report about an older epoch does not replace a newer
 //     one.

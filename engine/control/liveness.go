@@ -84,6 +84,10 @@ func (c *Controller) syncNodes() {
 // failover). A follower's entry flagged wire.CopyOwnerSilent is a report of a silent owner
 // (OnOwnerSilent). Bad copy entries are skipped and counted. It allocates nothing once the node's tail
 // memory has grown to its number of copies.
+//
+// A heartbeat neither clears a link-down nor makes a lost node alive while its links are down: it may
+// have been sent before the links closed and handled after OnLinkDown, and it cannot say when it was
+// sent. Only OnLinkUp ends a link-down; the node's next heartbeat then makes it alive again.
 func (c *Controller) OnHeartbeat(from uint16, m wire.NodeHeartbeat, copies wire.CopyTails) {
 	n := c.node(from)
 	if n == nil {
@@ -92,7 +96,6 @@ func (c *Controller) OnHeartbeat(from uint16, m wire.NodeHeartbeat, copies wire.
 	}
 	c.stats.Heartbeats++
 	n.silentTicks = 0
-	n.linkDown, n.downTicks = false, 0
 	n.tails = n.tails[:0]
 	for i := 0; i < copies.Len(); i++ {
 		t, err := copies.At(i)
@@ -117,7 +120,7 @@ func (c *Controller) OnHeartbeat(from uint16, m wire.NodeHeartbeat, copies wire.
 		}
 		return
 	}
-	if n.lost {
+	if n.lost && !n.linkDown {
 		n.lost, n.lostReason = false, 0
 		c.dirty = true
 	}
@@ -131,8 +134,8 @@ func (c *Controller) OnLinkDown(node uint16) {
 	}
 }
 
-// OnLinkUp reports that a link to node is up again. The node stays lost, if it was, until it sends a
-// heartbeat.
+// OnLinkUp reports that a link to node is up again: this alone ends a link-down. The node stays lost,
+// if it was, until it sends a heartbeat.
 func (c *Controller) OnLinkUp(node uint16) {
 	if n := c.node(node); n != nil {
 		n.linkDown, n.downTicks = false, 0

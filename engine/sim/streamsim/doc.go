@@ -60,8 +60,9 @@
 //
 // Decisions where the design is silent:
 //   - A node's links to the metadata primary close after the frames already sent on them are
-//     delivered (TCP order). control.OnHeartbeat clears a link-down, so a heartbeat delivered after
-//     OnLinkDown would cancel eager failover and leave only liveness expiry.
+//     delivered (TCP order). The finding that this order hid is fixed: control.OnHeartbeat cleared a
+//     link-down, so a heartbeat delivered after OnLinkDown cancelled eager failover and left only
+//     liveness expiry; now only OnLinkUp ends a link-down (engine/control's doc).
 //   - After an operator accepts an owner loss, the recorded history may not match the copies (no
 //     start when the new owner published no tails; published tails that lag or lead its log). The
 //     ghost is cut to the prefix the new owner holds, and a follower that then disagrees with its
