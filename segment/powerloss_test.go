@@ -145,22 +145,11 @@ func powerLossRun(t testing.TB, root string, seed uint64, broken func(c *Copy), 
 	// A few lives: each ends in a power cut at a random turn, and the next reopens what is left.
 	for life := 0; life < 3 && run.failed == nil; life++ {
 		run.live(rng.IntN(150) + 1)
-		for r.Dispatch() > 0 { // completions already made were seen before the power went
-		}
-		run.off = true
-		run.lp.js.Abandon() // what it queues is never submitted
-		_ = r.Close()       // operations still queued never reach the files
-		closeFilesRaw(run.c)
-		rep, err := disk.PowerLoss()
-		if err != nil {
+		if err := run.powerCut(disk, r); err != nil {
 			return err
 		}
 		if run.failed != nil {
 			break
-		}
-		if err := run.check(disk); err != nil {
-			return fmt.Errorf("after powerloss seed=%d loss=%d (%d unsynced, %d dropped, %d torn): %w",
-				rep.Seed, rep.Loss, rep.Unsynced, len(rep.Dropped), len(rep.Torn), err)
 		}
 		if r, err = ring.New(ring.Config{Backend: ring.BackendFallback, Entries: 64, Logger: quietLogger()}); err != nil {
 			return err
@@ -172,6 +161,26 @@ func powerLossRun(t testing.TB, root string, seed uint64, broken func(c *Copy), 
 	_ = r.Close()
 	closeFilesRaw(run.c)
 	return run.failed
+}
+
+// powerCut ends a life: the power goes (the completions already made were seen, nothing queued is
+// submitted), the model draws what survives, and the copy is reopened and checked.
+func (run *plRun) powerCut(disk *powerloss.Disk, r ring.Ring) error {
+	for r.Dispatch() > 0 {
+	}
+	run.off = true
+	run.lp.js.Abandon() // what it queues is never submitted
+	_ = r.Close()       // operations still queued never reach the files
+	closeFilesRaw(run.c)
+	rep, err := disk.PowerLoss()
+	if err != nil || run.failed != nil {
+		return err
+	}
+	if err := run.check(disk); err != nil {
+		return fmt.Errorf("after powerloss seed=%d loss=%d (dirs keep a subset %v, %d unsynced, %d dropped, %d torn): %w",
+			rep.Seed, rep.Loss, rep.DirSubset, rep.Unsynced, len(rep.Dropped), len(rep.Torn), err)
+	}
+	return nil
 }
 
 // closeFilesUnder closes every descriptor of this process open on a file under root.
@@ -304,8 +313,12 @@ func (run *plRun) cut() {
 	if len(cands) == 0 {
 		return
 	}
-	off := cands[run.rng.IntN(len(cands))]
-	if err := c.Cut(0, off, c.cursors.durable); err != nil {
+	run.cutAt(cands[run.rng.IntN(len(cands))])
+}
+
+// cutAt starts a cut at off and lowers the promises to it.
+func (run *plRun) cutAt(off uint64) {
+	if err := run.c.Cut(0, off, run.c.cursors.durable); err != nil {
 		return
 	}
 	run.cutting = true
