@@ -2,8 +2,15 @@ package segment
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/ring/powerloss"
 )
 
 // epochCopy opens a copy that followed epoch 1 from 0/0, epoch 3 from 10/4 and epoch 4 from 20/8,
@@ -107,4 +114,69 @@ func TestEpochs_RepeatedCutClampsAfterACrash(t *testing.T) {
 			t.Fatalf("epochs after the repeated cut %+v, want %+v", got, want)
 		}
 	})
+}
+
+// A power loss during or after the rewrite a clamp makes leaves either the old entries or the clamped
+// ones, never a corrupt or shortened file: the temporary file is fsynced before the rename, and the
+// rename is made durable before the cut reports success. Each case stops the rewrite at one step (an
+// injected EIO) or not at all, then opens many power-loss states drawn from the recorded run.
+func TestEpochs_ClampSurvivesPowerLoss(t *testing.T) {
+	before := []EpochEntry{{1, 0, 0}, {3, 10, 4}, {4, 20, 8}}
+	after := []EpochEntry{{1, 0, 0}, {3, 10, 4}, {4, 20, 6}}
+	for _, tc := range []struct {
+		name  string
+		fault *powerloss.Fault
+		want  [][]EpochEntry // the states a power loss may leave
+	}{
+		{"temporary file write fails", &powerloss.Fault{Op: ring.OpWrite, Path: "copy/epochs.tmp", Errno: unix.EIO},
+			[][]EpochEntry{before}},
+		{"temporary file fsync fails", &powerloss.Fault{Op: ring.OpFsync, Path: "copy/epochs.tmp", Errno: unix.EIO},
+			[][]EpochEntry{before}},
+		{"directory fsync after the rename fails", &powerloss.Fault{Op: ring.OpFsync, Path: "copy", Nth: 2, Errno: unix.EIO},
+			[][]EpochEntry{before, after}},
+		{"done", nil, [][]EpochEntry{after}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lockThread(t)
+			e := newEnv(t, ring.Config{Backend: ring.BackendFallback, Entries: 256})
+			base := plRoot(t)
+			root := filepath.Join(base, "disk")
+			if err := os.Mkdir(root, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			disk := powerloss.NewDisk(root, 1)
+			plain := e.r
+			e.r, e.dir = disk.Wrap(plain), filepath.Join(root, "copy")
+			c := epochCopy(e)
+			if err := c.cursors.cut(6); err != nil {
+				t.Fatal(err)
+			}
+			if tc.fault != nil {
+				disk.Inject(*tc.fault)
+			}
+			err := c.epochs.cut(c.records.durable, c.cursors.durable)
+			if (err != nil) != (tc.fault != nil) {
+				t.Fatalf("epochs cut: %v with fault %v", err, tc.fault)
+			}
+			e.close(c)
+			e.r = plain
+			for seed := uint64(1); seed <= 30; seed++ {
+				e.dir = filepath.Join(base, fmt.Sprint("loss-", seed))
+				rep, err := disk.PowerLossCopy(e.dir, seed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.dir = filepath.Join(e.dir, "copy")
+				c, _, err := OpenSync(e.r, e.dir, e.cfg, e.ev)
+				if err != nil {
+					t.Fatalf("%s: open: %v", rep, err)
+				}
+				got := c.Epochs()
+				e.close(c)
+				if !slices.ContainsFunc(tc.want, func(w []EpochEntry) bool { return slices.Equal(got, w) }) {
+					t.Fatalf("%s: epochs %+v, want one of %+v", rep, got, tc.want)
+				}
+			}
+		})
+	}
 }
