@@ -112,6 +112,10 @@ func failoverGap(t *testing.T, withPrimary bool) {
 		}
 		return true
 	})
+	// Eager failover starts at a link-down, and a link that never came up reports none: a survivor
+	// whose link to the victim is still in its first reconnect backoff loses the victim only at
+	// liveness expiry. The figure measured here is the eager one, so every link is up first.
+	waitFor(t, "shard 0's links up on every node", func() bool { return shardZeroLinksUp(nodes) })
 	start := time.Now().UnixNano()
 	kill(t, victim)
 	alive[victim.id] = false
@@ -140,4 +144,24 @@ func failoverGap(t *testing.T, withPrimary bool) {
 	if liveness := time.Duration(cfg.NodeLivenessTimeoutTicks) * 10 * time.Millisecond; toSeal+toMove >= liveness {
 		t.Fatalf("failover took %v, past the liveness timeout %v", toSeal+toMove, liveness)
 	}
+}
+
+// shardZeroLinksUp reports whether every node's shard 0 link to each of its peers is up.
+func shardZeroLinksUp(nodes []*controlNode) bool {
+	for _, n := range nodes {
+		links := 0
+		for _, l := range n.node.Status() {
+			if l.Shard != 0 {
+				continue
+			}
+			if !l.Up {
+				return false
+			}
+			links++
+		}
+		if links != len(nodes)-1 {
+			return false
+		}
+	}
+	return true
 }
