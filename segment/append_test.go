@@ -159,20 +159,9 @@ func TestAppend_SteadyStateAllocatesNothing(t *testing.T) {
 			for i := 0; i < 50; i++ {
 				appendGroup() // warm up: buffers and slices reach their steady size
 			}
-			if allocs := allocsIn(200, appendGroup); allocs != 0 {
-				t.Fatalf("%.0f allocations in 200 groups of %d appends, want 0", allocs, g)
+			if allocs := allocsIn(t, 200, appendGroup); allocs != 0 {
+				t.Fatalf("%d allocations in 200 groups of %d appends, want 0", allocs, g)
 			}
-		}
-	})
-}
-
-// allocsIn counts every allocation made by n calls of f, after one warm-up call.
-// testing.AllocsPerRun divides the total by its run count with integer division, which would
-// hide an allocation made once every few runs; one run of n calls shows any allocation at all.
-func allocsIn(n int, f func()) float64 {
-	return testing.AllocsPerRun(1, func() {
-		for i := 0; i < n; i++ {
-			f()
 		}
 	})
 }
@@ -210,8 +199,8 @@ func TestRead_AndCursorCommit_AllocateNothing(t *testing.T) {
 			}
 		}
 		read()
-		if allocs := allocsIn(100, read); allocs != 0 {
-			t.Fatalf("%.0f allocations in 100 reads, want 0", allocs)
+		if allocs := allocsIn(t, 100, read); allocs != 0 {
+			t.Fatalf("%d allocations in 100 reads, want 0", allocs)
 		}
 		commit := func() {
 			for i := 0; i < 8; i++ {
@@ -231,8 +220,8 @@ func TestRead_AndCursorCommit_AllocateNothing(t *testing.T) {
 		for i := 0; i < 20; i++ {
 			commit()
 		}
-		if allocs := allocsIn(50, commit); allocs != 0 {
-			t.Fatalf("%.0f allocations in 50 x 8 cursor commits, want 0", allocs)
+		if allocs := allocsIn(t, 50, commit); allocs != 0 {
+			t.Fatalf("%d allocations in 50 x 8 cursor commits, want 0", allocs)
 		}
 		// A follower storing the owner's cursor events as they came.
 		var batch, event []byte
@@ -255,8 +244,8 @@ func TestRead_AndCursorCommit_AllocateNothing(t *testing.T) {
 			}
 		}
 		follow()
-		if allocs := allocsIn(50, follow); allocs != 0 {
-			t.Fatalf("%.0f allocations in 50 x 8 follower cursor events, want 0", allocs)
+		if allocs := allocsIn(t, 50, follow); allocs != 0 {
+			t.Fatalf("%d allocations in 50 x 8 follower cursor events, want 0", allocs)
 		}
 		if off, _ := c.Cursor("consumer-a"); off != 7 {
 			t.Fatalf("cursor %d after follower events, want 7", off)

@@ -409,8 +409,8 @@ func TestJobs_PollAllocatesNothing(t *testing.T) {
 		for i := 0; i < 20; i++ {
 			group()
 		}
-		if allocs := allocsIn(100, group); allocs != 0 {
-			t.Fatalf("%.0f allocations in 100 groups flushed by Poll, want 0", allocs)
+		if allocs := allocsIn(t, 100, group); allocs != 0 {
+			t.Fatalf("%d allocations in 100 groups flushed by Poll, want 0", allocs)
 		}
 	})
 }

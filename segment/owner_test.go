@@ -62,8 +62,8 @@ func TestAppend_OwnerSendsTheBytesItAppended(t *testing.T) {
 			send()
 			sent = append(sent, frame...)
 		}
-		if allocs := allocsIn(50, send); allocs != 0 {
-			t.Fatalf("%.0f allocations in 50 encoded appends, want 0", allocs)
+		if allocs := allocsIn(t, 50, send); allocs != 0 {
+			t.Fatalf("%d allocations in 50 encoded appends, want 0", allocs)
 		}
 		e.close(owner)
 		e.close(follower)
