@@ -30,7 +30,11 @@
 //     format says whether the replica is a member of a cluster being created (fresh) or replaces a
 //     lost one (it recovers through the group, vsr's recovering status, before it acts).
 //   - The superblock file holds vsr.SuperblockCopies copies, each at the start of its own 4 KiB, all
-//     written by one write and one fdatasync per persist.
+//     written by one write and one fdatasync per persist. At open, once Recover proved the superblock
+//     in force (a quorum of copies and the state it names), every copy that differs from it is
+//     rewritten with its bytes (plain pwrite, then one fdatasync) before the replica acts, so a crash
+//     during the next persist's copies still leaves a quorum; storage Recover could not prove is left
+//     as it is (the replica recovers).
 //   - A failed persist (any step of the chain: EIO, ENOSPC, a short write) stops the store and the
 //     replica hears of it in the same loop turn (vsr.Replica.PersistFailed): it acknowledges nothing more and
 //     is never primary again until the node restarts it; Status reports the error. The recovery nonce

@@ -157,7 +157,49 @@ func openMetaStore(dir string, id vsr.Identity, compactBytes int64, logger *slog
 		s.closeFiles()
 		return nil, vsr.Durable{}, err
 	}
+	if err := s.repairSuperblocks(sbs, d); err != nil {
+		s.closeFiles()
+		return nil, vsr.Durable{}, err
+	}
 	return s, d, nil
+}
+
+// repairSuperblocks rewrites every superblock copy that differs from the superblock in force with its
+// bytes, then fdatasyncs the file, before the replica acts. A crash in the middle of a persist's copies
+// leaves some copies new, one torn and the rest old; left so, the superblock in force may be held by
+// two copies only, and a crash during the next persist's copies can leave no two copies alike: the
+// replica would recover from the group a state it never lost. After the repair every copy holds the
+// superblock in force, so one more torn copy still leaves a quorum. Storage whose state Recover could
+// not prove (d.Cause set: no quorum, or the state it names is missing) is left as it is: the replica
+// recovers, and its first persist rewrites every copy.
+func (s *metaStore) repairSuperblocks(copies [vsr.SuperblockCopies][]byte, d vsr.Durable) error {
+	if d.Cause != nil {
+		return nil
+	}
+	want := vsr.AppendSuperblock(make([]byte, 0, vsr.SuperblockSize), d.Superblock)
+	repaired := 0
+	for i, b := range copies {
+		if string(b) == string(want) {
+			continue
+		}
+		n, err := unix.Pwrite(s.sbFD, want, int64(i*metaSuperblockStride))
+		if err == nil && n != len(want) {
+			err = errShortWrite
+		}
+		if err != nil {
+			return fmt.Errorf("%w: repair superblock copy %d: %w", ErrMetaStorage, i, err)
+		}
+		repaired++
+	}
+	if repaired == 0 {
+		return nil
+	}
+	if err := unix.Fdatasync(s.sbFD); err != nil {
+		return fmt.Errorf("%w: repair superblock copies: %w", ErrMetaStorage, err)
+	}
+	s.log.Info("metadata storage: superblock copies repaired at open", "copies", repaired,
+		"sequence", d.Superblock.Sequence, "op", d.Superblock.Op)
+	return nil
 }
 
 func readOptional(path string) ([]byte, error) {
