@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/ringstream/ringstream/internal/allocs"
 	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/ring/ringtest"
 )
@@ -159,8 +160,8 @@ func TestAppend_SteadyStateAllocatesNothing(t *testing.T) {
 			for i := 0; i < 50; i++ {
 				appendGroup() // warm up: buffers and slices reach their steady size
 			}
-			if allocs := allocsIn(t, 200, appendGroup); allocs != 0 {
-				t.Fatalf("%d allocations in 200 groups of %d appends, want 0", allocs, g)
+			if got := allocs.In(t, 200, appendGroup); got != 0 {
+				t.Fatalf("%d allocations in 200 groups of %d appends, want 0", got, g)
 			}
 		}
 	})
@@ -199,8 +200,8 @@ func TestRead_AndCursorCommit_AllocateNothing(t *testing.T) {
 			}
 		}
 		read()
-		if allocs := allocsIn(t, 100, read); allocs != 0 {
-			t.Fatalf("%d allocations in 100 reads, want 0", allocs)
+		if got := allocs.In(t, 100, read); got != 0 {
+			t.Fatalf("%d allocations in 100 reads, want 0", got)
 		}
 		commit := func() {
 			for i := 0; i < 8; i++ {
@@ -220,8 +221,8 @@ func TestRead_AndCursorCommit_AllocateNothing(t *testing.T) {
 		for i := 0; i < 20; i++ {
 			commit()
 		}
-		if allocs := allocsIn(t, 50, commit); allocs != 0 {
-			t.Fatalf("%d allocations in 50 x 8 cursor commits, want 0", allocs)
+		if got := allocs.In(t, 50, commit); got != 0 {
+			t.Fatalf("%d allocations in 50 x 8 cursor commits, want 0", got)
 		}
 		// A follower storing the owner's cursor events as they came.
 		var batch, event []byte
@@ -244,8 +245,8 @@ func TestRead_AndCursorCommit_AllocateNothing(t *testing.T) {
 			}
 		}
 		follow()
-		if allocs := allocsIn(t, 50, follow); allocs != 0 {
-			t.Fatalf("%d allocations in 50 x 8 follower cursor events, want 0", allocs)
+		if got := allocs.In(t, 50, follow); got != 0 {
+			t.Fatalf("%d allocations in 50 x 8 follower cursor events, want 0", got)
 		}
 		if off, _ := c.Cursor("consumer-a"); off != 7 {
 			t.Fatalf("cursor %d after follower events, want 7", off)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ringstream/ringstream/internal/allocs"
 	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/ring/ringtest"
 )
@@ -409,8 +410,8 @@ func TestJobs_PollAllocatesNothing(t *testing.T) {
 		for i := 0; i < 20; i++ {
 			group()
 		}
-		if allocs := allocsIn(t, 100, group); allocs != 0 {
-			t.Fatalf("%d allocations in 100 groups flushed by Poll, want 0", allocs)
+		if got := allocs.In(t, 100, group); got != 0 {
+			t.Fatalf("%d allocations in 100 groups flushed by Poll, want 0", got)
 		}
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ringstream/ringstream/internal/allocs"
 )
 
 // logBytes concatenates the .log files of one log directory, in offset order.
@@ -62,8 +64,8 @@ func TestAppend_OwnerSendsTheBytesItAppended(t *testing.T) {
 			send()
 			sent = append(sent, frame...)
 		}
-		if allocs := allocsIn(t, 50, send); allocs != 0 {
-			t.Fatalf("%d allocations in 50 encoded appends, want 0", allocs)
+		if got := allocs.In(t, 50, send); got != 0 {
+			t.Fatalf("%d allocations in 50 encoded appends, want 0", got)
 		}
 		e.close(owner)
 		e.close(follower)
