@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/ringstream/ringstream/internal/allocs"
 	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/wire"
@@ -102,8 +103,8 @@ func TestNodeBeat_SteadyStateAllocatesNothing(t *testing.T) {
 	}
 	b.Attach(&frameSink{last: map[uint16][]byte{}})
 	b.OnTick(0)
-	if allocs := testing.AllocsPerRun(100, func() { b.OnTick(1) }); allocs != 0 {
-		t.Fatalf("%v allocations per heartbeat", allocs)
+	if got := allocs.In(t, 100, func() { b.OnTick(1) }); got != 0 {
+		t.Fatalf("%d allocations in 100 heartbeats, want 0", got)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ringstream/ringstream/internal/allocs"
 )
 
 // countHandler counts completions and remembers the last failure, without allocating.
@@ -77,15 +79,15 @@ func runSteadyStateAllocs(t *testing.T, newRing newRingFunc) {
 		}},
 	}
 	for _, c := range cases {
-		allocs := testing.AllocsPerRun(200, func() {
+		got := allocs.In(t, 200, func() {
 			want := h.n + c.ops
 			if err := c.run(); err != nil {
 				t.Fatal(err)
 			}
 			driveCount(t, r, h, want)
 		})
-		if allocs != 0 {
-			t.Errorf("%s: %.1f allocations per run, want 0", c.name, allocs)
+		if got != 0 {
+			t.Errorf("%s: %d allocations in 200 runs, want 0", c.name, got)
 		}
 	}
 	if h.failed != 0 {

@@ -3,6 +3,7 @@ package shard_test
 import (
 	"testing"
 
+	"github.com/ringstream/ringstream/internal/allocs"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/shardtest"
 )
@@ -21,12 +22,12 @@ func TestTickBatchingAllocatesNothing(t *testing.T) {
 	runTicks(n, 10)
 	s.TakeOutbox(2)
 	s.TakeOutbox(3)
-	allocs := testing.AllocsPerRun(100, func() {
+	got := allocs.In(t, 100, func() {
 		s.RunTick((s.Tick() + 1) * 1000)
 		s.DiscardOutboxes()
 	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per tick", allocs)
+	if got != 0 {
+		t.Fatalf("%d allocations in 100 ticks, want 0", got)
 	}
 	if s.Stats().CommitEntriesSent.Load() < 100*1000 {
 		t.Fatalf("only %d entries sent", s.Stats().CommitEntriesSent.Load())
@@ -54,7 +55,7 @@ func TestReceiveRoutingAllocatesNothing(t *testing.T) {
 	}
 	var r shard.TestReceiver
 	i := 0
-	allocs := testing.AllocsPerRun(100, func() {
+	got := allocs.In(t, 100, func() {
 		if _, err := s0.Feed(&r, 1, frames[i]); err != nil {
 			t.Fatal(err)
 		}
@@ -63,8 +64,8 @@ func TestReceiveRoutingAllocatesNothing(t *testing.T) {
 		s1.DiscardOutboxes()
 		i++
 	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per frame", allocs)
+	if got != 0 {
+		t.Fatalf("%d allocations in 100 frames, want 0", got)
 	}
 	var accepted uint64
 	for _, s := range n.Shards() {
@@ -91,15 +92,15 @@ func TestDataFrameReceiveAllocatesNothing(t *testing.T) {
 	frame := append(header, body...)
 	s := n.Shards()[0]
 	var r shard.TestReceiver
-	allocs := testing.AllocsPerRun(20, func() {
+	got := allocs.In(t, 20, func() {
 		if _, err := s.Feed(&r, 1, frame); err != nil {
 			t.Fatal(err)
 		}
 	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per 1 MiB frame", allocs)
+	if got != 0 {
+		t.Fatalf("%d allocations in 20 frames of 1 MiB, want 0", got)
 	}
-	if sink.got != 21 {
-		t.Fatalf("%d frames handed on, want 21", sink.got)
+	if sink.got != 40 {
+		t.Fatalf("%d frames handed on, want 40", sink.got)
 	}
 }

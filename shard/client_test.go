@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringstream/ringstream/internal/allocs"
 	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/wire"
@@ -486,8 +487,8 @@ func TestClientRequestAllocatesNothing(t *testing.T) {
 		for range 50 {
 			trip()
 		}
-		if a := testing.AllocsPerRun(500, trip); a > 0 {
-			t.Fatalf("%.2f allocations per request and reply", a)
+		if got := allocs.In(t, 500, trip); got != 0 {
+			t.Fatalf("%d allocations in 500 requests and replies, want 0", got)
 		}
 	})
 }

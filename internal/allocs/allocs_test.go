@@ -66,3 +66,21 @@ func TestIn_PutsTheProfileRateBack(t *testing.T) {
 		t.Fatalf("MemProfileRate %d after In, want %d", runtime.MemProfileRate, rate)
 	}
 }
+
+func TestOwnFunctions(t *testing.T) {
+	for _, c := range []struct {
+		fns  []string
+		want bool
+	}{
+		{[]string{"runtime.mallocgc", "runtime.allocm", "runtime.newm", "runtime.startm", "runtime.mstart"}, true},
+		{[]string{"runtime.mallocgc", "runtime.newobject", "x.f", "runtime.goexit"}, false},
+		{[]string{"runtime.mallocgc", "runtime.makeslice", "x.f"}, false},
+		{[]string{"runtime.mallocgc", "runtime/pprof.f", "runtime.goexit"}, false},
+		{[]string{"runtime.mallocgc", "runtime.buildTypeAssertCache", "runtime.typeAssert", "x.f"}, true},
+		{[]string{"runtime.mallocgc", "runtime.buildInterfaceSwitchCache", "runtime.interfaceSwitch", "x.f"}, true},
+	} {
+		if got := ownFunctions(c.fns); got != c.want {
+			t.Errorf("%v: own %v, want %v", c.fns, got, c.want)
+		}
+	}
+}
