@@ -34,10 +34,12 @@
 //     values.
 //   - Read errors are transient (the restart is retried later).
 //   - A failed persist is reported with PersistFailed: the replica stops taking part, and the node's
-//     supervisor restarts it a while later. What reached the disk is a prefix of the persist's writes;
-//     an ENOSPC persist stops at its first write that needs new space (a snapshot slot or the log), so
-//     it never reaches the superblock copies, which are rewritten in place. An ENOSPC disk stays full
-//     for a while, so the restarted node fails again at its first persist until then.
+//     supervisor restarts it a while later, at once after the faults stop (a fault drawn when a persist
+//     was issued can still complete in the liveness phases). What reached the disk is a prefix of the
+//     persist's writes; an ENOSPC persist stops at its first write that needs new space (a snapshot
+//     slot or the log), so it never reaches the superblock copies, which are rewritten in place. An
+//     ENOSPC disk stays full for a while, so the restarted node fails again at its first persist until
+//     then.
 //   - A wiped disk must be refused (vsr.ErrUnformatted); the operator then formats it as the lost
 //     replica's replacement, which starts in recovery. A disk restored from an old copy is formatted
 //     the same way: vsr cannot tell an old copy from a replica that was down (its doc says so), and

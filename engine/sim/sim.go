@@ -187,6 +187,8 @@ func (s *Sim) tick() error {
 		if err := s.injectFaults(); err != nil {
 			return err
 		}
+	} else if err := s.restartFailed(); err != nil {
+		return err
 	}
 	for _, n := range s.nodes {
 		ticks := 1

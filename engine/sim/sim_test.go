@@ -70,24 +70,32 @@ func runSeed(t *testing.T, seed uint64, verbose bool) Stats {
 }
 
 // regressionSeeds are seeds that once found a bug (in the replica or in these checks); each stays here,
-// replayed with the faults it was found with (WithoutLaterFaults).
+// replayed with the faults it was found with: WithoutLaterFaults, unless allFaults is set.
 var regressionSeeds = []struct {
-	seed uint64
-	why  string
+	seed      uint64
+	why       string
+	allFaults bool
 }{
 	{1345, "a replica that restarted with nothing durable came back as primary of view 0 after the group " +
-		"moved on: the 'primary holds every committed op' check must only judge primaries of current views"},
+		"moved on: the 'primary holds every committed op' check must only judge primaries of current views", false},
 	{126, "the first prepare was lost (links up late) and no other op followed: the primary re-sent only the " +
 		"start-view, which a backup already in the view ignored, so op 1 never committed (first found by the " +
-		"three-node metadata group test; this seed fails with that replica)"},
+		"three-node metadata group test; this seed fails with that replica)", false},
 	{15327, "a fresh primary sent a prepare, crashed with nothing durable, came back fresh as primary of view 0 " +
-		"and put another op at op 1; a backup holding the first prepare committed it: two ops at op 1"},
-	{25780, "the same as 15327 with another workload and fault mix"},
+		"and put another op at op 1; a backup holding the first prepare committed it: two ops at op 1", false},
+	{25780, "the same as 15327 with another workload and fault mix", false},
+	{53250, "a persist failed (ENOSPC drawn at issue) one tick into the core phase; no supervisor restarted " +
+		"that core replica, so the other two ran view changes for 3000 ticks without a quorum", true},
+	{53912, "the same as 53250 with another core", true},
 }
 
 func TestSim_RegressionSeeds(t *testing.T) {
 	for _, r := range regressionSeeds {
-		if _, err := Run(WithoutLaterFaults(Draw(r.seed))); err != nil {
+		o := Draw(r.seed)
+		if !r.allFaults {
+			o = WithoutLaterFaults(o)
+		}
+		if _, err := Run(o); err != nil {
 			t.Errorf("seed %d (%s): %v", r.seed, r.why, err)
 		}
 	}
