@@ -158,7 +158,7 @@ func (c *Copy) open(rep *OpenReport) error {
 		return err
 	}
 	rep.Fence = c.fence.epoch
-	c.records.minEpoch, c.cursors.minEpoch = c.fence.epoch, c.fence.epoch
+	c.setFenceFloor()
 	if c.snapBoundary, c.cursorMap, err = loadCursorSnapshot(c.sr, c.dirfd); err != nil {
 		return err
 	}
@@ -225,7 +225,21 @@ func (c *Copy) appendEpoch(e EpochEntry) error {
 	if e.Epoch < c.fence.epoch {
 		return fmt.Errorf("%w: epoch %d, fence %d", ErrFenced, e.Epoch, c.fence.epoch)
 	}
-	return c.epochs.append(e)
+	err := c.epochs.append(e)
+	c.setFenceFloor()
+	return err
+}
+
+// setFenceFloor sets the lowest batch epoch the logs take: the fence's, until a role change at or
+// past the fence is recorded in the log epochs. From then on the copy follows that epoch's owner,
+// which sends records of older epochs too (a follower catching up after a seal); the copy's role,
+// not the fence, keeps an old owner from appending.
+func (c *Copy) setFenceFloor() {
+	floor := c.fence.epoch
+	if last, ok := c.epochs.last(); ok && last.Epoch >= floor {
+		floor = 0
+	}
+	c.records.minEpoch, c.cursors.minEpoch = floor, floor
 }
 
 // Cut brings both logs down to recordOff and cursorOff (the failover spec's cut of a longer
@@ -285,6 +299,7 @@ func (c *Copy) cut(recordOff, cursorOff uint64) error {
 	if err := c.epochs.cut(c.records.durable, c.cursors.durable); err != nil {
 		return err
 	}
+	c.setFenceFloor()
 	if c.snapBoundary > c.cursors.durable {
 		c.snapBoundary = c.cursors.durable
 		if err := c.sr.writeFileAtomic(c.dirfd, cursorSnapName, encodeCursorSnapshot(c.snapBoundary, c.cursorMap)); err != nil {

@@ -103,7 +103,9 @@
 //     The cursor log does neither: its commits are rare.
 //   - The seal digest is xxhash64 over (base, size, file digest) of each retained segment, so two
 //     copies with the same bytes in the same segments agree. Appends queued before a seal are
-//     committed and covered; appends from an epoch below the fence are refused from the call on.
+//     committed and covered; appends from an epoch below the fence are refused from the call on,
+//     until a log epoch at or past the fence is recorded (the copy's role change at the new epoch:
+//     a follower then takes the new owner's records of older epochs).
 //   - Log epochs: a cut drops the entries whose record start lies past the record cut; entries at
 //     or below it stay, their cursor start clamped to the cursor cut (a cut on the cursor side only
 //     keeps the copy's own epoch: dropping the entry would make an older epoch its own, and the next

@@ -138,3 +138,45 @@ func TestFence_TornSlotFallsBackToPrevious(t *testing.T) {
 		t.Fatalf("short file: gen %d epoch %d", g, ep)
 	}
 }
+
+// A role change recorded at or past the fence lifts it for records: the copy then follows that
+// epoch's owner, which sends older epochs' records to a follower catching up after its seal. Before
+// the role change, and after a reopen without one, the fence still refuses them; after a reopen with
+// one, they are taken.
+func TestSeal_RoleChangeAtTheFenceTakesOlderRecords(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		c := e.open()
+		if err := c.AppendEpochSync(EpochEntry{Epoch: 1}); err != nil {
+			t.Fatal(err)
+		}
+		e.appendBatches(c, 2, 1, 100, 1)
+		e.seal(c, 2)
+		h := BatchHeader{RecordCount: 1, Epoch: 1}
+		if _, err := c.Append(1, &h, []byte("epoch 1, fenced")); !errors.Is(err, ErrFenced) {
+			t.Fatalf("append from epoch 1 after a seal at 2: %v", err)
+		}
+		e.close(c)
+		c = e.open()
+		if _, err := c.Append(1, &h, []byte("epoch 1, fenced")); !errors.Is(err, ErrFenced) {
+			t.Fatalf("append from epoch 1 after reopen: %v", err)
+		}
+		if err := c.AppendEpochSync(EpochEntry{Epoch: 2, RecordStart: 2}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Append(1, &h, []byte("epoch 1 from the new owner")); err != nil {
+			t.Fatalf("append from epoch 1 after the role change at 2: %v", err)
+		}
+		e.syncRecords(c)
+		e.close(c)
+		c = e.open()
+		defer e.close(c)
+		h.BaseOffset = 3
+		if _, err := c.Append(1, &h, []byte("after reopen")); err != nil {
+			t.Fatalf("append from epoch 1 after reopen with the role change: %v", err)
+		}
+		e.syncRecords(c)
+		if tail := c.Records().DurableTail(); tail != 4 {
+			t.Fatalf("tail %d, want 4", tail)
+		}
+	})
+}
