@@ -1,0 +1,26 @@
+// Package localcluster runs a local cluster of real `ringstream serve` processes on 127.0.0.1: it
+// writes each node's configuration (engine/config TOML with free ports and a cluster secret), formats
+// the metadata replicas' directories with `ringstream format`, starts `ringstream serve` per node,
+// waits until each node's admin HTTP answers /v1/status, and sends nodes SIGKILL, SIGSTOP, SIGCONT
+// and SIGTERM or restarts them. `ringstream cluster up`, `ringstream bench` and the cluster tests
+// share it.
+//
+// It owns the cluster's directory (one directory per node: node.toml, data/, serve.log) and the
+// processes it started. It never leaves one behind: every node runs in its own process group with
+// a parent-death signal of SIGKILL, Close kills every group and waits, and the context given to
+// Start closes the cluster when it ends.
+//
+// Decisions where the design is silent:
+//   - Ports are chosen by the kernel: every port of the cluster is bound on 127.0.0.1:0 at once, so
+//     no two are alike, then released just before the configs are written. Another process may take
+//     one in between; the node then fails to start and Start names the address in its error.
+//   - A node keeps its ports across restarts (they are in its config), so its peers find it again.
+//   - The metadata replicas are nodes 1 to 3, or 1 to 5 for clusters of five nodes or more; a cluster
+//     has at least 3 nodes.
+//   - Each node's stdout and stderr go to serve.log in its directory, appended across restarts; a
+//     node that exits before it is ready fails Start with the tail of that log.
+//   - A node is ready when GET /v1/status on its admin address answers 200. Readiness is polled
+//     every 20 ms: the process is another program, there is no event to wait on.
+//   - SIGKILL goes to the node's process group; SIGSTOP, SIGCONT and SIGTERM to the process alone.
+//   - The secret is 32 random bytes, hex-encoded, unless Options.Secret is set.
+package localcluster
