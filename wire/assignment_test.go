@@ -56,12 +56,12 @@ func TestStreamAssignment_Refusals(t *testing.T) {
 	}
 }
 
-// A follower reports a silent owner in its heartbeat entry; an unknown flag is a bad entry, skipped
-// alone.
-func TestCopyTail_OwnerSilentFlag(t *testing.T) {
+// A follower reports a silent owner, an owner its restart within its epoch, in its heartbeat entry;
+// an unknown flag is a bad entry, skipped alone.
+func TestCopyTail_Flags(t *testing.T) {
 	copies := []wire.CopyTail{
 		{Stream: 4, Incarnation: 1, Epoch: 3, RecordTail: 9, Role: wire.RoleFollower, Flags: wire.CopyOwnerSilent},
-		{Stream: 5, Incarnation: 1, Epoch: 3, RecordTail: 9, Role: wire.RoleFollower},
+		{Stream: 5, Incarnation: 1, Epoch: 3, RecordTail: 9, Role: wire.RoleOwner, Flags: wire.CopyOwnerRestarted},
 	}
 	frame := wire.AppendNodeHeartbeat(nil, fromNode, &wire.NodeHeartbeat{Sequence: 1}, copies)
 	h, body, err := wire.ParseFrame(frame)

@@ -26,7 +26,12 @@ type CopyFlags uint8
 // it under attention while it still sees the owner's node alive.
 const CopyOwnerSilent CopyFlags = 1
 
-const copyFlagsKnown = CopyOwnerSilent
+// CopyOwnerRestarted: this owner reopened within its own epoch (its node restarted before anyone saw it
+// lost) and may have lost records its followers hold. It serves nothing and applies no assignment that
+// keeps it owner until a recovery seals it; the controller records that recovery when it sees the flag.
+const CopyOwnerRestarted CopyFlags = 2
+
+const copyFlagsKnown = CopyOwnerSilent | CopyOwnerRestarted
 
 // CopyTail is what a node publishes about one stream copy it holds: its role and epoch, its durable
 // record and cursor event tails, and its flags. Wire layout, 40 bytes: stream u64 | incarnation u32 |

@@ -45,8 +45,8 @@ func newStreamSimCommand() *cobra.Command {
 					return fmt.Errorf("%w\nreplay: ringstream streamsim --seed %d --variant %q", err, s, variant)
 				}
 				fmt.Fprintf(out, "seed=%d acked=%d confirmed=%d max_epoch=%d shrunken=%d empty=%d "+
-					"woken_owners=%d accepted_losses=%d known_gap=%d: ok\n", s, st.Acked, st.Confirmed, st.MaxEpoch,
-					st.Shrunken, st.Empty, st.Pauses, st.Accepted, st.Gaps)
+					"woken_owners=%d accepted_losses=%d stuck=%d: ok\n", s, st.Acked, st.Confirmed, st.MaxEpoch,
+					st.Shrunken, st.Empty, st.Pauses, st.Accepted, st.Stuck)
 			}
 			return nil
 		},
@@ -54,7 +54,8 @@ func newStreamSimCommand() *cobra.Command {
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "first seed to run")
 	cmd.Flags().IntVar(&seeds, "seeds", 1, "number of seeds to run from --seed")
 	cmd.Flags().StringVar(&variant, "variant", "correct", "protocol variant: correct, or a broken one "+
-		"(\"raw-tail seal\", \"no prefix guard\", \"seal R-1\", \"confirm W-1\", \"ack before fsync\")")
+		"(\"raw-tail seal\", \"no prefix guard\", \"seal R-1\", \"confirm W-1\", \"ack before fsync\", "+
+		"\"restarted owner kept\")")
 	cmd.Flags().IntVar(&recovery, "recovery", 0, "measure the failover of this many streams instead")
 	cmd.Flags().BoolVar(&withPrimary, "with-primary", false, "with --recovery: the lost node also holds the metadata primary")
 	return cmd

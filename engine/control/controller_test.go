@@ -402,3 +402,41 @@ func TestNewPrimary_LinkGraceCountedAsBackupCarriesOver(t *testing.T) {
 		t.Fatalf("reason %s", op.Reason)
 	}
 }
+
+// An owner that reopened within its epoch publishes it (wire.CopyOwnerRestarted): the controller,
+// which still sees its node alive, records a recovery with reason owner_restarted whose members keep
+// the owner; once that recovery committed an assignment, the same flag at the older epoch (a heartbeat
+// sent before the copy applied it) records nothing more. Without the flag nothing is proposed.
+func TestOwnerRestarted_RecordsRecovery(t *testing.T) {
+	f := newFixture(t, testConfig(), 3)
+	st := f.createStream("s", 3, majority, 1, 2, 3)
+	f.heartbeat(2, 0, tail(st, 1, wire.RoleFollower, 7, 0))
+	f.heartbeat(3, 0, tail(st, 1, wire.RoleFollower, 6, 0))
+	f.heartbeat(1, 0, tail(st, 1, wire.RoleOwner, 7, 0))
+	if fx := f.ready(); len(fx.Proposals) != 0 {
+		t.Fatalf("proposals with the owner serving: %+v", fx.Proposals)
+	}
+	restarted := tail(st, 1, wire.RoleOwner, 5, 0)
+	restarted.Flags = wire.CopyOwnerRestarted
+	f.heartbeat(1, 0, restarted)
+	op := onlyProposal[meta.RecordRecovery](t, f.ready())
+	want := meta.RecordRecovery{Stream: st.ID, Incarnation: 1, ExpectedEpoch: 1, ProposedOwner: 2,
+		Members: []uint16{1, 2, 3}, Policy: majority, Reason: meta.ReasonOwnerRestarted}
+	if !reflect.DeepEqual(op, want) {
+		t.Fatalf("proposal %+v\nwant     %+v", op, want)
+	}
+	f.mustCommit()
+	_, seal := sealsTo(t, f.ready())
+	f.reply(1, seal, 8, 0) // furthest after all: it stays owner, through the recovery
+	f.reply(2, seal, 7, 0)
+	f.reply(3, seal, 6, 0)
+	onlyProposal[meta.CommitRecovery](t, f.ready())
+	f.mustCommit()
+	if a, _ := f.s.Assignment(st.ID); a.Epoch != 2 || a.Owner != 1 {
+		t.Fatalf("after the recovery: %+v", a)
+	}
+	f.heartbeat(1, 0, restarted) // sent before node 1 applied epoch 2
+	if fx := f.ready(); len(fx.Proposals) != 0 {
+		t.Fatalf("a stale restart flag proposed %+v", fx.Proposals)
+	}
+}

@@ -76,6 +76,14 @@
 //     the host's link to it waits out its reconnect backoff is counted alive only at its first
 //     heartbeat after OnLinkUp, and a node this host cannot reach but that reaches it is lost after
 //     the grace (seals and assignments could not reach it either).
+//   - An owner whose node restarted before anyone saw it lost reopens in its own epoch and may have
+//     lost records a follower holds (engine/stream). It flags its heartbeat entry
+//     (wire.CopyOwnerRestarted); the controller then records a recovery with reason owner_restarted
+//     (members keep the owner), exactly as for a lost owner, so the seal chooses the furthest copy.
+//     The flag counts at the assignment's epoch, or at an older one while no history start was
+//     recorded at the assignment's (a change without recovery the copy refused to apply as owner);
+//     once a recovery chose it, a stale flag from before is ignored. This also moves a lone copy
+//     whose node restarted: sealed and promoted at a new epoch, it serves again.
 //   - A follower reports a silent owner with the wire.CopyOwnerSilent flag on its heartbeat entry. The
 //     report is kept for one liveness timeout; a report about an older epoch does not replace a newer
 //     one.

@@ -107,6 +107,9 @@ func (c *Controller) OnHeartbeat(from uint16, m wire.NodeHeartbeat, copies wire.
 		if t.Flags&wire.CopyOwnerSilent != 0 && t.Role == wire.RoleFollower {
 			c.OnOwnerSilent(from, t.Stream, t.Incarnation, t.Epoch)
 		}
+		if t.Flags&wire.CopyOwnerRestarted != 0 && t.Role == wire.RoleOwner {
+			c.dirty = true // reconcile records its recovery (ownerRestarted)
+		}
 	}
 	slices.SortFunc(n.tails, func(a, b wire.CopyTail) int { return cmp.Compare(a.Stream, b.Stream) })
 	if !n.heard {

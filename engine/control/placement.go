@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/wire"
 )
 
 // reconcile looks at every stream against the current state and node liveness: it starts or resumes
@@ -46,6 +47,12 @@ func (c *Controller) reconcileStream(st meta.Stream) {
 		return
 	}
 	owner := c.node(a.Owner)
+	if owner != nil && owner.alive() && c.ownerRestarted(st, a, owner) {
+		// One copy or more: even a lone copy is sealed and promoted at a new epoch, which is what
+		// lets it serve again.
+		c.proposeRecovery(st, a, 0, meta.ReasonOwnerRestarted)
+		return
+	}
 	if owner == nil || owner.alive() {
 		c.proposePlacement(st, a)
 		return
@@ -55,6 +62,23 @@ func (c *Controller) reconcileStream(st meta.Stream) {
 		return
 	}
 	c.proposeRecovery(st, a, 0, owner.lostReason)
+}
+
+// ownerRestarted reports whether a's owner published that its copy reopened within its own epoch
+// (wire.CopyOwnerRestarted) and no recovery has sealed it since. A copy flags the epoch it reopened in,
+// which is below a's when a change without recovery (a follower addition) came after: the copy does not
+// apply that change as owner, so the flag still counts unless a recovery chose the owner of a's epoch
+// (a history start at a's epoch, whose seal released the flag).
+func (c *Controller) ownerRestarted(st meta.Stream, a meta.Assignment, owner *nodeView) bool {
+	t, ok := owner.tail(st.ID, st.Incarnation)
+	if !ok || t.Role != wire.RoleOwner || t.Flags&wire.CopyOwnerRestarted == 0 || t.Epoch > a.Epoch {
+		return false
+	}
+	if t.Epoch == a.Epoch {
+		return true
+	}
+	latest, ok := c.state.LatestStart(st.ID)
+	return !ok || latest.Epoch < a.Epoch
 }
 
 // proposeRecovery records a pending recovery of a's owner instead of moving the stream at once

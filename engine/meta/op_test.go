@@ -159,7 +159,7 @@ func TestOpValidate_RefusesBadShapes(t *testing.T) {
 		{"recovery reason 0", RecordRecovery{Stream: 1, Incarnation: 1, ExpectedEpoch: 1, ProposedOwner: 1,
 			Members: []uint16{1}}},
 		{"recovery reason unknown", RecordRecovery{Stream: 1, Incarnation: 1, ExpectedEpoch: 1, ProposedOwner: 1,
-			Members: []uint16{1}, Reason: ReasonPlacement + 1}},
+			Members: []uint16{1}, Reason: reasonMax + 1}},
 		{"withdraw recovery 0", WithdrawRecovery{Stream: 1, Incarnation: 1}},
 		{"commit owner not sealed", CommitRecovery{Stream: 1, Incarnation: 1, Recovery: 1, ExpectedEpoch: 1,
 			Owner: 1, Sealed: []uint16{2}}},

@@ -76,8 +76,12 @@ const (
 	// ReasonPlacement: the owner is alive, but adding copies needs more of them to confirm (W grows),
 	// which only a recovery may do (see NeedsNoRecovery).
 	ReasonPlacement RecoveryReason = 4
+	// ReasonOwnerRestarted: the owner's node restarted within the liveness window and its copy reopened
+	// in its own epoch (wire.CopyOwnerRestarted): it may have lost records a follower holds, so the
+	// copies are sealed and the furthest promoted, as for a lost owner.
+	ReasonOwnerRestarted RecoveryReason = 5
 
-	reasonMax = ReasonPlacement
+	reasonMax = ReasonOwnerRestarted
 )
 
 func (r RecoveryReason) String() string {
@@ -90,6 +94,8 @@ func (r RecoveryReason) String() string {
 		return "operator"
 	case ReasonPlacement:
 		return "placement"
+	case ReasonOwnerRestarted:
+		return "owner_restarted"
 	default:
 		return "reason(" + strconv.Itoa(int(r)) + ")"
 	}

@@ -347,6 +347,12 @@ func (c *Copy) HeadMoved(head uint64) {
 // Role is the copy's role now.
 func (c *Copy) Role() Role { return c.role }
 
+// Restarted reports whether the copy is an owner that reopened within its own epoch: it serves nothing
+// and may have lost records its followers hold. Its host publishes wire.CopyOwnerRestarted and applies
+// no assignment that keeps it owner until a seal at that assignment's epoch reached it, so only a
+// recovery (which seals every copy and promotes the furthest) moves it on.
+func (c *Copy) Restarted() bool { return c.role == RoleOwner && c.restarted }
+
 // Assignment is the assignment the copy serves.
 func (c *Copy) Assignment() meta.Assignment { return c.asg }
 

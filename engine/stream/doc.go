@@ -68,7 +68,9 @@
 //     below RetainLimit and segment keeps its active segment.
 //   - An owner that reopens in its own epoch (its newest log epoch is the assignment's) may have lost
 //     records its followers hold, confirmed ones included; it refuses everything with CodeUnavailable
-//     and waits for a new assignment instead of appending at that epoch again.
+//     and waits for a new assignment instead of appending at that epoch again. Its host publishes
+//     Restarted (wire.CopyOwnerRestarted) so that the controller records a recovery, and applies no
+//     assignment that keeps it owner before a seal at that assignment's epoch reached it.
 //   - Produces waiting for the confirmed tail when the copy is sealed or its log fails are refused
 //     (CodeFenced, CodeLogFailed). Their records may still be confirmed by a later owner: a producer
 //     retrying with the same sequence is answered from that owner's table.

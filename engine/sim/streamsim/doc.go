@@ -68,24 +68,21 @@
 //     ghost is cut to the prefix the new owner holds, and a follower that then disagrees with its
 //     owner is counted (Stats.AcceptedDiverged), not failed. Owners of epochs before the last
 //     accepted one no longer add to the ghost: what they confirmed is no longer promised.
-//   - The known gap. An owner whose node restarts within the liveness window reopens in its own
-//     epoch having lost an unsynced suffix that a follower holds durably; engine/stream makes it
-//     refuse everything until a new assignment, and the controller, which never saw the node lost,
-//     gives it one without a recovery (a follower addition through meta.SetAssignment, which records
-//     no history start). The follower keeps the lost suffix, the owner writes other batches at those
-//     offsets, and the follower's log no longer agrees with the owner's. At the next seal nothing
-//     cuts that follower (no start was recorded after its own epoch), it can tie the copy holding the
-//     records confirmed since and win on the lower node id: a confirmed record is lost.
-//     TestKnownGap_OwnerRestartThenFollowerAddition (-knowngap) scripts it to that loss. TestSim
-//     counts such streams (Stats.Gaps, Diverged) instead of failing on the divergence; every check on
-//     confirmed records still applies to them. Closing it is engine/control's and engine/meta's work
-//     (a history start recorded by a change without recovery, or a recovery for an owner that
-//     restarted within its epoch), not this package's.
-//   - The liveness gap, of the same cause. An owner that reopens in its own epoch waits for a new
-//     assignment (engine/stream), and none comes while the controller sees its node alive and has no
-//     follower to add; a one-copy stream whose node restarts always ends there. Nothing checks
-//     liveness yet: Stats.Stuck counts the streams whose producer still waits at the end of a run
-//     (in the first 200 seeds every stuck stream is behind such an owner).
+//   - The known gap, closed. An owner whose node restarts within the liveness window reopens in its
+//     own epoch having lost an unsynced suffix that a follower may hold durably. It used to be given a
+//     new epoch without a recovery (a follower addition through meta.SetAssignment, which records no
+//     history start); the follower kept the lost suffix, the owner wrote other batches at those
+//     offsets, and at the next seal that follower could tie the copy holding the records confirmed
+//     since and win on the lower node id: a confirmed record was lost. Now such an owner publishes
+//     wire.CopyOwnerRestarted, the controller records a recovery for it (meta.ReasonOwnerRestarted,
+//     engine/control), and the host applies no assignment that keeps it owner until a seal at that
+//     assignment's epoch reached it. TestOwnerRestartThenFollowerAddition scripts the old path (the
+//     addition committed while the owner was down) to a recovery that promotes the follower holding
+//     the suffix; the RestartedOwnerKept variant takes the old path and the follower check catches
+//     it. The same recovery ends the liveness gap of a lone copy whose node restarted: it is sealed and
+//     promoted at a new epoch. Stats.Stuck still counts producers waiting at the end of a run (6 in
+//     the first 200 seeds, against 102 before: followers still down or catching up when the heal
+//     phase ends).
 //   - The cursor-cut finding (seed 11829, outside the CI seeds), fixed. segment's epochLog.cut
 //     dropped a log-epoch entry when its record start or its cursor start lay past the cut. A copy
 //     whose cursor log ran ahead of a later owner's was cut there on the cursor side only, lost its

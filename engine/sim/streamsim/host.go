@@ -17,9 +17,6 @@ type hostCopy struct {
 	syncCur   bool   // SyncCursors asked
 	confirmed uint64 // the last confirmed tail seen, which never moves back
 	opened    uint64 // tick it was opened at
-	// restarted: the copy reopened as owner within its own epoch after a crash (engine/stream then
-	// refuses everything and waits for a new assignment).
-	restarted bool
 }
 
 // heartbeatTicks is how often a node sends its heartbeat to the metadata primary.
@@ -228,10 +225,14 @@ func (s *Sim) sendHeartbeat(n *node) {
 		case stream.RoleFollower:
 			role = wire.RoleFollower
 		}
+		var flags wire.CopyFlags
+		if hc.c.Restarted() {
+			flags = wire.CopyOwnerRestarted
+		}
 		d := n.disks[si]
 		st := s.strs[si].st
 		tails = append(tails, wire.CopyTail{Stream: st.ID, Incarnation: st.Incarnation, Epoch: hc.asg.Epoch,
-			RecordTail: d.rec().durableTail(), CursorTail: d.cur().durableTail(), Role: role})
+			RecordTail: d.rec().durableTail(), CursorTail: d.cur().durableTail(), Role: role, Flags: flags})
 	}
 	slices.SortFunc(tails, func(a, b wire.CopyTail) int { return int(a.Stream) - int(b.Stream) })
 	n.hbSeq++
@@ -308,6 +309,13 @@ func (s *Sim) onAssign(n *node, e envelope) {
 	if d.fence > a.Epoch || (d.applied && d.asg.Epoch >= a.Epoch) {
 		return
 	}
+	if hc := n.copies[si]; hc != nil && hc.c.Restarted() && a.Owner == n.id && d.fence < a.Epoch &&
+		s.opt.Variant != RestartedOwnerKept {
+		// An owner that reopened within its epoch may have lost records a follower holds: it stays
+		// owner only through a recovery, whose seal at a's epoch reaches it first (engine/stream).
+		s.logf("node %d: restarted owner of stream %d refuses epoch %d without a seal", n.id, e.stream, a.Epoch)
+		return
+	}
 	starts := make([]meta.HistoryStart, len(e.assign.Starts))
 	for i, h := range e.assign.Starts {
 		starts[i] = meta.HistoryStart{Epoch: h.Epoch, Node: h.Node, RecordStart: h.RecordStart, CursorStart: h.CursorStart}
@@ -315,13 +323,6 @@ func (s *Sim) onAssign(n *node, e envelope) {
 	d.syncAll() // the old copy's queued appends complete before it is reopened
 	if cut, ok := meta.CutPoint(n.id, d.metaEpochs(), a.Epoch, starts); ok {
 		s.chk.onCut(s, n, si, d.cut(cut))
-	}
-	if hc := n.copies[si]; hc != nil && hc.restarted && a.Owner == n.id && s.strs[si].gapAt == 0 {
-		if _, ok := s.chk.startOf(s, e.stream, a.Epoch); !ok {
-			s.strs[si].gapAt = s.now
-			s.logf("stream %d: known gap: owner %d restarted within epoch %d and takes epoch %d without a recovery",
-				e.stream, n.id, hc.asg.Epoch, a.Epoch)
-		}
 	}
 	if a.Copies() < int(s.strs[si].st.Copies) && a.Owner == n.id {
 		s.counts.shrunken++
@@ -408,9 +409,6 @@ func (s *Sim) restart(n *node) {
 	for si, d := range n.disks {
 		if d != nil && d.applied && s.err == nil {
 			s.openCopy(n, si)
-			if hc := n.copies[si]; hc != nil && d.asg.Owner == n.id && d.ownEpoch() == d.asg.Epoch {
-				hc.restarted = true
-			}
 		}
 	}
 }
