@@ -1,0 +1,144 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ringstream/ringstream/engine/config"
+)
+
+// ErrConfig: the bench's options are invalid; the message names the flag and the rule.
+var ErrConfig = errors.New("bench: invalid options")
+
+// Stream kinds for --stream.
+const (
+	// StreamDurable is the spec's durable stream: 3 copies on majority_durable.
+	StreamDurable = "durable"
+	// StreamLocal is a stream confirmed on the owner's disk alone: 1 copy on local_durable.
+	StreamLocal = "local"
+)
+
+// Config is one bench run: the cluster, the load, the faults and the outputs. DefaultConfig is the
+// spec's owner-kill case.
+type Config struct {
+	// Cluster: a local cluster of Nodes processes with Shards shards each, run by Binary (empty: this
+	// executable); or, with Addrs set, a running cluster reached at those client addresses (no faults).
+	Nodes  int      `json:"nodes"`
+	Shards int      `json:"shards"`
+	Binary string   `json:"-"`
+	Dir    string   `json:"-"`
+	Addrs  []string `json:"cluster,omitempty"`
+	Admins []string `json:"admin,omitempty"`
+	Secret string   `json:"-"`
+
+	// Load.
+	Stream      string        `json:"stream"`
+	Streams     int           `json:"streams"`
+	Copies      int           `json:"copies"`
+	Policy      string        `json:"policy"`
+	Producers   int           `json:"producers"`
+	Consumers   int           `json:"consumers"`
+	RecordSize  int           `json:"record_size"`
+	Batch       int           `json:"batch"`
+	InFlight    int           `json:"in_flight"`
+	Compression string        `json:"compression"`
+	Rate        float64       `json:"rate_records_per_s"`
+	Duration    time.Duration `json:"duration_ns"`
+	Warmup      time.Duration `json:"warmup_ns"`
+
+	// Faults, in seconds since the start of load; 0 is off (RestartAfter: -1 is never).
+	KillOwnerAt        float64 `json:"kill_owner_at_secs"`
+	OwnerOnMetaPrimary bool    `json:"owner_on_metadata_primary"`
+	RestartAfter       float64 `json:"restart_after_secs"`
+	KillFollowerAt     float64 `json:"kill_follower_at_secs"`
+	KillNodeAt         float64 `json:"kill_node_at_secs"`
+	KillNode           uint16  `json:"kill_node,omitempty"`
+	PauseOwnerAt       float64 `json:"pause_owner_at_secs"`
+	PauseFor           float64 `json:"pause_for_secs"`
+
+	// Outputs.
+	JSONPath   string `json:"-"`
+	PlotPath   string `json:"-"`
+	ProfileDir string `json:"-"`
+	Progress   bool   `json:"-"`
+}
+
+// DefaultConfig is the spec's owner-kill case on 3 nodes: a durable stream (3 copies on
+// majority_durable), producers for 20 s, the owner killed with SIGKILL at 8 s and restarted at 14 s.
+func DefaultConfig() Config {
+	return Config{
+		Nodes: 3, Shards: 1,
+		Stream: StreamDurable, Streams: 1, Copies: 3, Policy: "majority_durable",
+		Producers: 4, RecordSize: 1024, Batch: 16, InFlight: 4, Compression: "none",
+		Duration: 20 * time.Second, Warmup: time.Second,
+		KillOwnerAt: 8, RestartAfter: 6, PauseFor: 2,
+	}
+}
+
+// ApplyStream sets Copies and Policy from the --stream kind.
+func (c *Config) ApplyStream() error {
+	switch c.Stream {
+	case StreamDurable:
+		c.Copies, c.Policy = 3, "majority_durable"
+	case StreamLocal:
+		c.Copies, c.Policy = 1, "local_durable"
+	default:
+		return fmt.Errorf("%w: --stream %q: want %s (3 copies, majority_durable) or %s (1 copy, local_durable)",
+			ErrConfig, c.Stream, StreamDurable, StreamLocal)
+	}
+	return nil
+}
+
+// Validate checks every option and the faults against the load's duration.
+func (c *Config) Validate() error {
+	durS := c.Duration.Seconds()
+	checks := []struct {
+		bad  bool
+		flag string
+		rule string
+	}{
+		{c.Addrs == nil && c.Nodes < 3, "--nodes", "at least 3 (the metadata group has 3 replicas)"},
+		{c.Shards < 1 || c.Shards > 64, "--shards", "1 to 64"},
+		{c.Streams < 1 || c.Streams > 100000, "--streams", "1 to 100000"},
+		{c.Copies < 1 || (c.Addrs == nil && c.Copies > c.Nodes), "--copies", "1 to the node count"},
+		{c.Producers < 1 || c.Producers > 4096, "--producers", "1 to 4096"},
+		{c.Consumers < 0 || c.Consumers > 4096, "--consumers", "0 to 4096"},
+		{c.RecordSize < recordHeaderBytes || c.RecordSize > 4<<20, "--record-size",
+			fmt.Sprintf("%d bytes (the record id) to 4 MiB", recordHeaderBytes)},
+		{c.Batch < 1 || c.Batch > 65536, "--batch", "1 to 65536 records"},
+		{c.Batch*c.RecordSize > 8<<20, "--batch", "batch x record size at most 8 MiB (the client frame limit)"},
+		{c.InFlight < 1 || c.InFlight > 1024, "--in-flight", "1 to 1024 batches per producer"},
+		{!slices.Contains([]string{"none", "s2", "zstd"}, c.Compression), "--compression", "none, s2 or zstd"},
+		{c.Rate < 0, "--rate", "0 (closed loop) or records per second"},
+		{c.Duration <= 0, "--duration", "above 0"},
+		{c.Warmup < 0 || c.Warmup >= c.Duration, "--warmup", "0 up to below --duration"},
+		{c.KillOwnerAt < 0 || c.KillOwnerAt >= durS, "--kill-owner-at-secs", "0 (off) or inside --duration"},
+		{c.KillFollowerAt < 0 || c.KillFollowerAt >= durS, "--kill-follower-at-secs", "0 (off) or inside --duration"},
+		{c.KillNodeAt < 0 || c.KillNodeAt >= durS, "--kill-node-at-secs", "0 (off) or inside --duration"},
+		{c.KillNodeAt > 0 && (c.KillNode == 0 || int(c.KillNode) > c.Nodes), "--kill-node", "a node id of the cluster"},
+		{c.PauseOwnerAt < 0 || c.PauseOwnerAt >= durS, "--pause-owner-at-secs", "0 (off) or inside --duration"},
+		{c.PauseOwnerAt > 0 && c.PauseFor <= 0, "--pause-for-secs", "above 0"},
+		{c.RestartAfter < 0 && c.RestartAfter != -1, "--restart-after-secs", "-1 (never) or 0 and up"},
+		{c.OwnerOnMetaPrimary && c.KillOwnerAt == 0, "--owner-on-metadata-primary", "needs --kill-owner-at-secs"},
+		{c.Addrs != nil && c.faults(), "--cluster", "a running cluster takes no faults (the bench cannot kill its nodes)"},
+	}
+	for _, ch := range checks {
+		if ch.bad {
+			return fmt.Errorf("%w: %s: %s", ErrConfig, ch.flag, ch.rule)
+		}
+	}
+	if _, err := config.ParsePolicy(c.Policy); err != nil {
+		return fmt.Errorf("%w: --policy: %w", ErrConfig, err)
+	}
+	return nil
+}
+
+// faults is whether any fault is asked for.
+func (c *Config) faults() bool {
+	return c.KillOwnerAt > 0 || c.KillFollowerAt > 0 || c.KillNodeAt > 0 || c.PauseOwnerAt > 0
+}
+
+// secs is a time since the start of load.
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

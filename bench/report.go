@@ -1,0 +1,136 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// Report is every figure of one run and its configuration; --json writes it as it is.
+type Report struct {
+	Config Config `json:"config"`
+
+	DurationS  float64 `json:"duration_s"`
+	Confirmed  int64   `json:"confirmed"`
+	ReadBack   int64   `json:"read_back"`
+	Missing    int64   `json:"missing"`
+	Misplaced  int64   `json:"misplaced"`
+	Duplicated int64   `json:"duplicated"`
+	// ProduceErrors counts batches whose produce returned an error (not confirmed; their records may
+	// or may not be in the stream, and are never counted missing).
+	ProduceErrors int64 `json:"produce_errors"`
+	Consumed      int64 `json:"consumed"`
+
+	ThroughputRecordsPerS float64 `json:"throughput_records_per_s"`
+	ThroughputMBPerS      float64 `json:"throughput_mb_per_s"`
+	LatencyMs             Latency `json:"latency_ms"`
+
+	// FailoverGapMs: from the owner's SIGKILL to the first confirmed produce after it; null without
+	// an owner kill, or when no produce was confirmed after it.
+	FailoverGapMs *float64 `json:"failover_gap_ms"`
+	// FailoverGapPartsMs: the parts of the gap from the nodes' metrics, where they have them.
+	FailoverGapPartsMs map[string]float64 `json:"failover_gap_parts_ms,omitempty"`
+	// NewAssignmentMs: from the kill to the first status showing another owner.
+	NewAssignmentMs *float64 `json:"new_assignment_ms"`
+	// CatchUpMs: from the restart to the restarted copy's durable tail reaching the confirmed tail
+	// the owner had at the restart.
+	CatchUpMs *float64 `json:"catch_up_ms"`
+	// RejoinedWithoutRecovery: the restarted old owner is a follower at the epoch of the failover's
+	// assignment (no other recovery ran); null when no owner was killed and restarted.
+	RejoinedWithoutRecovery *bool `json:"rejoined_without_recovery"`
+	// StallMs: with --pause-owner-at-secs, from the SIGSTOP to the first confirmed produce after it.
+	StallMs *float64 `json:"stall_ms"`
+
+	Verification Verification `json:"verification"`
+	Nodes        []NodeUsage  `json:"nodes,omitempty"`
+	Events       []Event      `json:"events"`
+	Timeline     []Point      `json:"timeline"`
+	// Failures lists why the run failed (exit status non-zero); empty when it passed.
+	Failures []string `json:"failures"`
+}
+
+// NodeUsage is one node's process over the run: CPU seconds (user + system) and peak RSS.
+type NodeUsage struct {
+	Node       uint16  `json:"node"`
+	CPUSeconds float64 `json:"cpu_s"`
+	RSSMaxMB   float64 `json:"rss_max_mb"`
+	Restarts   int     `json:"restarts"`
+}
+
+// OK is whether the run passed.
+func (r *Report) OK() bool { return len(r.Failures) == 0 }
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("bench: json: %w", err)
+	}
+	return nil
+}
+
+// WriteTable writes the end-of-run table.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	c := r.Config
+	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...)) }
+	row("scenario", "%d nodes x %d shards, %d stream(s) %s (%d copies, %s), %d producers, %d B records, batch %d, in flight %d",
+		c.Nodes, c.Shards, c.Streams, c.Stream, c.Copies, c.Policy, c.Producers, c.RecordSize, c.Batch, c.InFlight)
+	row("load", "%.1f s (warmup %.1f s excluded from latency)", r.DurationS, c.Warmup.Seconds())
+	row("throughput", "%.0f records/s, %.2f MB/s", r.ThroughputRecordsPerS, r.ThroughputMBPerS)
+	row("latency (ms)", "p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f", r.LatencyMs.P50, r.LatencyMs.P99,
+		r.LatencyMs.P999, r.LatencyMs.Max)
+	row("failover gap", "%s", msOrDash(r.FailoverGapMs))
+	for _, k := range sortedKeys(r.FailoverGapPartsMs) {
+		row("  "+k, "%.1f ms", r.FailoverGapPartsMs[k])
+	}
+	row("new assignment", "%s after the kill", msOrDash(r.NewAssignmentMs))
+	row("catch-up", "%s after the restart", msOrDash(r.CatchUpMs))
+	row("rejoined w/o recovery", "%s", boolOrDash(r.RejoinedWithoutRecovery))
+	if c.PauseOwnerAt > 0 {
+		row("stall (SIGSTOP)", "%s", msOrDash(r.StallMs))
+	}
+	row("confirmed", "%d records (%d produce errors, not confirmed)", r.Confirmed, r.ProduceErrors)
+	row("read back", "%d records", r.ReadBack)
+	row("missing", "%d", r.Missing)
+	row("misplaced", "%d", r.Misplaced)
+	row("duplicated", "%d", r.Duplicated)
+	if c.Consumers > 0 {
+		row("consumed", "%d records", r.Consumed)
+	}
+	for _, n := range r.Nodes {
+		row(fmt.Sprintf("node %d", n.Node), "cpu %.2f s, rss max %.1f MB, restarts %d", n.CPUSeconds, n.RSSMaxMB,
+			n.Restarts)
+	}
+	for _, e := range r.Events {
+		row("event", "%8.1f ms  %s node %d %s", e.AtMs, e.Name, e.Node, e.Note)
+	}
+	result := "PASS"
+	if !r.OK() {
+		result = "FAIL: " + strings.Join(r.Failures, "; ")
+	}
+	row("result", "%s", result)
+	return tw.Flush()
+}
+
+func msOrDash(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f ms", *v)
+}
+
+func boolOrDash(v *bool) string {
+	if v == nil {
+		return "-"
+	}
+	if *v {
+		return "yes"
+	}
+	return "no"
+}
+
+func ptr[T any](v T) *T { return &v }
