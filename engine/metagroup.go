@@ -64,7 +64,7 @@
 //     them yet.
 //   - ControlHost.Status (attention, counters) is refreshed every StatusEveryTicks and when primacy
 //     changes, not at every tick: the attention list walks every stream.
-//   - NodeBeat is a group of its own (NodeBeatGroupID: the highest id below the metadata group's that
+//   - NodeBeat is a group of its own (NodeBeatGroupID: the highest id below the stream hosts' that
 //     lands on shard 0; stream ids grow from 1), offline in every role, so it has shard 0's ticks and
 //     links without a shard hook. Its heartbeat to its own node goes to Self in place of a link. A
 //     clean shutdown sends the shutdown notice first (NodeBeat.Shutdown, before Node.Stop): a notice

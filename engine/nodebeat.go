@@ -59,10 +59,11 @@ type NodeBeat struct {
 }
 
 // NodeBeatGroupID returns the group id of the heartbeat sender on a node of shards shards: the highest
-// id below the metadata group's that shard.ShardOf puts on shard 0. Stream ids are allocated from 1 up,
-// so they never reach it.
+// id on shard 0 at or below MetadataGroupID - 2^16. The ids right below the metadata group's are the
+// stream hosts' (engine/streamhost: the highest one on each shard), which ShardOf spreads over about
+// the top shards x ln(shards) ids; stream ids are allocated from 1 up, so they never reach either.
 func NodeBeatGroupID(shards int) uint64 {
-	for id := shard.MetadataGroupID - 1; ; id-- {
+	for id := shard.MetadataGroupID - 1<<16; ; id-- {
 		if shard.ShardOf(id, shards) == 0 {
 			return id
 		}

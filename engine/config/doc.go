@@ -5,7 +5,7 @@
 // metadata group's config), so the node composition never maps fields itself, and the commented
 // defaults file that `ringstream config defaults` prints.
 //
-// Sections: [node] (id, data_dir, listen for peer links), [cluster] (id, peers, secret or
+// Sections: [node] (id, data_dir, listen for peer links), [cluster] (id, peers, clients, secret or
 // secret_file, tick_ms, the four R23 options, node_liveness_timeout, eager_failover_grace,
 // assignment_policy), [shards] (count, pin_cores, ring_backend, ring_entries), [storage] (segment
 // options and retention), [metadata] (replicas), [admin] (listen) and [client] (listen and the
@@ -29,6 +29,9 @@
 //     non-loopback admin address is warned about (it has no authentication).
 //   - Addresses are IP literals (ip:port). Host names are refused rather than resolved, so the
 //     meaning of a file never changes with DNS.
+//   - cluster.clients gives each node's client address as clients dial it (lookups hand it out); a
+//     node it leaves out is reached at its peers address with the port plus one, which is how the
+//     defaults are laid out. A file that sets peers but not clients gets the derived addresses.
 //   - cluster.peers lists every node, this one included, keyed by node id in plain decimal ("01" is
 //     refused, so a node cannot be listed twice). Two nodes may not share an address.
 //   - Durations are milliseconds (an integer, or a Go duration string), as heartbeat.Millis reads

@@ -30,7 +30,10 @@ type ClusterSection struct {
 	ID uint64 `toml:"id"`
 	// Peers maps every node id of the cluster, this node's included, to the ip:port its peer links
 	// are dialed at.
-	Peers      map[string]string `toml:"peers"`
+	Peers map[string]string `toml:"peers"`
+	// Clients maps node ids to the ip:port clients reach each node at (its client.listen as seen from
+	// clients). A node left out is reached at its peers address with the port plus one.
+	Clients    map[string]string `toml:"clients"`
 	Secret     string            `toml:"secret"`
 	SecretFile string            `toml:"secret_file"`
 	TickMs     uint64            `toml:"tick_ms"`
@@ -91,6 +94,7 @@ func Defaults() File {
 		Cluster: ClusterSection{
 			ID:                          1,
 			Peers:                       map[string]string{"1": "127.0.0.1:7001", "2": "127.0.0.1:7011", "3": "127.0.0.1:7021"},
+			Clients:                     map[string]string{"1": "127.0.0.1:7002", "2": "127.0.0.1:7012", "3": "127.0.0.1:7022"},
 			TickMs:                      10,
 			CommitBroadcastInterval:     hb.CommitBroadcastInterval,
 			CommitHeartbeatTimeout:      hb.CommitHeartbeatTimeout,
@@ -121,6 +125,8 @@ func optionComments() map[string]string {
 		"cluster.id": "Cluster id, 1..2^63-1. Every handshake carries it; a node of another cluster is refused.",
 		"cluster.peers": "Every node of the cluster, this one included: node id = \"ip:port\" its peer links are " +
 			"dialed at.",
+		"cluster.clients": "Every node's client address as clients dial it: node id = \"ip:port\". Lookups " +
+			"answer with it. A node left out is reached at its cluster.peers address, port plus one.",
 		"cluster.secret": "Shared secret that authenticates every peer and client handshake (HMAC-SHA256 over a " +
 			"challenge; it never crosses the wire). At least 16 bytes. Empty on every node: authentication off.",
 		"cluster.secret_file": "File holding the secret instead (trailing newline dropped; relative to this " +

@@ -41,6 +41,7 @@ func Load(path string) (*Config, error) {
 func Parse(data []byte, dir string) (*Config, error) {
 	f := Defaults()
 	f.Cluster.Peers = nil // a file's peers replace the defaults' instead of merging with them
+	f.Cluster.Clients = nil
 	md, err := toml.Decode(string(data), &f)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -56,6 +57,9 @@ func Parse(data []byte, dir string) (*Config, error) {
 	if !md.IsDefined("cluster", "peers") {
 		f.Cluster.Peers = Defaults().Cluster.Peers
 	}
+	if !md.IsDefined("cluster", "clients") && !md.IsDefined("cluster", "peers") {
+		f.Cluster.Clients = Defaults().Cluster.Clients
+	} // else a file's peers without clients: derived from the peers, port plus one
 	return resolve(f, dir)
 }
 

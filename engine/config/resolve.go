@@ -31,6 +31,9 @@ type Config struct {
 	ShardCount int
 	// Nodes is cluster.peers as shard peers, sorted by node id, this node included.
 	Nodes []shard.Peer
+	// ClientAddrs is every node's client address (cluster.clients, or its peer address with the port
+	// plus one), sorted by node id, one per entry of Nodes.
+	ClientAddrs []shard.Peer
 	// Listen, ClientListen and AdminListen are node.listen, client.listen and admin.listen.
 	Listen, ClientListen, AdminListen netip.AddrPort
 	// Schedule is the four R23 options in ticks.
@@ -99,7 +102,43 @@ func (c *Config) resolveNode() error {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("config: admin.listen is %s, not a loopback address: "+
 			"/metrics, /v1 and /debug/pprof are served without authentication to whoever reaches it", c.AdminListen))
 	}
-	return c.resolvePeers()
+	if err := c.resolvePeers(); err != nil {
+		return err
+	}
+	return c.resolveClients()
+}
+
+// resolveClients checks cluster.clients (node ids of cluster.peers, dialable addresses) and fills in
+// the nodes it leaves out: their peer address with the port plus one.
+func (c *Config) resolveClients() error {
+	f := &c.File
+	for _, k := range slices.Sorted(maps.Keys(f.Cluster.Clients)) {
+		if _, ok := f.Cluster.Peers[k]; !ok {
+			return invalid("cluster.clients", "key %q is not a node of cluster.peers", k)
+		}
+	}
+	c.ClientAddrs = make([]shard.Peer, 0, len(c.Nodes))
+	for _, p := range c.Nodes {
+		key := strconv.FormatUint(uint64(p.Node), 10)
+		v, ok := f.Cluster.Clients[key]
+		if !ok {
+			if p.Addr.Port() == 65535 {
+				return invalid("cluster.clients", "node %d's peer port is 65535, which leaves no port plus one: "+
+					"list its client address", p.Node)
+			}
+			c.ClientAddrs = append(c.ClientAddrs, shard.Peer{Node: p.Node, Addr: netip.AddrPortFrom(p.Addr.Addr(), p.Addr.Port()+1)})
+			continue
+		}
+		ap, err := parseAddr("cluster.clients."+key, v)
+		if err != nil {
+			return err
+		}
+		if ap.Port() == 0 || ap.Addr().IsUnspecified() {
+			return invalid("cluster.clients."+key, "%s is not an address a client can dial (port 0 or unspecified IP)", ap)
+		}
+		c.ClientAddrs = append(c.ClientAddrs, shard.Peer{Node: p.Node, Addr: ap})
+	}
+	return nil
 }
 
 // resolvePeers checks cluster.peers: node ids as keys, distinct ip:port addresses, this node included.

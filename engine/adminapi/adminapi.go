@@ -1,0 +1,156 @@
+// Package adminapi holds the JSON documents a node's admin HTTP listener serves (engine/admin.go):
+// GET /v1/status answers Status and GET /v1/attention answers Attention. `ringstream status` and
+// `ringstream attention` decode them with these types, so server and client cannot drift apart.
+//
+// It owns the types and their JSON names only: no behaviour, no imports beyond the standard library.
+// Field names are snake_case; a field that does not apply to a node (no metadata replica, no
+// controller) is omitted (omitempty), never filled with a zero that reads as a value.
+//
+// Decisions where the design is silent:
+//   - Streams, owners, epochs and recoveries come from the node's own metadata replica, as applied on
+//     it: a backup's view may trail the primary's by the ops in flight. A node that holds no replica
+//     lists its own copies only; ask a replica for the cluster's streams.
+//   - Copies are this node's stream copies as their shards see them (tails, confirmed tail, role);
+//     the controller's view of other nodes' tails is in Heartbeats (node liveness as the metadata
+//     primary's controller sees it) only where this node runs the active controller.
+//   - Policies and roles are strings (meta.Policy.String, engine/stream roles) so that a reader needs
+//     no table of numbers.
+package adminapi
+
+// Status is the answer to GET /v1/status.
+type Status struct {
+	Node       uint16 `json:"node"`
+	Cluster    uint64 `json:"cluster"`
+	PeerAddr   string `json:"peer_addr"`
+	ClientAddr string `json:"client_addr"`
+	AdminAddr  string `json:"admin_addr,omitempty"`
+	Shards     int    `json:"shards"`
+	// State is "starting", "serving", "stopping" or "stopped".
+	State string `json:"state"`
+	// Registered: the metadata group has committed this node's registration (its client address).
+	Registered bool `json:"registered"`
+
+	Meta       *Meta       `json:"meta,omitempty"`       // this node's metadata replica, when it holds one
+	Controller *Controller `json:"controller,omitempty"` // the controller host, when this node holds a replica
+	Links      []Link      `json:"links"`
+	Streams    []Stream    `json:"streams"` // from this node's metadata replica (empty without one)
+	Copies     []Copy      `json:"copies"`  // this node's stream copies
+	Failures   []Failure   `json:"failures,omitempty"`
+	Heartbeats Heartbeats  `json:"heartbeats"`
+}
+
+// Meta is this node's metadata replica.
+type Meta struct {
+	View       uint32 `json:"view"`
+	Op         uint64 `json:"op"`
+	Commit     uint64 `json:"commit"`
+	Primary    bool   `json:"primary"`
+	PrimaryID  uint16 `json:"primary_node"` // the node of the primary of View
+	Normal     bool   `json:"normal"`
+	Recovering bool   `json:"recovering"`
+	// PersistError is the persist failure that took the replica out of the group ("" while its storage
+	// works).
+	PersistError   string `json:"persist_error,omitempty"`
+	EagerFailovers uint64 `json:"eager_failovers"`
+}
+
+// Controller is the controller host on this node's replica; Active only on the metadata primary.
+type Controller struct {
+	Active           bool   `json:"active"`
+	Heartbeats       uint64 `json:"heartbeats"`
+	NodesLost        uint64 `json:"nodes_lost"`
+	Proposals        uint64 `json:"proposals"`
+	ProposalsRefused uint64 `json:"proposals_refused"`
+	Seals            uint64 `json:"seals"`
+	SealReplies      uint64 `json:"seal_replies"`
+	Attention        int    `json:"attention"` // entries in /v1/attention
+	FramesDropped    uint64 `json:"frames_dropped"`
+	SendFailures     uint64 `json:"send_failures"`
+}
+
+// Link is one shard's link to one peer node.
+type Link struct {
+	Shard int    `json:"shard"`
+	Peer  uint16 `json:"peer"`
+	Up    bool   `json:"up"`
+}
+
+// Stream is one stream as the metadata state holds it.
+type Stream struct {
+	ID          uint64   `json:"id"`
+	Name        string   `json:"name"`
+	Incarnation uint32   `json:"incarnation"`
+	Copies      uint8    `json:"copies"`
+	Policy      string   `json:"policy"`
+	Epoch       uint32   `json:"epoch"`
+	Owner       uint16   `json:"owner"`
+	Followers   []uint16 `json:"followers"`
+	Stamped     string   `json:"stamped_policy"`
+	// Recovery is "" or the pending recovery's status ("pending", "withdrawn") with its id.
+	Recovery   string `json:"recovery,omitempty"`
+	RecoveryID uint64 `json:"recovery_id,omitempty"`
+}
+
+// Copy is one stream copy on this node.
+type Copy struct {
+	Stream      uint64 `json:"stream"`
+	Incarnation uint32 `json:"incarnation"`
+	Shard       int    `json:"shard"`
+	Open        bool   `json:"open"`
+	Role        string `json:"role"`
+	Epoch       uint32 `json:"epoch"`
+	Appended    uint64 `json:"appended_tail"`
+	Durable     uint64 `json:"durable_tail"`
+	Confirmed   uint64 `json:"confirmed_tail"`
+}
+
+// Failure is a copy that did not open, or whose log failed.
+type Failure struct {
+	Stream      uint64 `json:"stream"`
+	Incarnation uint32 `json:"incarnation"`
+	Dir         string `json:"dir"`
+	Error       string `json:"error"`
+}
+
+// Heartbeats is this node's heartbeat sender and, on the active controller, its view of every node.
+type Heartbeats struct {
+	Sent     uint64     `json:"sent"`
+	Failures uint64     `json:"failures"`
+	Nodes    []NodeBeat `json:"nodes,omitempty"`
+}
+
+// NodeBeat is one registered node as the metadata state and this node's links see it.
+type NodeBeat struct {
+	Node    uint16 `json:"node"`
+	Address string `json:"client_addr"`
+	Status  string `json:"status"`  // registered, decommissioned
+	LinkUp  bool   `json:"link_up"` // this node's shard 0 link to it (true for itself)
+}
+
+// Attention is the answer to GET /v1/attention: what waits for an operator or a node, as the active
+// controller sees it. Active is false on a node that is not the metadata primary: its list is empty
+// and Primary names the node to ask (0 when unknown).
+type Attention struct {
+	Node    uint16           `json:"node"`
+	Active  bool             `json:"active"`
+	Primary uint16           `json:"primary,omitempty"`
+	Entries []AttentionEntry `json:"entries"`
+}
+
+// AttentionEntry is one control.Attention.
+type AttentionEntry struct {
+	Kind        string `json:"kind"` // control.AttentionKind.String
+	Stream      uint64 `json:"stream"`
+	Incarnation uint32 `json:"incarnation"`
+	Recovery    uint64 `json:"recovery,omitempty"`
+	Node        uint16 `json:"node,omitempty"`
+	Answers     int    `json:"answers,omitempty"`
+	Needed      int    `json:"needed,omitempty"`
+	// StartEpoch, StartNode, StartRecord and StartCursor are the latest history start, when the
+	// entry concerns one.
+	StartEpoch  uint32 `json:"start_epoch,omitempty"`
+	StartNode   uint16 `json:"start_node,omitempty"`
+	StartRecord uint64 `json:"start_record,omitempty"`
+	StartCursor uint64 `json:"start_cursor,omitempty"`
+	Why         string `json:"why"`
+}

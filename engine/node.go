@@ -1,0 +1,370 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ringstream/ringstream/engine/config"
+	"github.com/ringstream/ringstream/engine/stream"
+	"github.com/ringstream/ringstream/engine/streamhost"
+	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// Node errors. Each has one meaning.
+var (
+	// ErrNodeState: Start, Stop or SetPeer called in the wrong order (started twice, after Stop).
+	ErrNodeState = errors.New("engine: node started twice, or used after Stop")
+	// ErrIdentity: the data directory belongs to another cluster or node (the message names both).
+	ErrIdentity = errors.New("engine: data directory identity mismatch")
+)
+
+// Node states, as Status reports them.
+const (
+	nodeNew int32 = iota
+	nodeServing
+	nodeStopping
+	nodeStopped
+)
+
+// NodeOptions are the parts of a node that are not configuration: test seams and shared registries.
+type NodeOptions struct {
+	// DrainTimeout is shard.Config.DrainTimeout (0: the shard's default, 5 s). Tests that kill nodes
+	// set it short, so Kill abandons what is in flight with the ring.
+	DrainTimeout time.Duration
+	// WrapRing is shard.Config.WrapRing (a storage fault model in tests).
+	WrapRing func(shard int, r ring.Ring) ring.Ring
+	// Registry receives the node's metrics (nil: a registry of the node's own, served by /metrics).
+	Registry *prometheus.Registry
+	// MetaRequestTimeout bounds one metadata request (a create, a forward to the primary) before it is
+	// answered CodeUnavailable (default 10 s).
+	MetaRequestTimeout time.Duration
+}
+
+// Node is one ringstream node in this process: its shards and peer links, its metadata replica and
+// controller host when it is a metadata member, its node heartbeat sender, its stream copies, the
+// client request handler (clientreq*.go) and the admin HTTP listener (admin*.go).
+//
+// Decisions where the design is silent:
+//   - The data directory records its cluster and node (IdentityFile, written durably at first boot);
+//     a directory of another cluster or node is refused naming both. The metadata replica's directory
+//     (data_dir/meta) must have been made by `ringstream format`: a node never formats itself.
+//   - Metadata requests (create, delete, list, lookup) are served by the node of the metadata
+//     primary, from its applied state (read on shard 0) and by proposals to its replica. Any other
+//     node forwards the client's frame over its peer link to the primary of its replica's view (a
+//     node without a replica: to the replicas in turn) under a request id of its own, and relays the
+//     answer; a forward never takes a second hop from a replica. A request that found no primary, or
+//     whose answer did not come within NodeOptions.MetaRequestTimeout, is answered CodeUnavailable:
+//     the client retries. At most metaRequestsMax run at once per node; more are CodeOverloaded.
+//   - A create places the copies on the registered nodes holding the fewest copies, then the lowest
+//     ids; the first is the owner. A replicated stream's assignment carries the cluster's
+//     assignment_policy (the controller stamps that policy anyway), one copy the stream's own.
+//   - The node of the metadata primary registers every node of cluster.peers at its cluster.clients
+//     address (meta.RegisterNode) and again when the address changed, checking every registerEvery:
+//     the controller counts only registered nodes' heartbeats, and lookups hand out those addresses.
+//   - Data requests (produce, fetch, cursors) arrive on the stream's shard (ShardOf) and go to the
+//     copy there (streamhost.Host.Step); replies find their connection through a per-shard slot
+//     table (the copy's client token is slot index and generation). A node without a serving copy
+//     answers from its replica's state: CodeNotOwner naming the owner, CodeUnknownStream, or
+//     CodeUnavailable while the stream recovers or its own copy opens; a node without a replica
+//     answers CodeNotOwner without an owner (the client looks the stream up).
+//   - A reply the cross-shard queue refuses is kept and sent again on a later turn of the copy's
+//     shard (Node.Run), in order; nothing is dropped while the connection lives.
+//   - Shutdown (SIGTERM): new produces are refused CodeUnavailable, produces already handed to a copy
+//     are waited for (until ctx ends), the shutdown notice goes to the controller (eager failover),
+//     then the shards stop and the copies close their logs while the rings drain. Kill skips the
+//     wait and the notice.
+//   - The node heartbeat goes every tenth of node_liveness_timeout (at least one tick).
+type Node struct {
+	cfg   *config.Config
+	opts  NodeOptions
+	log   *slog.Logger
+	reg   *prometheus.Registry
+	id    uint16
+	from  wire.From
+	peers []shard.Peer // every other node, sorted by id
+	// clientAddrs is every node's client address (cluster.clients), sorted by id.
+	clientAddrs []shard.Peer
+
+	shard   *shard.Node
+	meta    *MetaGroup   // nil: this node holds no metadata replica
+	ctl     *ControlHost // nil with meta
+	beat    *NodeBeat
+	streams *streamhost.Host
+	clients *clientHandler
+	metaSvc *metaService
+	admin   *adminServer
+	metrics *nodeMetrics
+
+	replicas []uint16 // the metadata group's nodes, member index order
+
+	state      atomic.Int32
+	mu         sync.Mutex
+	stopDone   chan struct{}
+	cancel     context.CancelFunc
+	background sync.WaitGroup
+}
+
+// NewNode builds node cfg.File.Node.ID from its configuration: it checks the data directory's
+// identity, binds the peer, client and admin listeners, opens the metadata replica (a directory
+// `ringstream format` made) and puts every group on the shards. Nothing runs until Start.
+func NewNode(cfg *config.Config, logger *slog.Logger) (*Node, error) {
+	return NewNodeWithOptions(cfg, logger, NodeOptions{})
+}
+
+// NewNodeWithOptions is NewNode with the options tests and embedders need.
+func NewNodeWithOptions(cfg *config.Config, logger *slog.Logger, opts NodeOptions) (*Node, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if opts.MetaRequestTimeout == 0 {
+		opts.MetaRequestTimeout = 10 * time.Second
+	}
+	f := &cfg.File
+	n := &Node{cfg: cfg, opts: opts, id: f.Node.ID, replicas: slices.Clone(f.Metadata.Replicas),
+		from: wire.From{Cluster: f.Cluster.ID, Node: f.Node.ID}, peers: cfg.Peers(),
+		clientAddrs: slices.Clone(cfg.ClientAddrs), stopDone: make(chan struct{})}
+	n.log = logger.With("node", n.id)
+	if err := CheckIdentity(f.Node.DataDir, f.Cluster.ID, n.id); err != nil {
+		return nil, err
+	}
+	n.reg = opts.Registry
+	if n.reg == nil {
+		n.reg = prometheus.NewRegistry()
+	}
+	sc := cfg.Shard()
+	sc.Logger, sc.Registry, sc.DrainTimeout, sc.WrapRing = n.log, n.reg, opts.DrainTimeout, opts.WrapRing
+	sn, err := shard.NewNode(sc)
+	if err != nil {
+		return nil, fmt.Errorf("engine: node %d: %w", n.id, err)
+	}
+	n.shard = sn
+	if err := n.compose(); err != nil {
+		_ = sn.Stop() // closes the listeners bound by NewNode
+		if n.meta != nil {
+			n.meta.Close()
+		}
+		return nil, err
+	}
+	return n, nil
+}
+
+// compose makes the groups and handlers of the node and puts them on the shards (before Start).
+func (n *Node) compose() error {
+	cfg, sn := n.cfg, n.shard
+	n.clients = newClientHandler(n)
+	n.metaSvc = newMetaService(n)
+	var self func(h *wire.Header, body []byte)
+	if mc, ok := cfg.MetaGroup(); ok {
+		mc.Logger = n.log
+		g, err := NewMetaGroup(MetaGroupConfig(mc))
+		if err != nil {
+			return fmt.Errorf("engine: node %d: metadata replica: %w", n.id, err)
+		}
+		n.meta = g
+		g.SetWake(func() { sn.Wake(0) })
+		if err := sn.AddGroup(g); err != nil {
+			return fmt.Errorf("engine: node %d: %w", n.id, err)
+		}
+		ctl, err := NewControlHost(ControlHostConfig{Control: cfg.Control(), LocalFrame: n.localControlFrame,
+			Next: nodeFrames{n}, Logger: n.log}, g, sn)
+		if err != nil {
+			return fmt.Errorf("engine: node %d: controller: %w", n.id, err)
+		}
+		n.ctl, self = ctl, ctl.LocalHeartbeat
+	} else if err := sn.SetNodeHandler(nodeFrames{n}); err != nil {
+		return fmt.Errorf("engine: node %d: %w", n.id, err)
+	}
+	host, err := streamhost.New(sn, streamhost.Config{Dir: cfg.File.Node.DataDir, Cluster: cfg.File.Cluster.ID,
+		Node: n.id, Shards: cfg.ShardCount, Segment: cfg.Segment(),
+		Stream:  stream.Config{TickMs: uint32(cfg.File.Cluster.TickMs)},
+		Replies: n.clients.streamReply, Logger: n.log})
+	if err != nil {
+		return fmt.Errorf("engine: node %d: stream host: %w", n.id, err)
+	}
+	n.streams = host
+	var tails CopyTailSource
+	if src, ok := any(host).(CopyTailSource); ok {
+		tails = src
+	}
+	beat, err := NewNodeBeat(NodeBeatConfig{Cluster: cfg.File.Cluster.ID, Node: n.id, Shards: cfg.ShardCount,
+		To: n.replicas, IntervalTicks: beatIntervalTicks(cfg), Copies: tails, Self: self, Logger: n.log})
+	if err != nil {
+		return fmt.Errorf("engine: node %d: %w", n.id, err)
+	}
+	if err := sn.AddGroup(beat); err != nil {
+		return fmt.Errorf("engine: node %d: node heartbeat: %w", n.id, err)
+	}
+	n.beat = beat
+	if err := sn.SetClientHandler(n.clients); err != nil {
+		return fmt.Errorf("engine: node %d: %w", n.id, err)
+	}
+	n.metrics = newNodeMetrics(n)
+	if err := n.reg.Register(n.metrics); err != nil {
+		return fmt.Errorf("engine: register node metrics: %w", err)
+	}
+	admin, err := newAdminServer(n, cfg.AdminListen)
+	if err != nil {
+		return err
+	}
+	n.admin = admin
+	return nil
+}
+
+// beatIntervalTicks is the node heartbeat interval: a tenth of the liveness timeout, at least one
+// tick, so the controller hears several heartbeats per liveness window.
+func beatIntervalTicks(cfg *config.Config) uint32 {
+	return max(1, cfg.NodeLivenessTimeoutTicks/10)
+}
+
+// SetPeer changes the addresses of node id (before Start): its peer address (ignored for this node)
+// and its client address. Tests bind every listener to port 0 and tell each node the others' ports
+// once they are known.
+func (n *Node) SetPeer(id uint16, peer, client netip.AddrPort) error {
+	if n.state.Load() != nodeNew {
+		return ErrNodeState
+	}
+	found := false
+	for i := range n.clientAddrs {
+		if n.clientAddrs[i].Node == id {
+			n.clientAddrs[i].Addr, found = client, true
+		}
+	}
+	for i := range n.peers {
+		if n.peers[i].Node == id {
+			n.peers[i].Addr = peer
+		}
+	}
+	if !found {
+		return fmt.Errorf("%w: node %d is not in cluster.peers of node %d", ErrNodeState, id, n.id)
+	}
+	return nil
+}
+
+// Start runs the shards, links to every peer, and starts the metadata request workers, the node's
+// registration (its client address, through the metadata group) and the admin HTTP listener.
+func (n *Node) Start(ctx context.Context) error {
+	if !n.state.CompareAndSwap(nodeNew, nodeServing) {
+		return ErrNodeState
+	}
+	if err := n.shard.Start(n.peers); err != nil {
+		n.state.Store(nodeStopped)
+		return fmt.Errorf("engine: node %d: start: %w", n.id, err)
+	}
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.cancel = cancel
+	n.background.Add(2)
+	go func() { defer n.background.Done(); n.register(bg) }()
+	go func() { defer n.background.Done(); n.admin.serve() }()
+	n.log.Info("node serving", "peer", n.shard.Addr(), "client", n.ClientAddr(), "admin", n.AdminAddr(),
+		"shards", n.cfg.ShardCount, "metadata_replica", n.meta != nil)
+	return nil
+}
+
+// Shutdown is the clean stop (SIGTERM): the node refuses new produces, waits until every produce it
+// accepted was answered (or ctx ends), sends the controller its shutdown notice (eager failover of the
+// streams it owns), and stops. Its copies close their logs while the shards drain.
+func (n *Node) Shutdown(ctx context.Context) error {
+	if !n.state.CompareAndSwap(nodeServing, nodeStopping) {
+		return n.Stop(ctx)
+	}
+	if err := n.clients.drain(ctx); err != nil {
+		n.log.Warn("shutdown: produces still unanswered", "err", err)
+	}
+	if err := n.beat.Shutdown(n.shard); err != nil {
+		n.log.Warn("shutdown notice not sent", "err", err)
+	}
+	return n.stop(ctx)
+}
+
+// Stop stops the node without the shutdown notice or the produce drain: what is in flight on the
+// rings drains for the shard's DrainTimeout. Stop after Stop waits for the first.
+func (n *Node) Stop(ctx context.Context) error {
+	switch n.state.Swap(nodeStopping) {
+	case nodeNew:
+		n.state.Store(nodeStopped)
+		err := n.shard.Stop()
+		n.admin.close()
+		if n.meta != nil {
+			n.meta.Close()
+		}
+		close(n.stopDone)
+		return err
+	case nodeStopping, nodeStopped:
+		select {
+		case <-n.stopDone:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return n.stop(ctx)
+}
+
+// Kill stops the node abruptly, as a crash would look to its peers: no shutdown notice, no drain of
+// produces; links drop at once and what the rings hold in flight is abandoned after DrainTimeout.
+func (n *Node) Kill() { _ = n.Stop(context.Background()) }
+
+// stop ends the background work, the shards (groups hear OnStop and their rings drain) and the files.
+func (n *Node) stop(ctx context.Context) error {
+	n.mu.Lock()
+	cancel := n.cancel
+	n.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	n.metaSvc.close()
+	n.admin.close()
+	err := n.shard.Stop()
+	n.background.Wait()
+	n.metaSvc.wait()
+	if n.meta != nil {
+		n.meta.Close()
+	}
+	n.state.Store(nodeStopped)
+	close(n.stopDone)
+	_ = ctx
+	if err != nil {
+		return fmt.Errorf("engine: node %d: stop: %w", n.id, err)
+	}
+	n.log.Info("node stopped")
+	return nil
+}
+
+// ID is the node id.
+func (n *Node) ID() uint16 { return n.id }
+
+// PeerAddr is the address peer links connect to.
+func (n *Node) PeerAddr() netip.AddrPort { return n.shard.Addr() }
+
+// ClientAddr is the address clients connect to, as bound.
+func (n *Node) ClientAddr() netip.AddrPort { return n.shard.ClientAddr() }
+
+// AdminAddr is the admin HTTP listener's address, as bound.
+func (n *Node) AdminAddr() netip.AddrPort { return n.admin.addr() }
+
+// Meta is the node's metadata replica (nil when it holds none).
+func (n *Node) Meta() *MetaGroup { return n.meta }
+
+// Controller is the controller host on the node's metadata replica (nil when it holds none).
+func (n *Node) Controller() *ControlHost { return n.ctl }
+
+// Streams is the node's stream host.
+func (n *Node) Streams() *streamhost.Host { return n.streams }
+
+// Shards is the node's shard runtime.
+func (n *Node) Shards() *shard.Node { return n.shard }
+
+// metaDir is the metadata replica's directory.
+func (n *Node) metaDir() string { return filepath.Join(n.cfg.File.Node.DataDir, "meta") }

@@ -1,0 +1,36 @@
+package engine
+
+import (
+	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// nodeFrames is the node's handler of node-level frames (Group 0) that the controller host does not
+// take (all of them on a node without a metadata replica): forwarded metadata requests and their
+// answers go to the metadata service; anything else is counted and dropped.
+type nodeFrames struct{ n *Node }
+
+// OnNodeFrame implements shard.NodeHandler.
+func (f nodeFrames) OnNodeFrame(s *shard.Shard, from uint16, h *wire.Header, body []byte) {
+	if h.Command.Client() {
+		f.n.metaSvc.onPeerFrame(s, from, h, body)
+		return
+	}
+	f.n.metrics.nodeFramesDropped.Inc() // node heartbeats on a node without a controller
+}
+
+// controlFrameTaker is the stream host's entry for the seal and assignment frames the controller on
+// this node addresses to this node's copies (the broker side of failover, engine/streamhost). Until
+// the host has one, those frames are counted and dropped.
+type controlFrameTaker interface {
+	OnControlFrame(h *wire.Header, body []byte)
+}
+
+// localControlFrame is ControlHostConfig.LocalFrame: on shard 0's goroutine.
+func (n *Node) localControlFrame(h *wire.Header, body []byte) {
+	if t, ok := any(n.streams).(controlFrameTaker); ok {
+		t.OnControlFrame(h, body)
+		return
+	}
+	n.metrics.nodeFramesDropped.Inc()
+}

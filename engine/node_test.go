@@ -1,0 +1,307 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/ringstream/ringstream/engine/config"
+	"github.com/ringstream/ringstream/wire"
+)
+
+const nodeTestCluster = 42
+
+// quietLogger drops the nodes' logs; RINGSTREAM_TEST_LOG=1 shows them.
+func quietLogger() *slog.Logger {
+	if os.Getenv("RINGSTREAM_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// nodeTestConfig is node id's configuration in a three-node test cluster: every listener on
+// 127.0.0.1 port 0 (the real ports are handed round with SetPeer before Start), two shards, 2 ms
+// ticks. The peers' addresses in the file are placeholders.
+func nodeTestConfig(t testing.TB, id uint16, dir, secret string, extra string) *config.Config {
+	t.Helper()
+	toml := fmt.Sprintf(`
+[node]
+id = %d
+data_dir = %q
+listen = "127.0.0.1:0"
+[cluster]
+id = %d
+peers = { 1 = "127.0.0.1:1", 2 = "127.0.0.1:2", 3 = "127.0.0.1:3" }
+secret = %q
+tick_ms = 2
+eager_failover_grace = 50
+[shards]
+count = 2
+[storage]
+segment_bytes = 8388608
+[admin]
+listen = "127.0.0.1:0"
+[client]
+listen = "127.0.0.1:0"
+%s`, id, dir, nodeTestCluster, secret, extra)
+	cfg, err := config.Parse([]byte(toml), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// testCluster is three engine.Nodes on loopback with real disks.
+type testCluster struct {
+	t     testing.TB
+	root  string
+	nodes map[uint16]*Node
+}
+
+// newTestCluster formats three nodes' metadata directories (a cluster being created), builds the
+// nodes, hands them each other's addresses and starts them. Cleanup stops them.
+func newTestCluster(t testing.TB, secret string) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, root: t.TempDir(), nodes: map[uint16]*Node{}}
+	for id := uint16(1); id <= 3; id++ {
+		dir := c.dir(id)
+		if err := FormatMeta(MetaFormat{Dir: filepath.Join(dir, "meta"), Cluster: nodeTestCluster, Node: id,
+			Replica: uint8(id - 1)}); err != nil {
+			t.Fatal(err)
+		}
+		n, err := NewNodeWithOptions(nodeTestConfig(t, id, dir, secret, ""), quietLogger(), NodeOptions{DrainTimeout: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.nodes[id] = n
+	}
+	t.Cleanup(c.stop)
+	for _, n := range c.nodes {
+		for _, o := range c.nodes {
+			if err := n.SetPeer(o.ID(), o.PeerAddr(), o.ClientAddr()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, n := range c.nodes {
+		if err := n.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+func (c *testCluster) dir(id uint16) string { return filepath.Join(c.root, fmt.Sprint(id)) }
+
+func (c *testCluster) stop() {
+	for _, n := range c.nodes {
+		n.Kill()
+	}
+}
+
+// waitRegistered waits until the metadata primary registered every node.
+func (c *testCluster) waitRegistered() {
+	c.t.Helper()
+	waitForTB(c.t, "every node registered", func() bool {
+		for _, n := range c.nodes {
+			if n.Meta().Status().Primary {
+				st := n.Status()
+				return len(st.Heartbeats.Nodes) == 3
+			}
+		}
+		return false
+	})
+}
+
+func waitForTB(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never reached: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// testClient is a bare client connection speaking the wire protocol.
+type testClient struct {
+	t   testing.TB
+	c   net.Conn
+	rid uint64
+}
+
+// dialNode connects to addr and runs the client handshake with secret.
+func dialNode(t testing.TB, addr netip.AddrPort, secret string) *testClient {
+	t.Helper()
+	c, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	tc := &testClient{t: t, c: c, rid: 10}
+	hello := wire.ClientHello{RequestID: 1, Cluster: nodeTestCluster, Revision: wire.Revision}
+	if secret != "" {
+		_, _ = rand.Read(hello.Nonce[:])
+	}
+	tc.write(wire.AppendClientHello(nil, &hello))
+	h, body := tc.read()
+	ch, err := wire.DecodeClientChallenge(&h, body)
+	if err != nil {
+		t.Fatalf("challenge: %v (%s)", err, h.Command)
+	}
+	p := wire.ClientProof{RequestID: 2}
+	if secret != "" {
+		p.Proof = wire.ClientHelloProof([]byte(secret), &hello, &ch)
+	}
+	tc.write(wire.AppendClientProof(nil, nodeTestCluster, &p))
+	return tc
+}
+
+func (tc *testClient) write(b []byte) {
+	tc.t.Helper()
+	if _, err := tc.c.Write(b); err != nil {
+		tc.t.Fatal(err)
+	}
+}
+
+// read reads one frame, checked.
+func (tc *testClient) read() (wire.Header, []byte) {
+	tc.t.Helper()
+	_ = tc.c.SetReadDeadline(time.Now().Add(waitBound))
+	buf := make([]byte, wire.HeaderSize)
+	if _, err := io.ReadFull(tc.c, buf); err != nil {
+		tc.t.Fatalf("reading a reply: %v", err)
+	}
+	h, err := wire.ParseHeader(buf)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	buf = append(buf, make([]byte, h.BodySize)...)
+	if _, err := io.ReadFull(tc.c, buf[wire.HeaderSize:]); err != nil {
+		tc.t.Fatal(err)
+	}
+	h, body, err := wire.ParseFrame(buf)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	return h, body
+}
+
+// next is the next request id.
+func (tc *testClient) next() uint64 { tc.rid++; return tc.rid }
+
+// errorOf decodes h as an error reply, or returns nil.
+func errorOf(t testing.TB, h wire.Header, body []byte) *wire.ErrorReply {
+	t.Helper()
+	if h.Command != wire.CommandErrorReply {
+		return nil
+	}
+	e, err := wire.DecodeErrorReply(&h, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &e
+}
+
+// create asks for stream name with copies copies (majority) and returns the reply or the error.
+func (tc *testClient) create(name string, copies uint8) (wire.StreamIDReply, *wire.ErrorReply) {
+	tc.t.Helper()
+	rid := tc.next()
+	tc.write(wire.AppendCreateStream(nil, wire.From{Cluster: nodeTestCluster}, &wire.CreateStream{RequestID: rid,
+		Name: []byte(name), Copies: copies, Policy: wire.PolicyMajority}))
+	h, body := tc.read()
+	if e := errorOf(tc.t, h, body); e != nil {
+		if e.RequestID != rid {
+			tc.t.Fatalf("error reply for request %d, want %d", e.RequestID, rid)
+		}
+		return wire.StreamIDReply{}, e
+	}
+	r, err := wire.DecodeCreateStreamReply(&h, body)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	if r.RequestID != rid {
+		tc.t.Fatalf("reply for request %d, want %d", r.RequestID, rid)
+	}
+	return r, nil
+}
+
+// lookup asks who owns name.
+func (tc *testClient) lookup(name string) (wire.LookupStreamReply, *wire.ErrorReply) {
+	tc.t.Helper()
+	rid := tc.next()
+	tc.write(wire.AppendLookupStream(nil, wire.From{Cluster: nodeTestCluster}, &wire.StreamNameRequest{RequestID: rid,
+		Name: []byte(name)}))
+	h, body := tc.read()
+	if e := errorOf(tc.t, h, body); e != nil {
+		return wire.LookupStreamReply{}, e
+	}
+	r, err := wire.DecodeLookupStreamReply(&h, body)
+	if err != nil || r.RequestID != rid {
+		tc.t.Fatalf("lookup reply %+v: %v (want request %d)", r, err, rid)
+	}
+	r.OwnerAddr = append([]byte(nil), r.OwnerAddr...)
+	return r, nil
+}
+
+// TestNode_ThreeNodesCreateStreamThroughAnyNode: three nodes with real rings, disks and loopback
+// links elect a metadata primary, which registers every node at its client address; a stream created
+// through a client connection to each node in turn (the node that is not the primary forwards the
+// request over its peer link) commits once, and a second create of the name is refused as existing.
+// Lookup and list answer from every node.
+func TestNode_ThreeNodesCreateStreamThroughAnyNode(t *testing.T) {
+	c := newTestCluster(t, "")
+	c.waitRegistered()
+	var created wire.StreamIDReply
+	for id := uint16(1); id <= 3; id++ {
+		tc := dialNode(t, c.nodes[id].ClientAddr(), "")
+		name := fmt.Sprintf("orders-%d", id)
+		r, e := tc.create(name, 3)
+		if e != nil {
+			t.Fatalf("create %s through node %d: %v %s", name, id, e.Code, e.Message)
+		}
+		if r.Stream != uint64(id) || r.Incarnation != 1 {
+			t.Fatalf("create through node %d: stream %d incarnation %d", id, r.Stream, r.Incarnation)
+		}
+		created = r
+		if _, e := tc.create(name, 3); e == nil || e.Code != wire.CodeStreamExists {
+			t.Fatalf("second create of %s through node %d: %+v", name, id, e)
+		}
+	}
+	forwards := 0.0
+	for _, n := range c.nodes {
+		var m dto.Metric
+		if err := n.metrics.forwards.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		forwards += m.GetCounter().GetValue()
+	}
+	if forwards < 4 { // two nodes are not the primary: a create and its repeat each
+		t.Fatalf("%v requests forwarded to the metadata primary, want at least 4", forwards)
+	}
+	for id := uint16(1); id <= 3; id++ {
+		tc := dialNode(t, c.nodes[id].ClientAddr(), "")
+		r, e := tc.lookup("orders-3")
+		if e != nil {
+			t.Fatalf("lookup through node %d: %v %s", id, e.Code, e.Message)
+		}
+		want := c.nodes[r.Owner].ClientAddr().String()
+		if r.Stream != created.Stream || r.Epoch != 1 || string(r.OwnerAddr) != want {
+			t.Fatalf("lookup through node %d: %+v, owner address %q want %q", id, r, r.OwnerAddr, want)
+		}
+		if _, e := tc.lookup("missing"); e == nil || e.Code != wire.CodeUnknownStream {
+			t.Fatalf("lookup of a missing stream through node %d: %+v", id, e)
+		}
+	}
+}
