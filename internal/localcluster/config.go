@@ -66,8 +66,10 @@ func (c *Cluster) File(n *Node) config.File {
 	f.Cluster.ID = c.opts.ClusterID
 	f.Cluster.Secret = c.secret
 	f.Cluster.Peers = make(map[string]string, len(c.nodes))
+	f.Cluster.Clients = make(map[string]string, len(c.nodes)) // lookups hand these out
 	for _, p := range c.nodes {
 		f.Cluster.Peers[strconv.Itoa(int(p.ID))] = p.PeerAddr
+		f.Cluster.Clients[strconv.Itoa(int(p.ID))] = p.ClientAddr
 	}
 	f.Shards.Count = c.opts.Shards
 	f.Metadata.Replicas = metaReplicas(len(c.nodes))
