@@ -39,10 +39,9 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		Help: "Client requests received, by command.", ConstLabels: labels}, []string{"command"})
 	errs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ringstream_client_errors_total",
 		Help: "Client requests answered with an error reply, by code.", ConstLabels: labels}, []string{"code"})
-	for c := wire.CommandCreateStream; c <= wire.CommandErrorReply; c++ {
-		if c.Known() {
-			m.byCommand[c] = requests.WithLabelValues(c.String())
-		}
+	for _, c := range []wire.Command{wire.CommandCreateStream, wire.CommandDeleteStream, wire.CommandListStreams,
+		wire.CommandLookupStream, wire.CommandProduce, wire.CommandFetch, wire.CommandCommitCursor, wire.CommandGetCursor} {
+		m.byCommand[c] = requests.WithLabelValues(c.String())
 	}
 	for c := wire.CodeNotOwner; c <= wire.CodeLogFailed; c++ {
 		m.byCode[c] = errs.WithLabelValues(errorCodeName(c))

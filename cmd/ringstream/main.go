@@ -62,6 +62,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newStreamSimCommand())
 	root.AddCommand(newFormatCommand())
 	root.AddCommand(newConfigCommand())
+	root.AddCommand(newServeCommand())
 	root.AddCommand(newClusterCommand())
 	return root
 }
