@@ -39,7 +39,9 @@
 //
 // From any goroutine: Node.AddGroup and Node.RemoveGroup (before or after Start), Node.Run (a
 // function on a shard, at once), Node.Wake. Node.SetNodeHandler (before Start) receives node-level
-// frames (Group 0, other than batches) on the shard that received them. Config.WrapRing wraps each
+// frames (Group 0, other than batches) on the shard that received them; one that also implements
+// UnroutedHandler gets the frames for groups the node does not hold, on the group's shard (a
+// stream's seal or assignment reaching a node with no copy yet). Config.WrapRing wraps each
 // shard's ring for tests (a storage fault model, a slow disk).
 //
 // Decisions where the design and the spec are silent:

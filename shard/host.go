@@ -44,6 +44,14 @@ type NodeHandler interface {
 	OnNodeFrame(s *Shard, from uint16, h *wire.Header, body []byte)
 }
 
+// UnroutedHandler, when the node's NodeHandler implements it, receives the group-addressed frames
+// for a group the owning shard does not hold (a stream's seal or assignment reaching a node with no
+// copy yet), on the shard ShardOf puts the group on. It reports whether it took the frame; frames it
+// does not take are counted unroutable. The rules of NodeHandler apply.
+type UnroutedHandler interface {
+	OnUnroutedFrame(s *Shard, from uint16, h *wire.Header, body []byte) bool
+}
+
 // controls is a shard's queue of functions from other goroutines (Node.Run, AddGroup and RemoveGroup
 // while running). It is a rare path, guarded by a mutex; the shard swaps the slice out once per turn.
 type controls struct {

@@ -400,3 +400,70 @@ func TestRemoveGroupWithSaveInFlight(t *testing.T) {
 		}
 	})
 }
+
+// unrouted takes the group frames of one command for groups the node does not hold.
+type unrouted struct {
+	nodeFrames
+	take wire.Command
+}
+
+func (h *unrouted) OnUnroutedFrame(s *shard.Shard, from uint16, hd *wire.Header, body []byte) bool {
+	if hd.Command != h.take {
+		return false
+	}
+	h.OnNodeFrame(s, from, hd, body)
+	return true
+}
+
+// A frame for a group the node does not hold reaches a NodeHandler that implements UnroutedHandler,
+// on the shard that owns the group; one it does not take is counted unroutable.
+func TestUnroutedFramesReachTheUnroutedHandler(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b ring.Backend) {
+		var w watcher
+		h := unrouted{take: wire.CommandStreamSeal}
+		a := newNetNodeOn(t, b, 1, 2, &w)
+		if err := a.SetNodeHandler(&h); err != nil {
+			t.Fatal(err)
+		}
+		c := newNetNodeOn(t, b, 2, 2, nil)
+		if err := a.Start([]shard.Peer{{Node: 2, Addr: c.Addr()}}); err != nil {
+			t.Fatal(err)
+		}
+		defer a.Stop()
+		if err := c.Start([]shard.Peer{{Node: 1, Addr: a.Addr()}}); err != nil {
+			t.Fatal(err)
+		}
+		defer c.Stop()
+		w.wait(t, "links up", func() bool { return linksUp(a, true)() && linksUp(c, true)() })
+		const group = 5
+		for _, cmd := range []wire.Command{wire.CommandStreamPrepare, wire.CommandStreamSeal} {
+			frame := wire.BeginFrame(nil, &wire.Header{Cluster: testCluster, Sender: 2, Group: group, Incarnation: 1, Command: cmd})
+			wire.EndFrame(frame, 0)
+			sent := make(chan error, 1)
+			if err := c.Run(0, func(s *shard.Shard) { sent <- s.SendFrame(1, frame) }); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.wait(t, "the seal handled", func() bool {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return len(h.frames) == 1
+		})
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.frames[0].Command != wire.CommandStreamSeal || h.frames[0].Group != group || h.shards[0] != shard.ShardOf(group, 2) {
+			t.Fatalf("handled %+v on shard %d; want the seal for group %d on shard %d", h.frames[0], h.shards[0], group,
+				shard.ShardOf(group, 2))
+		}
+		var unroutable uint64
+		for _, s := range a.Shards() {
+			unroutable += s.Stats().FramesUnroutable.Load()
+		}
+		if unroutable != 1 {
+			t.Fatalf("%d frames unroutable, want the prepare", unroutable)
+		}
+	})
+}

@@ -253,6 +253,10 @@ func (s *Shard) queueReply(node uint16, e wire.CommitReplyEntry) {
 func (s *Shard) deliverFrame(from uint16, h *wire.Header, body []byte) {
 	gs := s.byID[h.Group]
 	if gs == nil {
+		if uh, ok := s.node.nodeHandler.(UnroutedHandler); ok && uh.OnUnroutedFrame(s, from, h, body) {
+			s.stats.NodeFrames.Add(1)
+			return
+		}
 		s.stats.FramesUnroutable.Add(1)
 		return
 	}
