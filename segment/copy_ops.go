@@ -293,6 +293,7 @@ func (c *Copy) cut(recordOff, cursorOff uint64) error {
 	if err := c.records.cut(recordOff); err != nil {
 		return fmt.Errorf("segment: cut record log: %w", err)
 	}
+	cursorsCut := cursorOff < c.cursors.durable
 	if err := c.cursors.cut(cursorOff); err != nil {
 		return fmt.Errorf("segment: cut cursor log: %w", err)
 	}
@@ -303,6 +304,17 @@ func (c *Copy) cut(recordOff, cursorOff uint64) error {
 	if c.snapBoundary > c.cursors.durable {
 		c.snapBoundary = c.cursors.durable
 		if err := c.sr.writeFileAtomic(c.dirfd, cursorSnapName, encodeCursorSnapshot(c.snapBoundary, c.cursorMap)); err != nil {
+			return err
+		}
+	}
+	if cursorsCut {
+		// The cursor map is what an open would find: the snapshot, then the events left past its
+		// boundary. The events cut are forgotten (a snapshot that covered them keeps its state).
+		var err error
+		if c.snapBoundary, c.cursorMap, err = loadCursorSnapshot(c.sr, c.dirfd); err != nil {
+			return err
+		}
+		if _, err := c.cursors.replayCursors(c.snapBoundary, c.cursorMap); err != nil {
 			return err
 		}
 	}

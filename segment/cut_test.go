@@ -221,3 +221,37 @@ func TestCut_CrashMidwayOpensAtOrAboveCut(t *testing.T) {
 		})
 	}
 }
+
+// A cut of the cursor log forgets the cursor events it removed at once, as an open would: the cursor
+// map is the snapshot's plus the events left.
+func TestCut_CursorEventsCutAreForgotten(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		c := e.open()
+		e.appendBatches(c, 4, 1, 100, 1)
+		for i, ev := range []struct {
+			name string
+			off  uint64
+		}{{"a", 1}, {"a", 3}, {"b", 2}} {
+			if _, err := c.CommitCursor(uint64(i), 1, ev.name, ev.off); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.syncCursors(c)
+		if err := c.CutSync(4, 1); err != nil {
+			t.Fatal(err)
+		}
+		check := func(when string) {
+			if off, ok := c.Cursor("a"); !ok || off != 1 {
+				t.Fatalf("%s: cursor a at %d (%v), want 1", when, off, ok)
+			}
+			if off, ok := c.Cursor("b"); ok {
+				t.Fatalf("%s: cursor b at %d, want it gone with its event", when, off)
+			}
+		}
+		check("after the cut")
+		e.close(c)
+		c = e.open()
+		check("after reopen")
+		e.close(c)
+	})
+}
