@@ -30,7 +30,8 @@ type ControlHostConfig struct {
 	// building the attention list walks every stream.
 	StatusEveryTicks uint32
 	// Next receives the node-level frames the host does not handle (anything but node heartbeats);
-	// nil counts them as dropped.
+	// nil counts them as dropped. If it implements shard.UnroutedHandler (the stream host does), it
+	// also gets the frames for streams this node holds no copy of.
 	Next   shard.NodeHandler
 	Logger *slog.Logger
 }
@@ -127,8 +128,20 @@ func (h *ControlHost) OnNodeFrame(s *shard.Shard, from uint16, hd *wire.Header, 
 	_ = h.node.Run(0, func(*shard.Shard) { h.handle(from, &hc, bc) })
 }
 
+// OnUnroutedFrame hands the frames for groups this node does not hold (shard.UnroutedHandler) to Next
+// when it takes them: the stream host answers a seal for a copy it does not hold, creates a copy an
+// assignment names, and hands a seal reply for a stream with no copy here back to OnSealReply.
+func (h *ControlHost) OnUnroutedFrame(s *shard.Shard, from uint16, hd *wire.Header, body []byte) bool {
+	if uh, ok := h.cfg.Next.(shard.UnroutedHandler); ok {
+		return uh.OnUnroutedFrame(s, from, hd, body)
+	}
+	return false
+}
+
 // OnSealReply hands a seal reply to the controller. Seal replies are addressed to the stream's group,
-// so they reach the stream host of the primary's node, which calls this. Safe from any goroutine.
+// so they reach the stream host of the primary's node (through its copy's group, or through
+// OnUnroutedFrame when the node holds no copy), which calls this (streamhost.Config.SealReplies). Safe
+// from any goroutine.
 func (h *ControlHost) OnSealReply(from uint16, m wire.StreamSealReply) {
 	_ = h.node.Run(0, func(*shard.Shard) { h.ctl.OnSealReply(from, m); h.g.pump() })
 }

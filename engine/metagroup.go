@@ -60,8 +60,8 @@
 //     loses primacy go back as ProposalDropped; a reply as ProposalDone with its decoded result.
 //   - Node heartbeats arriving on another shard are copied to shard 0 with Node.Run. Seal replies
 //     are addressed to the stream's group: the stream host of the primary's node hands them over
-//     (ControlHost.OnSealReply), so a primary's node that holds no copy of the stream does not hear
-//     them yet.
+//     (ControlHost.OnSealReply), from its copy's group or, when the node holds no copy, from the
+//     frames the shard could not route (ControlHost.OnUnroutedFrame, passed on to Next).
 //   - ControlHost.Status (attention, counters) is refreshed every StatusEveryTicks and when primacy
 //     changes, not at every tick: the attention list walks every stream.
 //   - NodeBeat is a group of its own (NodeBeatGroupID: the highest id below the stream hosts' that

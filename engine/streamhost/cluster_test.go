@@ -47,10 +47,12 @@ type sink struct {
 	acks     chan stream.Reply
 	fetches  chan stream.Reply
 	opened   chan error
+	sealed   chan wire.StreamSealReply // seal replies reaching the node (Config.SealReplies)
 }
 
 func newSink() *sink {
-	return &sink{acks: make(chan stream.Reply, 1<<16), fetches: make(chan stream.Reply, 16), opened: make(chan error, 16)}
+	return &sink{acks: make(chan stream.Reply, 1<<16), fetches: make(chan stream.Reply, 16), opened: make(chan error, 16),
+		sealed: make(chan wire.StreamSealReply, 16)}
 }
 
 func (s *sink) reply(_ uint64, r *stream.Reply) {
@@ -82,7 +84,8 @@ func newTestNode(t testing.TB, id uint16, dir string, listen netip.AddrPort, tun
 	tn := &testNode{id: id, dir: dir, listen: listen, sink: newSink()}
 	cfg := streamhost.Config{Dir: dir, Cluster: 42, Node: id, Shards: 1,
 		Segment: segment.Config{SegmentBytes: 8 << 20, Logger: quiet()}, Stream: streamConfig(),
-		Replies: tn.sink.reply, Opened: func(_ uint64, err error) { tn.sink.opened <- err }, Logger: quiet()}
+		Replies: tn.sink.reply, Opened: func(_ uint64, err error) { tn.sink.opened <- err }, Logger: quiet(),
+		SealReplies: func(_ uint16, m wire.StreamSealReply) { tn.sink.sealed <- m }}
 	for _, f := range tune {
 		f(&cfg)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/segment"
 	"github.com/ringstream/ringstream/shard"
@@ -17,19 +18,23 @@ const (
 	stateOpening  copyState = iota // segment's open job runs
 	stateScanning                  // reading the retained batch headers for the copy
 	stateServing
-	stateClosing // closing or deleting: its storage is going away
-	stateClosed  // closed, failed or deleted: it serves nothing
+	stateApplying // a new assignment: the protocol copy stopped, the cut and the reopen follow
+	stateClosing  // closing or deleting: its storage is going away
+	stateClosed   // closed, failed or deleted: it serves nothing
 )
 
 // Tags of the copy's own rare operations and reads. Reads the copy asks for carry its own tags,
 // which are below tagScan.
 const (
-	tagOpen   = 1
-	tagClose  = 2
-	tagDelete = 3
-	tagRetain = 4
-	tagEpoch  = 1 << 40 // + epoch
-	tagScan   = 1 << 62
+	tagOpen     = 1
+	tagClose    = 2
+	tagDelete   = 3
+	tagRetain   = 4
+	tagSeal     = 5
+	tagSealCut  = 6
+	tagApplyCut = 7
+	tagEpoch    = 1 << 40 // + epoch
+	tagScan     = 1 << 62
 )
 
 // copyGroup is one stream copy on its shard: a shard.Group (the owner is a primary on the heartbeat
@@ -66,6 +71,12 @@ type copyGroup struct {
 	opening  bool   // Opened not yet told
 	deleted  func(error)
 	delWait  bool // a delete waits for the rare operation running
+
+	// Failover (seal.go, assign.go).
+	starts []meta.HistoryStart // the stream's history starts with the assignment applied
+	seal   sealWork
+	apply  applyWork
+	silent bool // a follower whose owner was silent for the shard's timeout (published in heartbeats)
 }
 
 // Attach starts the copy's open on the shard's ring: Done(OpOpen) goes on with the scan.
@@ -92,7 +103,18 @@ func (cg *copyGroup) Done(r segment.Result) {
 			cg.closeFailed(r.Err)
 			return
 		}
+		if cg.apply.phase == applyWaiting {
+			cg.state = stateApplying // a copy made by an assignment: cut onto its history first
+			cg.stepApply()
+			return
+		}
 		cg.startScan()
+	case segment.OpCut:
+		if r.Tag == tagSealCut {
+			cg.sealCutDone(r.Err)
+		} else {
+			cg.applyCutDone(r.Err)
+		}
 	case segment.OpAppendEpoch:
 		if cg.c != nil {
 			cg.c.EpochDone(uint32(r.Tag-tagEpoch), r.Err)
@@ -181,6 +203,13 @@ func (cg *copyGroup) OnStop() {
 
 // AppendDone: a log's durable tail moved (from segment's completions).
 func (cg *copyGroup) AppendDone(log segment.LogKind, _ uint64, end uint64, err error) {
+	if log == segment.RecordLog && err == nil {
+		for len(cg.held) > 0 && cg.held[0].end <= end {
+			cg.h.pool.unref(cg.held[0])
+			cg.held[0] = nil
+			cg.held = cg.held[1:]
+		}
+	}
 	if cg.c == nil || cg.state != stateServing {
 		return
 	}
@@ -188,13 +217,6 @@ func (cg *copyGroup) AppendDone(log segment.LogKind, _ uint64, end uint64, err e
 		cg.c.LogFailed(kindOf(log))
 		cg.h.markDirty(cg)
 		return
-	}
-	if log == segment.RecordLog {
-		for len(cg.held) > 0 && cg.held[0].end <= end {
-			cg.h.pool.unref(cg.held[0])
-			cg.held[0] = nil
-			cg.held = cg.held[1:]
-		}
 	}
 	cg.syncHead()
 	cg.c.AppendDone(kindOf(log), end)
@@ -211,6 +233,9 @@ func (cg *copyGroup) ReadDone(_ segment.LogKind, tag uint64, data []byte, err er
 	}
 	if cg.c == nil || cg.state != stateServing {
 		cg.h.pool.unref(b)
+		if cg.state == stateApplying {
+			cg.stepApply() // waited for the old copy's reads to end
+		}
 		return
 	}
 	cg.fresh = append(cg.fresh, b)
@@ -218,9 +243,6 @@ func (cg *copyGroup) ReadDone(_ segment.LogKind, tag uint64, data []byte, err er
 	cg.c.ReadDone(tag, data, err)
 	cg.h.markDirty(cg)
 }
-
-// SealDone: seals are the failover's (not hosted yet).
-func (cg *copyGroup) SealDone(uint64, segment.Seal, error) {}
 
 // read starts a read of log from offset into a pooled buffer of bytesMax plus the sparse index's
 // reach.
@@ -249,7 +271,7 @@ func (cg *copyGroup) takeRead(tag uint64) *buffer {
 
 // startScan feeds the copy every retained batch header, read through the ring, then OpenDone.
 func (cg *copyGroup) startScan() {
-	c, err := stream.New(cg.cfg, cg.spec.Assignment, nil)
+	c, err := stream.New(cg.cfg, cg.spec.Assignment, cg.starts)
 	if err != nil {
 		cg.closeFailed(err)
 		return
@@ -325,6 +347,11 @@ func (cg *copyGroup) openDone() {
 		cg.reportOpened(nil) // no log epoch to append first
 	}
 	cg.h.markDirty(cg)
+	cg.silent = false
+	if cg.seal.phase == sealQueued {
+		cg.startSeal()
+	}
+	cg.stepApply()
 }
 
 // reportOpened tells Config.Opened that the copy serves: its storage opened and its log epoch is

@@ -57,5 +57,37 @@
 //     would fail the log instead of being refused, and AppendEncoded has no form that trusts its
 //     caller. All hashing together was 8.5% of the CPU of a 3-copy produce run. The owner builds
 //     the header (and body checksum) of a prepare once for all the followers it goes to.
-//   - OnPrimarySilent and OnQuorumLost are counted: failover (seal, promotion) is not hosted here yet.
+//   - Failover (the stream-failover spec; engine/sim/streamsim's host carries out the same rules in
+//     memory). Seals, seal replies and assignments are frames addressed to the stream's group: they
+//     reach the copy's group, or Host.OnUnroutedFrame on a node without a copy (shard.UnroutedHandler,
+//     passed on by engine.ControlHost), or Host.LocalFrame from the controller on this node.
+//   - A seal is one storage operation in steps, each reported back and never driving the ring from a
+//     completion: the protocol copy is sealed at once (waiting produces refused as fenced), then
+//     segment.Seal makes the fence durable and commits what was queued; then, if meta.CutPoint puts a
+//     cut below the tails (the copy's own epoch is its last log epoch, not the fence), the cut runs as
+//     a job and segment.Seal runs again at the same fence for the digest and tails of the cut logs;
+//     then the reply goes to the seal's sender (to Config.SealReplies on this node). A seal at or below
+//     the copy's assignment or fence, or an older transition at its fence, is answered stale; the same
+//     transition again gets the kept reply; a newer transition at the same fence, or a higher fence,
+//     takes the seal over (after the step running). A copy opening or busy with another rare
+//     operation (ErrBusy, ErrBackpressure) keeps the seal queued and tries at each tick.
+//   - An assignment that leaves this node out changes nothing (a sealed copy stays sealed); one at or
+//     below the copy's epoch or fence is stale. Otherwise, once no seal step runs: the protocol copy
+//     stops (what waits is refused), the reads in flight end, the copy is cut onto meta.CutPoint at
+//     the new epoch (a longer divergent suffix goes; the cursor events cut are forgotten; cursors
+//     above the record tail are clamped), and the copy reopens from its storage at the new
+//     assignment, as at boot (scan, OpenDone, its log epoch): a sealed copy is released in place, the
+//     chosen copy becomes owner at its own tails, the others follow, and a member that held no copy is
+//     created on its shard and starts empty. The stream keeps one group: the shard sees the new view
+//     and members at its next tick.
+//   - The cut of an assignment runs before any role change at the new epoch, so a restarted old owner
+//     (reopened in its own epoch, refusing everything) rejoins as a follower by the next assignment
+//     that names it, with no recovery of its own. A cut that falls inside a batch or below the
+//     retained head is refused by segment: a seal is then not answered, an assignment reports the
+//     copy and leaves it closed (the spec's cut at the batch boundary below, and its emptied copy
+//     that fetches again, are not built).
+//   - Each shard publishes its copies' roles, epochs and durable tails every few ticks for the node
+//     heartbeats (Host.AppendCopyTails, engine.CopyTailSource); a follower whose owner went silent
+//     (OnPrimarySilent) carries wire.CopyOwnerSilent until its owner is heard again. OnQuorumLost is
+//     counted.
 package streamhost

@@ -45,20 +45,32 @@ func (cg *copyGroup) SuperblockSaved(error) {}
 func (cg *copyGroup) OnCommit(_ uint16, e wire.CommitEntry) {
 	if cg.c != nil && cg.state == stateServing {
 		cg.c.CommitSeen(e.View, e.Commit)
+		if e.View == cg.spec.Assignment.Epoch {
+			cg.silent = false
+		}
 	}
 }
 
 func (cg *copyGroup) OnCommitReply(uint16, wire.CommitReplyEntry) {}
 
-// OnPrimarySilent and OnQuorumLost are the failover's inputs (owner loss, seal, promotion), which
-// this host does not run yet: they are counted.
-func (cg *copyGroup) OnPrimarySilent() { cg.h.stats.PrimarySilent++ }
-func (cg *copyGroup) OnQuorumLost()    { cg.h.stats.QuorumLost++ }
+// OnPrimarySilent: a follower heard nothing from its owner for the shard's timeout. It is counted and
+// published in the node's heartbeats (wire.CopyOwnerSilent) until the owner is heard again; the
+// controller decides. OnQuorumLost is counted.
+func (cg *copyGroup) OnPrimarySilent() {
+	cg.h.stats.PrimarySilent++
+	cg.silent = true
+}
+func (cg *copyGroup) OnQuorumLost() { cg.h.stats.QuorumLost++ }
 
 // OnFrame takes a stream prepare or prepare-ok. The message aliases the receive buffer, so the
 // copy's effects are carried out before returning: a follower's appends copy the batches into the
 // log's group buffer here.
 func (cg *copyGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
+	switch h.Command {
+	case wire.CommandStreamSeal, wire.CommandStreamSealReply, wire.CommandStreamAssignment:
+		cg.onControlFrame(from, h, body)
+		return
+	}
 	if cg.c == nil || cg.state != stateServing {
 		cg.h.stats.FramesDropped++
 		return
@@ -87,8 +99,15 @@ func (cg *copyGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
 	cg.carryOut()
 }
 
-// OnTick advances the copy's tick-counted timers, and starts retention when due.
+// OnTick advances the copy's tick-counted timers, and starts retention when due. A seal or an
+// assignment that storage could not take yet is tried again.
 func (cg *copyGroup) OnTick(tick uint64) {
+	if cg.seal.phase == sealQueued && cg.state == stateServing {
+		cg.startSeal()
+	}
+	if cg.apply.phase == applyWaiting && cg.state == stateApplying {
+		cg.stepApply()
+	}
 	if cg.c == nil || cg.state != stateServing {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/segment"
 	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/wire"
 )
 
 var (
@@ -40,8 +41,13 @@ type Config struct {
 	// slices (Fetch.Batches, Error.Message) alias buffers the host reuses: use or copy them before
 	// returning. Nil drops replies.
 	Replies func(stream uint64, r *stream.Reply)
-	// Opened hears each copy's open end (nil: opened and serving), on the shard goroutine.
+	// Opened hears each copy's open end (nil: opened and serving), on the shard goroutine: at boot,
+	// and again each time an assignment reopened it in its new role.
 	Opened func(stream uint64, err error)
+	// SealReplies receives the seal replies that reach this node (addressed to a stream's group, so
+	// they land on the stream's shard) and the replies of this node's own copies to seals from this
+	// node, on a shard goroutine: engine.ControlHost.OnSealReply on a metadata member. Nil drops them.
+	SealReplies func(from uint16, m wire.StreamSealReply)
 	// RetainEveryTicks is how often each copy runs retention when its Spec sets a limit
 	// (default 1000 ticks).
 	RetainEveryTicks uint64
@@ -216,6 +222,8 @@ func (h *Host) serving(s *shard.Shard, streamID uint64) (*copyGroup, error) {
 type CopyState struct {
 	Open      bool
 	Role      stream.Role
+	Epoch     uint32 // the assignment's
+	Fence     uint32 // storage's fence epoch
 	Confirmed uint64 // owner: the confirmed tail
 	Appended  uint64
 	Durable   uint64
@@ -228,7 +236,8 @@ func (h *Host) State(s *shard.Shard, streamID uint64) CopyState {
 	if cg == nil || cg.c == nil || cg.state != stateServing {
 		return CopyState{}
 	}
-	st := CopyState{Open: true, Role: cg.c.Role(), Confirmed: cg.c.Confirmed(), Stats: cg.c.Stats()}
+	st := CopyState{Open: true, Role: cg.c.Role(), Confirmed: cg.c.Confirmed(), Stats: cg.c.Stats(),
+		Epoch: cg.spec.Assignment.Epoch, Fence: uint32(cg.seg.FenceEpoch())}
 	st.Appended, st.Durable = cg.c.Tails()
 	return st
 }

@@ -34,6 +34,8 @@ type shardHost struct {
 	lastHeader []byte
 	stats      Stats
 	stopping   bool
+	// The copies' tails for the node heartbeats: published is read under Host.mu, pending is rebuilt.
+	published, pending []wire.CopyTail
 }
 
 // Stats counts what a shard's copies could not do, for tests and status.
@@ -44,8 +46,16 @@ type Stats struct {
 	UnsyncedCopies uint64 // SourceUnsynced sends that joined several held buffers
 	FramesDropped  uint64 // frames for a copy not serving, or of another command
 	FramesBad      uint64 // frames that did not decode
-	PrimarySilent  uint64 // failover inputs, not acted on yet
+	PrimarySilent  uint64 // a follower's owner fell silent (published in the node heartbeats)
 	QuorumLost     uint64
+	// Failover.
+	Seals              uint64 // seals answered sealed
+	SealsStale         uint64 // seals answered stale (an older fence or transition)
+	SealsFailed        uint64 // seals storage failed (not answered: the controller seals again)
+	Cuts               uint64 // cuts onto the history starts (by seals and by assignments)
+	Applied            uint64 // assignments applied (the copy reopened in its new role)
+	AssignmentsStale   uint64 // assignments at or below the copy's epoch or fence
+	AssignmentsLeftOut uint64 // assignments that leave this node out (its copy stays as it is)
 }
 
 func newShardHost(h *Host, index int, id uint64) *shardHost {
@@ -83,7 +93,12 @@ func (sh *shardHost) OnStop() {
 }
 
 // OnTick counts ticks for retention; copies tick in their own OnTick.
-func (sh *shardHost) OnTick(tick uint64) { sh.tick = tick }
+func (sh *shardHost) OnTick(tick uint64) {
+	sh.tick = tick
+	if tick%publishEveryTicks == 0 {
+		sh.publish()
+	}
+}
 
 func (sh *shardHost) Attach(s shard.Sender) {
 	sh.send = s

@@ -1,0 +1,56 @@
+package streamhost
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/ringstream/ringstream/engine/stream"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// publishEveryTicks is how often each shard publishes its copies' tails for the node heartbeats.
+const publishEveryTicks = 5
+
+// AppendCopyTails appends one entry per copy that has opened (engine.CopyTailSource): its role,
+// assignment epoch and durable tails as its shard last published them (every few ticks), sorted
+// by stream id, and wire.CopyOwnerSilent on a follower whose owner went silent. Safe from any
+// goroutine.
+func (h *Host) AppendCopyTails(dst []wire.CopyTail) []wire.CopyTail {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	from := len(dst)
+	for _, sh := range h.shards {
+		dst = append(dst, sh.published...)
+	}
+	slices.SortFunc(dst[from:], func(a, b wire.CopyTail) int { return cmp.Compare(a.Stream, b.Stream) })
+	return dst
+}
+
+// publish rebuilds the shard's published tails (on the shard goroutine).
+func (sh *shardHost) publish() {
+	sh.pending = sh.pending[:0]
+	for _, cg := range sh.copies {
+		if cg.c == nil || cg.state != stateServing {
+			continue
+		}
+		t := wire.CopyTail{Stream: cg.spec.Stream, Incarnation: cg.spec.Incarnation, Epoch: cg.spec.Assignment.Epoch}
+		t.RecordTail, t.CursorTail = cg.seg.Tails()
+		switch cg.c.Role() {
+		case stream.RoleOwner:
+			t.Role = wire.RoleOwner
+		case stream.RoleFollower:
+			t.Role = wire.RoleFollower
+			if cg.silent {
+				t.Flags = wire.CopyOwnerSilent
+			}
+		case stream.RoleSealed:
+			t.Role = wire.RoleSealed
+		default:
+			continue
+		}
+		sh.pending = append(sh.pending, t)
+	}
+	sh.h.mu.Lock()
+	sh.published, sh.pending = sh.pending, sh.published
+	sh.h.mu.Unlock()
+}
