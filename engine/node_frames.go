@@ -19,6 +19,19 @@ func (f nodeFrames) OnNodeFrame(s *shard.Shard, from uint16, h *wire.Header, bod
 	f.n.metrics.nodeFramesDropped.Inc() // node heartbeats on a node without a controller
 }
 
+// OnUnroutedFrame implements shard.UnroutedHandler: frames for streams this node holds no copy of go to
+// the stream host (a seal answered without a copy, an assignment that creates one, a seal reply).
+func (f nodeFrames) OnUnroutedFrame(s *shard.Shard, from uint16, h *wire.Header, body []byte) bool {
+	return f.n.streams.OnUnroutedFrame(s, from, h, body)
+}
+
+// sealReply is streamhost.Config.SealReplies: a seal reply reaching this node goes to its controller.
+func (n *Node) sealReply(from uint16, m wire.StreamSealReply) {
+	if n.ctl != nil {
+		n.ctl.OnSealReply(from, m)
+	}
+}
+
 // controlFrameTaker is the stream host's entry for the seal and assignment frames the controller on
 // this node addresses to this node's copies (the broker side of failover, engine/streamhost). Until
 // the host has one, those frames are counted and dropped.

@@ -26,10 +26,10 @@ type applyWork struct {
 	starts []meta.HistoryStart
 }
 
-// LocalFrame takes a seal or assignment frame the controller on this node addresses to it
+// OnControlFrame takes a seal or assignment frame the controller on this node addresses to it
 // (engine.ControlHostConfig.LocalFrame), on any goroutine: it is copied and carried out on the
 // shard of its stream.
-func (h *Host) LocalFrame(hd *wire.Header, body []byte) {
+func (h *Host) OnControlFrame(hd *wire.Header, body []byte) {
 	hc, bc := *hd, slices.Clone(body)
 	i := shard.ShardOf(hd.Group, len(h.shards))
 	_ = h.node.Run(i, func(*shard.Shard) { h.shards[i].controlFrame(h.cfg.Node, &hc, bc) })

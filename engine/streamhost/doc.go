@@ -60,7 +60,7 @@
 //   - Failover (the stream-failover spec; engine/sim/streamsim's host carries out the same rules in
 //     memory). Seals, seal replies and assignments are frames addressed to the stream's group: they
 //     reach the copy's group, or Host.OnUnroutedFrame on a node without a copy (shard.UnroutedHandler,
-//     passed on by engine.ControlHost), or Host.LocalFrame from the controller on this node.
+//     passed on by engine.ControlHost), or Host.OnControlFrame from the controller on this node.
 //   - A seal is one storage operation in steps, each reported back and never driving the ring from a
 //     completion: the protocol copy is sealed at once (waiting produces refused as fenced), then
 //     segment.Seal makes the fence durable and commits what was queued; then, if meta.CutPoint puts a

@@ -14,14 +14,14 @@ import (
 )
 
 // controlFrame hands node n a seal or assignment frame as the controller on its own node does
-// (Host.LocalFrame): seal replies come back through Config.SealReplies.
+// (Host.OnControlFrame): seal replies come back through Config.SealReplies.
 func controlFrame(t testing.TB, n *testNode, frame []byte) {
 	t.Helper()
 	hd, body, err := wire.ParseFrame(frame)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.host.LocalFrame(&hd, body)
+	n.host.OnControlFrame(&hd, body)
 }
 
 // sealOn seals n's copy of the test stream at fence for transition and returns its answer.
