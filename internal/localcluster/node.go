@@ -34,8 +34,9 @@ type Node struct {
 	binary    string
 	configure func(*config.File)
 
-	mu   sync.Mutex
-	proc *process // nil when the node is not running
+	mu     sync.Mutex
+	proc   *process // nil when the node is not running
+	starts int      // processes started
 }
 
 // process is one run of `ringstream serve`.
@@ -63,6 +64,13 @@ func (n *Node) PID() int {
 		return 0
 	}
 	return n.proc.cmd.Process.Pid
+}
+
+// Starts is how many times the node's process was started.
+func (n *Node) Starts() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.starts
 }
 
 // Running says whether the node's process has been started and has not exited.
@@ -113,6 +121,7 @@ func (n *Node) start() error {
 		close(p.done)
 	}()
 	n.proc = p
+	n.starts++
 	return nil
 }
 
