@@ -54,6 +54,9 @@ func TestConfigsLoadWithTheClusterAddressesAndSecret(t *testing.T) {
 		if len(f.Cluster.Peers) != 5 || f.Cluster.Peers[strconv.Itoa(int(n.ID))] != n.PeerAddr {
 			t.Errorf("node %d: peers %v", n.ID, f.Cluster.Peers)
 		}
+		if len(f.Cluster.Clients) != 5 || f.Cluster.Clients[strconv.Itoa(int(n.ID))] != n.ClientAddr {
+			t.Errorf("node %d: clients %v", n.ID, f.Cluster.Clients)
+		}
 		if len(f.Metadata.Replicas) != 5 {
 			t.Errorf("node %d: replicas %v, want 5 in a 5-node cluster", n.ID, f.Metadata.Replicas)
 		}
