@@ -143,7 +143,8 @@ func assignmentOf(m *wire.StreamAssignment) meta.Assignment {
 
 // onAssign takes a new assignment. One that leaves this node out changes nothing (a sealed copy
 // stays sealed); one at or below the epoch the copy serves or is applying, or below its fence, is
-// stale. Otherwise it is applied once no seal step runs: see stepApply.
+// stale; one that keeps as owner a copy that reopened within its own epoch, without a seal at its
+// epoch, is refused. Otherwise it is applied once no seal step runs: see stepApply.
 func (cg *copyGroup) onAssign(a meta.Assignment, starts wire.HistoryStarts) {
 	sh := cg.h
 	switch {
@@ -156,6 +157,12 @@ func (cg *copyGroup) onAssign(a meta.Assignment, starts wire.HistoryStarts) {
 		return
 	case a.Policy.Validate() != nil:
 		sh.stats.FramesBad++
+		return
+	case a.Owner == sh.h.cfg.Node && cg.c != nil && cg.c.Restarted() &&
+		(cg.seg == nil || uint64(a.Epoch) > cg.seg.FenceEpoch()):
+		// It may have lost records a follower holds: it publishes its restart and waits for the
+		// recovery, whose seal at a's epoch comes first.
+		sh.stats.AssignmentsRefused++
 		return
 	}
 	if cg.apply.phase == applyCutting {

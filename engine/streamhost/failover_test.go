@@ -237,3 +237,57 @@ func TestFailover_SealPromoteAndReturningCopyCut(t *testing.T) {
 		}
 	}
 }
+
+// An owner that restarts within its epoch publishes it (wire.CopyOwnerRestarted) and refuses an
+// assignment that keeps it owner without a seal (a follower addition committed while it was down):
+// only the recovery the controller then records moves it on, and after that recovery's seal the
+// same assignment applies.
+func TestFailover_RestartedOwnerWaitsForSeal(t *testing.T) {
+	policy := meta.Policy{Kind: meta.PolicyMajorityDurable}
+	c := newCluster(t, majority(1, 2, 3))
+	at := produceConfirmed(t, c.nodes[1], 0, 4, 0)
+	if err := c.nodes[1].node.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	n1 := c.restart(1)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tails := n1.host.AppendCopyTails(nil)
+		if len(tails) == 1 && tails[0].Role == wire.RoleOwner && tails[0].Flags == wire.CopyOwnerRestarted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("published tails %+v, want the owner flagged restarted", tails)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	e2 := meta.Assignment{Epoch: 2, Owner: 1, Followers: []uint16{2, 3}, Policy: policy}
+	m := wire.StreamAssignment{Stream: testStream, Incarnation: testIncarnation, Epoch: 2, Owner: 1,
+		PolicyKind: uint8(policy.Kind), FollowerCount: 2}
+	copy(m.Followers[:], e2.Followers)
+	controlFrame(t, n1, wire.AppendStreamAssignment(nil, wire.From{Cluster: 42, Node: 1}, &m, nil))
+	var hs streamhost.Stats
+	c.run(1, func(s *shard.Shard) { hs = n1.host.Stats(s) })
+	if hs.AssignmentsRefused != 1 || hs.Applied != 0 {
+		t.Fatalf("stats %+v: want the unsealed assignment refused", hs)
+	}
+	if st := state(t, n1); st.Role != stream.RoleOwner || st.Epoch != 1 {
+		t.Fatalf("after the refused assignment: %+v", st)
+	}
+	if r := sealOn(t, n1, 2, 7, nil); r.Status != wire.SealSealed || r.RecordTail != at {
+		t.Fatalf("seal answered %+v, want sealed with tail %d", r, at)
+	}
+	for _, id := range []uint16{2, 3} {
+		if r := sealOn(t, c.nodes[id], 2, 7, nil); r.Status != wire.SealSealed {
+			t.Fatalf("node %d: seal answered %+v", id, r)
+		}
+	}
+	starts := []wire.HistoryStart{{Epoch: 2, Node: 1, RecordStart: at}}
+	for _, id := range []uint16{1, 2, 3} {
+		assignOn(t, c.nodes[id], e2, starts)
+	}
+	if st := state(t, n1); st.Role != stream.RoleOwner || st.Epoch != 2 {
+		t.Fatalf("after the recovery's assignment: %+v", st)
+	}
+	produceConfirmed(t, n1, 4, 6, at)
+}

@@ -13,8 +13,8 @@ const publishEveryTicks = 5
 
 // AppendCopyTails appends one entry per copy that has opened (engine.CopyTailSource): its role,
 // assignment epoch and durable tails as its shard last published them (every few ticks), sorted
-// by stream id, and wire.CopyOwnerSilent on a follower whose owner went silent. Safe from any
-// goroutine.
+// by stream id, wire.CopyOwnerSilent on a follower whose owner went silent, and
+// wire.CopyOwnerRestarted on an owner that reopened within its own epoch. Safe from any goroutine.
 func (h *Host) AppendCopyTails(dst []wire.CopyTail) []wire.CopyTail {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -38,6 +38,9 @@ func (sh *shardHost) publish() {
 		switch cg.c.Role() {
 		case stream.RoleOwner:
 			t.Role = wire.RoleOwner
+			if cg.c.Restarted() {
+				t.Flags = wire.CopyOwnerRestarted
+			}
 		case stream.RoleFollower:
 			t.Role = wire.RoleFollower
 			if cg.silent {
