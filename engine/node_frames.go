@@ -32,18 +32,6 @@ func (n *Node) sealReply(from uint16, m wire.StreamSealReply) {
 	}
 }
 
-// controlFrameTaker is the stream host's entry for the seal and assignment frames the controller on
-// this node addresses to this node's copies (the broker side of failover, engine/streamhost). Until
-// the host has one, those frames are counted and dropped.
-type controlFrameTaker interface {
-	OnControlFrame(h *wire.Header, body []byte)
-}
-
-// localControlFrame is ControlHostConfig.LocalFrame: on shard 0's goroutine.
-func (n *Node) localControlFrame(h *wire.Header, body []byte) {
-	if t, ok := any(n.streams).(controlFrameTaker); ok {
-		t.OnControlFrame(h, body)
-		return
-	}
-	n.metrics.nodeFramesDropped.Inc()
-}
+// localControlFrame is ControlHostConfig.LocalFrame: the seal and assignment frames the controller on
+// this node addresses to this node's copies go to the stream host, on shard 0's goroutine.
+func (n *Node) localControlFrame(h *wire.Header, body []byte) { n.streams.OnControlFrame(h, body) }

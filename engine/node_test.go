@@ -32,7 +32,7 @@ func quietLogger() *slog.Logger {
 // nodeTestConfig is node id's configuration in a three-node test cluster: every listener on
 // 127.0.0.1 port 0 (the real ports are handed round with SetPeer before Start), two shards, 2 ms
 // ticks. The peers' addresses in the file are placeholders.
-func nodeTestConfig(t testing.TB, id uint16, dir, secret string, extra string) *config.Config {
+func nodeTestConfig(t testing.TB, id uint16, dir, secret string, graceMs int) *config.Config {
 	t.Helper()
 	toml := fmt.Sprintf(`
 [node]
@@ -44,7 +44,7 @@ id = %d
 peers = { 1 = "127.0.0.1:1", 2 = "127.0.0.1:2", 3 = "127.0.0.1:3" }
 secret = %q
 tick_ms = 2
-eager_failover_grace = 50
+eager_failover_grace = %d
 [shards]
 count = 2
 [storage]
@@ -53,7 +53,7 @@ segment_bytes = 8388608
 listen = "127.0.0.1:0"
 [client]
 listen = "127.0.0.1:0"
-%s`, id, dir, nodeTestCluster, secret, extra)
+`, id, dir, nodeTestCluster, secret, graceMs)
 	cfg, err := config.Parse([]byte(toml), dir)
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +71,11 @@ type testCluster struct {
 // newTestCluster formats three nodes' metadata directories (a cluster being created), builds the
 // nodes, hands them each other's addresses and starts them. Cleanup stops them.
 func newTestCluster(t testing.TB, secret string) *testCluster {
+	return newTestClusterGrace(t, secret, 50)
+}
+
+// newTestClusterGrace is newTestCluster with eager_failover_grace in milliseconds.
+func newTestClusterGrace(t testing.TB, secret string, graceMs int) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, root: t.TempDir(), nodes: map[uint16]*Node{}}
 	for id := uint16(1); id <= 3; id++ {
@@ -79,7 +84,7 @@ func newTestCluster(t testing.TB, secret string) *testCluster {
 			Replica: uint8(id - 1)}); err != nil {
 			t.Fatal(err)
 		}
-		n, err := NewNodeWithOptions(nodeTestConfig(t, id, dir, secret, ""), quietLogger(), NodeOptions{DrainTimeout: 50 * time.Millisecond})
+		n, err := NewNodeWithOptions(nodeTestConfig(t, id, dir, secret, graceMs), quietLogger(), NodeOptions{DrainTimeout: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
