@@ -237,9 +237,10 @@ func errorFrame(dst []byte, from wire.From, requestID, streamID uint64, code wir
 }
 
 // noCopy answers a data request for a stream this node holds no serving copy of. A metadata replica
-// looks the stream up in its applied state (on shard 0) and names the owner (CodeNotOwner), says the
-// stream is unknown, or, when this node is the owner and its copy is not open yet, unavailable; a node
-// without a replica answers CodeNotOwner without an owner: the client looks the stream up.
+// looks the stream up in its applied state (on shard 0) and names the owner (CodeNotOwner), or, when
+// this node is the owner and its copy is not open yet, answers unavailable; only the primary says a
+// stream it does not know is unknown (a backup may trail it). A node without a replica, or a backup
+// that does not know the stream, answers CodeNotOwner without an owner: the client looks it up.
 func (c *clientHandler) noCopy(s *shard.Shard, req shard.ClientRequest) {
 	if c.n.meta == nil {
 		c.refuse(s, req, wire.CodeNotOwner, 0, fmt.Sprintf("node %d holds no copy of stream %d; look up its owner", c.n.id, req.Stream))
@@ -258,7 +259,11 @@ func (c *clientHandler) noCopy(s *shard.Shard, req shard.ClientRequest) {
 func (n *Node) ownerOf(streamID uint64) (wire.ErrorCode, uint16, string) {
 	st := n.meta.State()
 	if _, ok := st.StreamByID(streamID); !ok {
-		return wire.CodeUnknownStream, 0, fmt.Sprintf("no stream has id %d", streamID)
+		if n.meta.Status().Primary {
+			return wire.CodeUnknownStream, 0, fmt.Sprintf("no stream has id %d", streamID)
+		}
+		// A backup may not have applied the op that created it yet: only the primary's state is the last word.
+		return wire.CodeNotOwner, 0, fmt.Sprintf("node %d knows no stream %d (its metadata may trail the primary's); look it up", n.id, streamID)
 	}
 	if _, ok := st.RecoveryOf(streamID); ok {
 		return wire.CodeUnavailable, 0, fmt.Sprintf("stream %d is recovering (its owner was lost); retry", streamID)

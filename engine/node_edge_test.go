@@ -153,13 +153,22 @@ func TestNode_BadInputAtTheClientEdge(t *testing.T) {
 	expectClosed(t, silent)
 	served("a silent client's close")
 
-	// A produce to a stream id nobody created.
-	rid := good.next()
-	good.write(wire.AppendProduce(nil, wire.From{Cluster: nodeTestCluster}, &wire.Produce{RequestID: rid, Stream: 999,
-		Count: 1, Batch: []byte("x")}))
-	h, body = good.read()
-	if e := errorOf(t, h, body); e == nil || e.Code != wire.CodeUnknownStream || e.RequestID != rid || e.Stream != 999 {
-		t.Fatalf("produce to an unknown stream: %s %+v", h.Command, e)
+	// A produce to a stream id nobody created: unknown on the metadata primary's node; a backup's node,
+	// whose state may trail the primary's, sends the client to look it up.
+	for _, node := range c.nodes {
+		tc := dialNode(t, node.ClientAddr(), secret)
+		rid := tc.next()
+		tc.write(wire.AppendProduce(nil, wire.From{Cluster: nodeTestCluster}, &wire.Produce{RequestID: rid, Stream: 999,
+			Count: 1, Batch: []byte("x")}))
+		h, body = tc.read()
+		e := errorOf(t, h, body)
+		want := wire.CodeNotOwner
+		if node.Meta().Status().Primary {
+			want = wire.CodeUnknownStream
+		}
+		if e == nil || e.Code != want || e.Owner != 0 || e.RequestID != rid || e.Stream != 999 {
+			t.Fatalf("produce to an unknown stream through node %d: %s %+v", node.ID(), h.Command, e)
+		}
 	}
 
 	// A produce to a node that holds no copy: one copy, placed on the least loaded node.
@@ -172,8 +181,9 @@ func TestNode_BadInputAtTheClientEdge(t *testing.T) {
 		t.Fatal(e)
 	}
 	other := c.nodes[owner.Owner%3+1]
+	waitForTB(t, "the stream in the other node's metadata", func() bool { return len(other.Status().Streams) == 1 })
 	oc := dialNode(t, other.ClientAddr(), secret)
-	rid = oc.next()
+	rid := oc.next()
 	oc.write(wire.AppendProduce(nil, wire.From{Cluster: nodeTestCluster}, &wire.Produce{RequestID: rid, Stream: r.Stream,
 		Count: 1, Batch: []byte("x")}))
 	h, body = oc.read()
