@@ -51,6 +51,30 @@ type ControlStatus struct {
 
 type controlProposal struct {
 	request, stream uint64
+	kind            meta.OpKind
+}
+
+// ControlEventKind names one step of the controller host, as an observer hears it.
+type ControlEventKind uint8
+
+// Controller host events (ControlHost.SetObserver).
+const (
+	ControlBecamePrimary  ControlEventKind = iota + 1 // the controller became active
+	ControlNodeLost                                   // the controller declared a node lost
+	ControlProposed                                   // an op went into the replica (Op)
+	ControlCommitted                                  // an op's result came back (Op; OK says whether it applied)
+	ControlSealSent                                   // a seal left for Node
+	ControlSealReply                                  // a seal reply from Node reached the controller
+	ControlAssignmentSent                             // an assignment left for Node
+)
+
+// ControlEvent is one step of the controller host: the failover's parts, timed by an observer.
+type ControlEvent struct {
+	Kind   ControlEventKind
+	Stream uint64
+	Node   uint16
+	Op     meta.OpKind
+	OK     bool
 }
 
 // ControlHost is the controller on this node's metadata replica. It implements shard.NodeHandler:
@@ -75,6 +99,8 @@ type ControlHost struct {
 
 	dropFrames   atomic.Uint64 // from any shard
 	sendFailures uint64
+	nodesLost    uint64                             // the controller's count when last looked at
+	observer     atomic.Pointer[func(ControlEvent)] // SetObserver
 
 	mu     sync.Mutex
 	status ControlStatus
@@ -99,6 +125,23 @@ func NewControlHost(cfg ControlHostConfig, g *MetaGroup, n *shard.Node) (*Contro
 	}
 	g.ctl = h
 	return h, nil
+}
+
+// SetObserver makes f hear the host's steps (nil: none), on shard 0's goroutine: f must not block.
+// Benchmarks time the failover's parts with it. Safe from any goroutine.
+func (h *ControlHost) SetObserver(f func(ControlEvent)) {
+	if f == nil {
+		h.observer.Store(nil)
+		return
+	}
+	h.observer.Store(&f)
+}
+
+// observe hands e to the observer, if any.
+func (h *ControlHost) observe(e ControlEvent) {
+	if f := h.observer.Load(); f != nil {
+		(*f)(e)
+	}
 }
 
 // Status returns what the host last published. Safe from any goroutine.
@@ -143,7 +186,11 @@ func (h *ControlHost) OnUnroutedFrame(s *shard.Shard, from uint16, hd *wire.Head
 // OnUnroutedFrame when the node holds no copy), which calls this (streamhost.Config.SealReplies). Safe
 // from any goroutine.
 func (h *ControlHost) OnSealReply(from uint16, m wire.StreamSealReply) {
-	_ = h.node.Run(0, func(*shard.Shard) { h.ctl.OnSealReply(from, m); h.g.pump() })
+	_ = h.node.Run(0, func(*shard.Shard) {
+		h.observe(ControlEvent{Kind: ControlSealReply, Stream: m.Stream, Node: from})
+		h.ctl.OnSealReply(from, m)
+		h.g.pump()
+	})
 }
 
 // LocalHeartbeat is NodeBeatConfig.Self for a node holding a metadata replica (shard 0).
@@ -198,7 +245,7 @@ func (h *ControlHost) replied(rep vsr.Reply) bool {
 	if !ok {
 		return true
 	}
-	stream := h.out[i].stream
+	stream, kind := h.out[i].stream, h.out[i].kind
 	h.out = slices.Delete(h.out, i, i+1)
 	r, err := meta.DecodeResult(rep.Result)
 	if err != nil {
@@ -206,6 +253,7 @@ func (h *ControlHost) replied(rep vsr.Reply) bool {
 		h.ctl.ProposalDropped(stream)
 		return true
 	}
+	h.observe(ControlEvent{Kind: ControlCommitted, Stream: stream, Op: kind, OK: r.OK()})
 	h.ctl.ProposalDone(stream, r)
 	return true
 }
@@ -225,6 +273,8 @@ func (h *ControlHost) step() bool {
 		h.client = ControlClientBase | uint64(r.View())<<16 | uint64(h.g.cfg.Node)
 		h.request = 0
 		h.ctl.BecomePrimary()
+		h.nodesLost = h.ctl.Stats().NodesLost
+		h.observe(ControlEvent{Kind: ControlBecamePrimary})
 		for _, n := range h.down {
 			h.ctl.OnLinkDown(n)
 		}
@@ -248,6 +298,12 @@ func (h *ControlHost) step() bool {
 
 // carryOut proposes, seals and assigns what fx asks.
 func (h *ControlHost) carryOut(fx *control.Effects) bool {
+	if h.observer.Load() != nil {
+		if lost := h.ctl.Stats().NodesLost; lost != h.nodesLost {
+			h.nodesLost = lost
+			h.observe(ControlEvent{Kind: ControlNodeLost})
+		}
+	}
 	from := wire.From{Cluster: h.g.cfg.Cluster, Node: h.g.cfg.Node}
 	h.dropped = h.dropped[:0]
 	for _, p := range fx.Proposals {
@@ -260,16 +316,19 @@ func (h *ControlHost) carryOut(fx *control.Effects) bool {
 			h.dropped = append(h.dropped, p.Stream)
 			continue
 		}
-		h.out = append(h.out, controlProposal{request: h.request, stream: p.Stream})
+		h.out = append(h.out, controlProposal{request: h.request, stream: p.Stream, kind: p.Op.Kind()})
+		h.observe(ControlEvent{Kind: ControlProposed, Stream: p.Stream, Op: p.Op.Kind()})
 	}
 	for i := range fx.Seals {
 		s := &fx.Seals[i]
 		h.frame = wire.AppendStreamSeal(h.frame[:0], from, &s.Seal, s.Starts)
+		h.observe(ControlEvent{Kind: ControlSealSent, Stream: s.Seal.Stream, Node: s.To})
 		h.sendFrame(s.To)
 	}
 	for i := range fx.Assignments {
 		a := &fx.Assignments[i]
 		h.frame = wire.AppendStreamAssignment(h.frame[:0], from, &a.Assignment, a.Starts)
+		h.observe(ControlEvent{Kind: ControlAssignmentSent, Stream: a.Assignment.Stream, Node: a.To})
 		h.sendFrame(a.To)
 	}
 	proposed := len(fx.Proposals) > len(h.dropped)

@@ -469,7 +469,12 @@ func (c *failoverCluster) createStream(name string) uint64 {
 		p := c.primary(0)
 		return p != nil && len(p.Status().Heartbeats.Nodes) == 3
 	})
-	r, e := dialNode(t, c.client[1], "").create(name, 3)
+	tc := dialNode(t, c.client[1], "")
+	r, e := tc.create(name, 3)
+	for deadline := time.Now().Add(waitBound); e != nil && e.Code == wire.CodeUnavailable && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond) // no metadata primary right now (a view change): retry
+		r, e = tc.create(name, 3)
+	}
 	if e != nil {
 		t.Fatalf("create %s: %v %s", name, e.Code, e.Message)
 	}
