@@ -37,8 +37,21 @@ type Disk struct {
 	durable names                  // the namespace a power loss keeps for certain
 	dirs    map[string][]*nsChange // directory -> its unsynced namespace changes, in completion order
 	faults  []Fault
-	cut     atomic.Bool     // set by Cut: completions no longer reach the model
-	touched map[string]bool // paths namespace operations touched after Cut
+	// anyOrder: files may keep any subset of their unsynced writes (WritesInAnyOrder).
+	anyOrder bool
+	cut      atomic.Bool     // set by Cut: completions no longer reach the model
+	touched  map[string]bool // paths namespace operations touched after Cut
+}
+
+// WritesInAnyOrder makes each later power loss draw, per loss, whether every file keeps a prefix of its
+// unsynced operations (the default model) or any subset of its unsynced writes, each whole, torn or
+// lost, since page-cache writeback promises no order among writes that no sync separates; truncates
+// and fallocates still keep a prefix (the file system's journal orders them). Report.FileSubset says
+// which. For tests of a layout that claims to need no order among the writes one sync covers.
+func (d *Disk) WritesInAnyOrder() {
+	d.mu.Lock()
+	d.anyOrder = true
+	d.mu.Unlock()
 }
 
 // NewDisk models the disk under root; what exists under root now counts as durable. seed draws every

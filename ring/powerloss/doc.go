@@ -20,6 +20,10 @@
 //   - An fsync or fdatasync that succeeds makes durable every write, truncate or fallocate of that
 //     file that completed before the sync completed and was queued before the sync was queued: a write
 //     linked before the sync counts, an unlinked write queued after it does not.
+//   - Disk.WritesInAnyOrder (opt-in, for layouts that claim to need no order among the writes one sync
+//     covers): each power loss then draws whether files keep a prefix of their unsynced operations or
+//     any subset of their unsynced writes, each whole, torn or lost alone (truncates and fallocates
+//     still a prefix); Report.FileSubset says which.
 //   - A namespace change (a file created by Openat with O_CREAT, MkdirAt, UnlinkAt, RenameAt) is
 //     durable only once an fsync of its parent directory succeeds under the same rule.
 //   - On PowerLoss each file becomes its durable image plus a random prefix of its unsynced operations,

@@ -14,11 +14,13 @@ import (
 // seed, so a failing test that prints it is a one-line repro.
 type Report struct {
 	Seed      uint64
-	Loss      int      // which PowerLoss of this Disk it was: 1 for the first
-	DirSubset bool     // directories kept a random subset of their unsynced changes, not a prefix
-	Unsynced  int      // unsynced file operations and namespace changes the model held
-	Dropped   []string // what was lost, e.g. "write data/0.log@4096+512", "rename a -> b"
-	Torn      []string // writes kept only in part, e.g. "write data/0.log@0+4096 kept 1536"
+	Loss      int  // which PowerLoss of this Disk it was: 1 for the first
+	DirSubset bool // directories kept a random subset of their unsynced changes, not a prefix
+	// FileSubset: files kept any subset of their unsynced writes, not a prefix (WritesInAnyOrder).
+	FileSubset bool
+	Unsynced   int      // unsynced file operations and namespace changes the model held
+	Dropped    []string // what was lost, e.g. "write data/0.log@4096+512", "rename a -> b"
+	Torn       []string // writes kept only in part, e.g. "write data/0.log@0+4096 kept 1536"
 }
 
 func (r Report) String() string {
@@ -29,6 +31,9 @@ func (r Report) String() string {
 	}
 	fmt.Fprintf(&b, "powerloss seed=%d loss=%d: dirs keep a %s, %d unsynced, dropped %d, torn %d",
 		r.Seed, r.Loss, order, r.Unsynced, len(r.Dropped), len(r.Torn))
+	if r.FileSubset {
+		b.WriteString("; files keep a subset of their writes")
+	}
 	if len(r.Dropped) > 0 {
 		b.WriteString("; dropped: " + strings.Join(r.Dropped, ", "))
 	}
@@ -53,6 +58,7 @@ func (d *Disk) PowerLoss() (Report, error) {
 	d.losses++
 	rep := Report{Seed: d.seed, Loss: d.losses}
 	final := d.keepNamespace(d.rng, &rep)
+	rep.FileSubset = d.anyOrder && d.rng.IntN(2) == 0
 	contents := d.keepContents(d.rng, final, &rep)
 	err := d.rewrite(final, contents, d.root)
 	d.reset()
@@ -74,6 +80,7 @@ func (d *Disk) PowerLossCopy(dst string, seed uint64) (Report, error) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	rep := Report{Seed: seed}
 	final := d.keepNamespace(rng, &rep)
+	rep.FileSubset = d.anyOrder && rng.IntN(2) == 0
 	contents := d.keepContents(rng, final, &rep)
 	if err := copyTree(d.root, dst); err != nil {
 		return rep, fmt.Errorf("%w: copy to %s: %w", ErrRewrite, dst, err)
@@ -174,6 +181,9 @@ func (d *Disk) keepContents(rng *rand.Rand, final names, rep *Report) map[*inode
 }
 
 func (d *Disk) keepFile(rng *rand.Rand, n *inode, rep *Report) []byte {
+	if rep.FileSubset {
+		return d.keepFileSubset(rng, n, rep)
+	}
 	b := append([]byte(nil), n.durable...)
 	rep.Unsynced += len(n.pending)
 	keep := rng.IntN(len(n.pending) + 1)
@@ -189,6 +199,47 @@ func (d *Disk) keepFile(rng *rand.Rand, n *inode, rep *Report) []byte {
 			torn := *op
 			torn.data = op.data[:cut]
 			b = torn.apply(b)
+			continue
+		}
+		b = op.apply(b)
+	}
+	return b
+}
+
+// keepFileSubset keeps a prefix of the file's unsynced truncates and fallocates and, of its unsynced
+// writes, any subset: each write lost, whole or torn, drawn alone. What is kept applies in the order it
+// completed.
+func (d *Disk) keepFileSubset(rng *rand.Rand, n *inode, rep *Report) []byte {
+	b := append([]byte(nil), n.durable...)
+	rep.Unsynced += len(n.pending)
+	meta := 0
+	for i := range n.pending {
+		if n.pending[i].kind != opWrite {
+			meta++
+		}
+	}
+	keepMeta := rng.IntN(meta + 1)
+	for i := range n.pending {
+		op := &n.pending[i]
+		keep := true
+		if op.kind != opWrite {
+			keep = keepMeta > 0
+			keepMeta--
+		} else if len(op.data) > 0 {
+			switch rng.IntN(3) {
+			case 0:
+				keep = false
+			case 1:
+				cut := tearAt(rng, op)
+				rep.Torn = append(rep.Torn, d.rel(fmt.Sprintf("%s kept %d", op.describe(n.name), cut)))
+				torn := *op
+				torn.data = op.data[:cut]
+				b = torn.apply(b)
+				continue
+			}
+		}
+		if !keep {
+			rep.Dropped = append(rep.Dropped, d.rel(op.describe(n.name)))
 			continue
 		}
 		b = op.apply(b)
