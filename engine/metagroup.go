@@ -8,7 +8,8 @@
 // Decisions where the design is silent:
 //   - Persistence runs on shard 0's ring (Sender.Ring), on the shard goroutine, with the store as the
 //     Handler: no goroutine or ring of its own. Each persist is one linked chain (snapshot write +
-//     fsync, log write + fdatasync, superblock write + fdatasync); one chain is in flight at a time,
+//     fsync for a checkpoint; log write, the superblock copies' writes, one fdatasync; see
+//     metagroup_storage.go for the layout); one chain is in flight at a time,
 //     in the replica's order, and the rest wait in the store's queue. The chain's last completion
 //     makes the persist durable: the store marks it done in the completion, starts the next persist
 //     there, and the replica hears of it (Advance) in the same loop turn (OnTurn, the shard's TurnHook). A chain is queued only when the
@@ -29,11 +30,14 @@
 //     empty one is ErrMetaUnformatted, so a replica that lost its disk never starts as a new one. The
 //     format says whether the replica is a member of a cluster being created (fresh) or replaces a
 //     lost one (it recovers through the group, vsr's recovering status, before it acts).
-//   - The superblock file holds vsr.SuperblockCopies copies, each at the start of its own 4 KiB, all
-//     written by one write and one fdatasync per persist. At open, once Recover proved the superblock
-//     in force (a quorum of copies and the state it names), every copy that differs from it is
-//     rewritten with its bytes (plain pwrite, then one fdatasync) before the replica acts, so a crash
-//     during the next persist's copies still leaves a quorum; storage Recover could not prove is left
+//   - One fdatasync per persist: the superblock copies live in a header area of the log file (two
+//     areas of vsr.SuperblockCopies copies, each in its own 8 KiB), a persist writes its log records
+//     and, to every copy of the area of its sequence, its superblock with the same records inline,
+//     and one fdatasync covers both (vsr's storage notes say why any subset of those writes that a
+//     power loss keeps leaves the new state or the previous one). Records over vsr.InlineMax and
+//     checkpoints cost a second fsync, before the copies. At open, the copy in force is rewritten to
+//     every copy of its area that differs and the records only it holds are appended to the log
+//     (plain pwrite, one fdatasync) before the replica acts; storage Recover could not prove is left
 //     as it is (the replica recovers).
 //   - A failed persist (any step of the chain: EIO, ENOSPC, a short write) stops the store and the
 //     replica hears of it in the same loop turn (vsr.Replica.PersistFailed): it acknowledges nothing more and
@@ -421,10 +425,17 @@ func (g *MetaGroup) pump() {
 	g.publish()
 }
 
-// persist turns the effects' storage writes into bytes for the store, in a reused buffer.
+// persist hands the effects' storage writes to the store, as bytes in a reused buffer.
 func (g *MetaGroup) persist(fx *vsr.Effects) {
-	p := metaPersist{id: fx.PersistID, snapSlot: fx.SnapshotSlot, snapOp: fx.Superblock.SnapshotOp}
-	buf := g.store.buffer()
+	g.store.submit(buildPersist(g.store.buffer(), fx, g.store.brokenNoInline))
+}
+
+// buildPersist lays out a persist's bytes in buf: the snapshot record, the log records, and the
+// superblock copy carrying those records inline, or none when they are more than vsr.InlineMax (the
+// store then syncs the log before it writes the copies) or when noInline (a broken variant for tests).
+func buildPersist(buf []byte, fx *vsr.Effects, noInline bool) metaPersist {
+	p := metaPersist{id: fx.PersistID, snapSlot: fx.SnapshotSlot, snapOp: fx.Superblock.SnapshotOp,
+		area: vsr.AreaOf(fx.Superblock.Sequence)}
 	snapEnd := 0
 	if fx.Snapshot != nil {
 		buf = vsr.AppendSnapshotRecord(buf, fx.Snapshot)
@@ -434,15 +445,19 @@ func (g *MetaGroup) persist(fx *vsr.Effects) {
 		buf = vsr.AppendLogRecord(buf, &fx.Entries[i])
 	}
 	logEnd := len(buf)
-	buf = appendSuperblockCopies(buf, fx.Superblock)
+	inline := buf[snapEnd:logEnd]
+	if p.split = len(inline) > vsr.InlineMax; p.split || noInline {
+		inline = nil
+	}
+	buf = vsr.AppendSuperblockCopy(buf, fx.Superblock, inline)
 	if snapEnd > 0 {
 		p.snapshot = buf[:snapEnd]
 	}
 	if logEnd > snapEnd {
 		p.log = buf[snapEnd:logEnd]
 	}
-	p.sb, p.buf = buf[logEnd:], buf
-	g.store.submit(p)
+	p.copy, p.buf = buf[logEnd:], buf
+	return p
 }
 
 // publish copies the replica's state for Status. The digest is taken only when the commit moved.

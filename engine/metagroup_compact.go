@@ -10,8 +10,9 @@ import (
 	"github.com/ringstream/ringstream/ring"
 )
 
-// Log compaction after a checkpoint, every step on shard 0's ring: read the log; open log.new; write
-// the records past the checkpoint to it and fdatasync; rename it over the log and fsync the directory
+// Log compaction after a checkpoint, every step on shard 0's ring: read the log file; open log.new;
+// write the header area as read (the superblock copies of both areas) and the records past the
+// checkpoint to it and fdatasync; rename it over the log and fsync the directory
 // (linked, so the fsync covers the rename). Until the rename the old log holds everything; after it the
 // new one holds every record the superblock's chain can reach; the directory fsync makes the rename
 // durable before any append lands in the new file. Compaction is maintenance: when the ring has no
@@ -26,12 +27,13 @@ func (s *metaStore) startCompaction(id, snapOp uint64) {
 		s.kick() // nothing to rewrite
 		return
 	}
-	if s.logEnd > math.MaxInt32 || !s.room(1) {
+	size := metaHeaderSize + s.logEnd
+	if size > math.MaxInt32 || !s.room(1) {
 		s.skipCompaction("no room on the ring, or a log too large for one read")
 		return
 	}
-	s.compact = metaCompaction{snapOp: snapOp, old: make([]byte, s.logEnd), fd: -1}
-	s.want[0] = int32(s.logEnd)
+	s.compact = metaCompaction{snapOp: snapOp, old: make([]byte, size), fd: -1}
+	s.want[0] = int32(size)
 	if err := s.rg.Read(s, 0, s.logFD, s.compact.old, 0, 0); err != nil {
 		s.skipCompaction(err.Error())
 		return
@@ -122,10 +124,11 @@ func (s *metaStore) nextCompactionStage(stage metaStage) bool {
 	return true
 }
 
-// keepLive keeps the records of the log as read that are past the checkpoint.
+// keepLive keeps the header area as read and the records of the log that are past the checkpoint.
 func (c *metaCompaction) keepLive() error {
-	c.kept = make([]byte, 0, len(c.old)/2)
-	for off := 0; off < len(c.old); {
+	c.kept = make([]byte, 0, metaHeaderSize+(len(c.old)-metaHeaderSize)/2)
+	c.kept = append(c.kept, c.old[:metaHeaderSize]...)
+	for off := metaHeaderSize; off < len(c.old); {
 		e, n, err := vsr.DecodeLogRecord(c.old[off:])
 		if err != nil {
 			return fmt.Errorf("%w: compact: record at %d: %w", ErrMetaStorage, off, err)
@@ -142,7 +145,7 @@ func (c *metaCompaction) keepLive() error {
 func (s *metaStore) installCompacted() {
 	c := &s.compact
 	_ = unix.Close(s.logFD)
-	snapOp, before, after := c.snapOp, len(c.old), len(c.kept)
+	snapOp, before, after := c.snapOp, len(c.old)-metaHeaderSize, len(c.kept)-metaHeaderSize
 	s.logFD, s.logEnd = c.fd, int64(after)
 	s.compact = metaCompaction{fd: -1}
 	s.log.Info("metadata log compacted", "checkpoint_op", snapOp, "bytes_before", before, "bytes_after", after)

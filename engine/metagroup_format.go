@@ -30,11 +30,11 @@ type MetaFormat struct {
 // formatted over.
 var ErrMetaFormatted = errors.New("engine: metadata directory already formatted")
 
-// FormatMeta makes a metadata replica's directory: the empty log and snapshot files first, then the
-// superblock file with the format step's superblock in every copy, each file fsynced, then the
-// directory and its parent fsynced, so that the files outlive a power loss right after it returns. A
-// directory where any superblock copy decodes is refused (ErrMetaFormatted); a format that stopped
-// half way (no superblock written) is done again.
+// FormatMeta makes a metadata replica's directory: the empty snapshot files first, then the log file,
+// its header area holding the format step's superblock in every copy of both areas and no records,
+// each file fsynced, then the directory and its parent fsynced, so that the files outlive a power loss
+// right after it returns. A directory where any superblock copy decodes is refused (ErrMetaFormatted);
+// a format that stopped half way (no superblock written) is done again.
 //
 // This is how a replica that lost its state is told apart from a new one: only a format makes a
 // directory a replica can start from, and the operator (or cluster creation) says with Recover which
@@ -44,10 +44,11 @@ func FormatMeta(f MetaFormat) error {
 		return fmt.Errorf("%w: format needs a cluster id, a node id and a replica index below %d", ErrMetaConfig,
 			vsr.MembersMax)
 	}
-	sbPath := filepath.Join(f.Dir, metaSuperblockFile)
-	if b, err := os.ReadFile(sbPath); err == nil {
-		for i := 0; i+vsr.SuperblockSize <= len(b); i += metaSuperblockStride {
-			if sb, err := vsr.DecodeSuperblock(b[i : i+vsr.SuperblockSize]); err == nil {
+	logPath := filepath.Join(f.Dir, metaLogFile)
+	if b, err := os.ReadFile(logPath); err == nil {
+		copies, _ := splitLogFile(b)
+		for _, c := range copies {
+			if sb, err := vsr.DecodeSuperblock(c); err == nil {
 				return fmt.Errorf("%w: %s holds the superblock of cluster %d node %d replica %d", ErrMetaFormatted,
 					f.Dir, sb.Cluster, sb.Node, sb.Replica)
 			}
@@ -56,14 +57,13 @@ func FormatMeta(f MetaFormat) error {
 	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
 		return fmt.Errorf("%w: format: %w", ErrMetaStorage, err)
 	}
-	for _, name := range []string{metaLogFile, fmt.Sprintf(metaSnapshotFile, 0), fmt.Sprintf(metaSnapshotFile, 1)} {
+	for _, name := range []string{fmt.Sprintf(metaSnapshotFile, 0), fmt.Sprintf(metaSnapshotFile, 1)} {
 		if err := writeSynced(filepath.Join(f.Dir, name), nil); err != nil {
 			return err
 		}
 	}
 	id := vsr.Identity{Cluster: f.Cluster, Node: f.Node, Replica: f.Replica}
-	sb := appendSuperblockCopies(nil, vsr.FormatSuperblock(id, f.Recover))
-	if err := writeSynced(sbPath, sb); err != nil {
+	if err := writeSynced(logPath, appendHeader(nil, vsr.FormatSuperblock(id, f.Recover))); err != nil {
 		return err
 	}
 	if err := syncDir(f.Dir); err != nil {
@@ -75,17 +75,12 @@ func FormatMeta(f MetaFormat) error {
 	return nil
 }
 
-// appendSuperblockCopies appends the superblock file's bytes: sb in each of vsr.SuperblockCopies copies,
-// each at the start of its own metaSuperblockStride.
-func appendSuperblockCopies(dst []byte, sb vsr.Superblock) []byte {
-	for i := 0; i < vsr.SuperblockCopies; i++ {
+// appendHeader appends the log file's header area with sb in every copy slot of both areas.
+func appendHeader(dst []byte, sb vsr.Superblock) []byte {
+	for i := 0; i < vsr.SuperblockSlots; i++ {
 		start := len(dst)
 		dst = vsr.AppendSuperblock(dst, sb)
-		if i < vsr.SuperblockCopies-1 {
-			for len(dst)-start < metaSuperblockStride {
-				dst = append(dst, 0)
-			}
-		}
+		dst = append(dst, make([]byte, vsr.CopySlotSize-(len(dst)-start))...)
 	}
 	return dst
 }

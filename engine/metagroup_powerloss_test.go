@@ -45,7 +45,7 @@ type metaPowerLoss struct {
 type metaPowerCase struct {
 	seed                    uint64
 	compact                 bool
-	noSuperblockSync, noDir bool
+	noSync, noDir, noInline bool
 }
 
 func metaPowerLossRun(t *testing.T, pc metaPowerCase) *metaPowerLoss {
@@ -57,6 +57,7 @@ func metaPowerLossRun(t *testing.T, pc metaPowerCase) *metaPowerLoss {
 		}
 	}
 	disk := powerloss.NewDisk(dirs[1], seed)
+	disk.WritesInAnyOrder() // one fdatasync covers the log append and the copies: no order among them
 	var nodes []*metaNode
 	for i, dir := range dirs[:2] {
 		o := metaNodeOpts{}
@@ -69,8 +70,9 @@ func metaPowerLossRun(t *testing.T, pc metaPowerCase) *metaPowerLoss {
 			}
 		}
 		n := newMetaNode(t, uint16(i+1), dir, 2*time.Millisecond, netip.MustParseAddrPort("127.0.0.1:0"), o)
-		n.group.store.brokenNoSuperblockSync = pc.noSuperblockSync
+		n.group.store.brokenNoSync = pc.noSync
 		n.group.store.brokenNoDirSync = pc.noDir
+		n.group.store.brokenNoInline = pc.noInline
 		nodes = append(nodes, n)
 	}
 	// Node 3 stays down: its peers dial a port where nothing listens.
@@ -103,7 +105,7 @@ func metaPowerLossRun(t *testing.T, pc metaPowerCase) *metaPowerLoss {
 		want = 30 + int(seed%7) // past a few checkpoints and compactions
 	}
 	waitFor(t, "ops committing", func() bool { mu.Lock(); defer mu.Unlock(); return len(run.committed) >= want })
-	// The power cut: the next fsync of node 2 (its log's or its superblock's, by seed) fails.
+	// The power cut: the next fsync of node 2, or the one after (by seed), fails.
 	disk.Inject(powerloss.Fault{Op: ring.OpFsync, Nth: 1 + int(seed%2), Errno: unix.EIO})
 	waitFor(t, "node 2 out", func() bool { return nodes[1].group.Status().PersistErr != nil })
 	stop()
@@ -197,16 +199,19 @@ func (run *metaPowerLoss) electAndCheck(t *testing.T) []uint16 {
 	return lost
 }
 
-// The broken variants: with the superblock written and never synced, or with the compaction's rename
-// not made durable by a directory fsync before the new log takes appends, some power-loss state rolls
-// the replica back below an op it acknowledged (or leaves it unable to prove its state).
+// The broken variants: with a persist's writes never synced, with the compaction's rename not made
+// durable by a directory fsync before the new log takes appends, or with copies that do not carry the
+// persist's records inline (so a power loss may keep the superblock and lose the log append it names),
+// some power-loss state rolls the replica back below an op it acknowledged or leaves it unable to
+// prove its state.
 func TestMetaGroup_PowerLossCatchesBrokenVariants(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		pc   metaPowerCase
 	}{
-		{"superblock without fdatasync", metaPowerCase{seed: 1, noSuperblockSync: true}},
+		{"persist without fdatasync", metaPowerCase{seed: 1, noSync: true}},
 		{"compaction rename without directory fsync", metaPowerCase{seed: 1, compact: true, noDir: true}},
+		{"copies without the records inline", metaPowerCase{seed: 1, noInline: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			run := metaPowerLossRun(t, c.pc)

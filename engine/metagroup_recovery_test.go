@@ -129,8 +129,10 @@ func TestMetaGroup_WipedReplicaRejoinsThroughRecovery(t *testing.T) {
 	}
 }
 
-// One bad superblock copy on a real disk rolls nothing back: the replica reopens at its op.
-func TestMetaStorage_OneBadSuperblockCopyIsOutvoted(t *testing.T) {
+// Bad copies of the newest superblock on a real disk roll nothing back, one or three of four: the
+// replica reopens at its op. A bad log record that no copy carries leaves a state the replica cannot
+// prove: it recovers through the group.
+func TestMetaStorage_BadSuperblockCopiesRollNothingBack(t *testing.T) {
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	nodes := startMetaCluster(t, dirs)
 	alive := map[uint16]bool{1: true, 2: true, 3: true}
@@ -151,36 +153,36 @@ func TestMetaStorage_OneBadSuperblockCopyIsOutvoted(t *testing.T) {
 		_ = n.node.Stop()
 		n.group.Close()
 	}
-	path := filepath.Join(dirs[1], metaSuperblockFile)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	copies := headerCopies(t, dirs[1])
+	newest, slot := vsr.Superblock{}, -1
+	for i, c := range copies {
+		if sb, _, err := vsr.DecodeSuperblockCopy(c); err == nil && (slot < 0 || sb.Sequence > newest.Sequence) {
+			newest, slot = sb, i
+		}
 	}
-	b[20] ^= 0x10 // copy 0's op
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
+	if newest.Op < last {
+		t.Fatalf("newest superblock at op %d, want at least %d", newest.Op, last)
 	}
-	g, err := NewMetaGroup(nodes[1].group.cfg)
-	if err != nil {
-		t.Fatal(err)
+	area := vsr.AreaOf(newest.Sequence) * vsr.SuperblockCopies
+	reopen := func() MetaStatus {
+		t.Helper()
+		g, err := NewMetaGroup(nodes[1].group.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		return g.Status()
 	}
-	defer g.Close()
-	if st := g.Status(); st.Recovering || st.Op < last {
-		t.Fatalf("reopened %+v, want op %d from the three good copies", st, last)
+	for _, bad := range [][]int{{0}, {0, 1, 3}} {
+		for _, c := range bad {
+			patchLogFile(t, dirs[1], int64((area+c)*vsr.CopySlotSize+20), []byte{0xee}) // the copy's op
+		}
+		if st := reopen(); st.Recovering || st.Op < last {
+			t.Fatalf("%d bad copies of four: reopened %+v, want op %d", len(bad), st, last)
+		}
 	}
-	for i := 1; i < vsr.SuperblockCopies-1; i++ {
-		b[i*metaSuperblockStride+20] ^= 0x10
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	g.Close()
-	g2, err := NewMetaGroup(nodes[1].group.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g2.Close()
-	if st := g2.Status(); !st.Recovering || st.Normal {
-		t.Fatalf("three bad copies of four: %+v, want recovering", st)
+	patchLogFile(t, dirs[1], metaHeaderSize+20, []byte{0xee}) // the first record: op 1, on the chain
+	if st := reopen(); !st.Recovering || st.Normal {
+		t.Fatalf("a bad record on the chain: %+v, want recovering", st)
 	}
 }

@@ -1,146 +1,149 @@
 package engine
 
 import (
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/ringstream/ringstream/engine/vsr"
+	"github.com/ringstream/ringstream/wire"
 )
 
-// writeCopies sets superblock copy i of the file at path to copies[i] where copies[i] is not nil, and
-// returns the file's copies as they are afterwards.
-func writeCopies(t *testing.T, path string, copies [vsr.SuperblockCopies][]byte) [vsr.SuperblockCopies][]byte {
+// headerCopies reads the copy slots of the log file in dir.
+func headerCopies(t *testing.T, dir string) [vsr.SuperblockSlots][]byte {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(filepath.Join(dir, metaLogFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, c := range copies {
-		if c != nil {
-			copy(b[i*metaSuperblockStride:], c)
-		}
-	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return readCopies(t, path)
+	copies, _ := splitLogFile(b)
+	return copies
 }
 
-func readCopies(t *testing.T, path string) [vsr.SuperblockCopies][]byte {
+// patchLogFile writes b at off of the log file in dir, or cuts the file to off when b is nil.
+func patchLogFile(t *testing.T, dir string, off int64, b []byte) {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	f, err := os.OpenFile(filepath.Join(dir, metaLogFile), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out [vsr.SuperblockCopies][]byte
-	for i := range out {
-		out[i] = b[i*metaSuperblockStride : i*metaSuperblockStride+vsr.SuperblockSize]
+	defer f.Close()
+	if b == nil {
+		err = f.Truncate(off)
+	} else {
+		_, err = f.WriteAt(b, off)
 	}
-	return out
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
-// torn is a copy cut by a crash in the middle of its write: the first half of the new bytes over the
-// old ones (its checksum fails).
-func torn(newer, older []byte) []byte {
-	c := append([]byte(nil), older...)
-	copy(c[:len(c)/2], newer[:len(newer)/2])
-	return c
+// opPersist is persist seq (sequence seq) of op `op` of view 1 after parent: its effects and the
+// entry's checksum.
+func opPersist(seq, op, parent uint64) (vsr.Effects, uint64) {
+	e := wire.VSREntry{Op: op, View: 1, Client: 1, Request: op, Parent: parent, Body: registerOp(uint16(op))}
+	e.Checksum = vsr.EntryChecksum(&e)
+	sb := vsr.Superblock{Sequence: seq, View: 1, LogView: 1, Op: op, Head: e.Checksum,
+		Identity: vsr.Identity{Cluster: 1, Node: 1}}
+	return vsr.Effects{PersistID: seq, Entries: []wire.VSREntry{e}, Superblock: sb}, e.Checksum
 }
 
-// The real storage repairs its superblock copies at open (the simulator's seed 928 on real files). A
-// crash while a persist writes its copies leaves copies 0 and 1 new, copy 2 torn and copy 3 old; the
-// replica reopens at the new superblock, held by two copies. The next persist's copies are cut after
-// copy 0, with copy 1 torn. Without the repair at the first open no two copies would be alike and the
-// replica would go into recovery for a state it never lost; with it, it reopens at its op.
-func TestMetaStorage_SuperblockCopiesRepairedAtOpen(t *testing.T) {
-	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
-	nodes := startMetaCluster(t, dirs)
-	alive := map[uint16]bool{1: true, 2: true, 3: true}
-	waitFor(t, "a primary", func() bool { return primaryOf(nodes, alive) != nil })
-	var last uint64
-	for req := uint64(1); req <= 3; req++ {
-		last = commitOp(t, nodes, alive, 8, req, registerOp(uint16(500+req))).Op
-	}
-	waitFor(t, "all at the last commit", func() bool {
-		for _, n := range nodes {
-			if n.group.Status().Op < last {
-				return false
-			}
-		}
-		return true
-	})
-	for _, n := range nodes {
-		_ = n.node.Stop()
-		n.group.Close()
-	}
-	path := filepath.Join(dirs[1], metaSuperblockFile)
-	cur := readCopies(t, path)
-	inForce, err := vsr.DecodeSuperblock(cur[0])
+// persistOps opens the store in dir (without the log repair when noLogRepair), persists ops from..to
+// (sequence = op+1) through a ring, and closes it. It returns the last op's checksum.
+func persistOps(t *testing.T, dir string, from, to, parent uint64, noLogRepair bool) uint64 {
+	t.Helper()
+	s, _, err := openMetaStoreBroken(dir, noLogRepair)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inForce.Op < last {
-		t.Fatalf("superblock at op %d, want at least %d", inForce.Op, last)
+	defer s.close()
+	_, rg, _ := storeRing(t, 64)
+	s.attach(rg)
+	for op := from; op <= to; op++ {
+		fx, sum := opPersist(op+1, op, parent)
+		s.submit(buildPersist(nil, &fx, false))
+		parent = sum
 	}
-	older := inForce
-	older.Sequence--
-	oldBytes := vsr.AppendSuperblock(nil, older)
-	newBytes := append([]byte(nil), cur[0]...)
+	settle(t, rg)
+	if done, err := s.durable(); done != to+1 || err != nil {
+		t.Fatalf("persists durable up to %d (%v), want %d", done, err, to+1)
+	}
+	return parent
+}
 
-	// The first crash: copies 0 and 1 new, 2 torn, 3 old.
-	writeCopies(t, path, [vsr.SuperblockCopies][]byte{2: torn(newBytes, oldBytes), 3: oldBytes})
-	g, err := NewMetaGroup(nodes[1].group.cfg)
+// openDurable opens the store in dir (with or without the log repair) and returns what it recovered.
+func openDurable(t *testing.T, dir string, noLogRepair bool) vsr.Durable {
+	t.Helper()
+	s, d, err := openMetaStoreBroken(dir, noLogRepair)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := g.Status()
-	g.Close()
-	if st.Recovering || st.Op < inForce.Op {
-		t.Fatalf("after the first crash: %+v, want op %d from copies 0 and 1", st, inForce.Op)
-	}
-	for i, c := range readCopies(t, path) {
-		if string(c) != string(newBytes) {
-			t.Fatalf("after the open: copy %d is not the superblock in force", i)
-		}
-	}
+	s.close()
+	return d
+}
 
-	// The second crash: the next persist wrote its copy 0 and tore copy 1.
-	next := inForce
-	next.Sequence++
-	next.Op++
-	nextBytes := vsr.AppendSuperblock(nil, next)
-	cur = readCopies(t, path)
-	writeCopies(t, path, [vsr.SuperblockCopies][]byte{0: nextBytes, 1: torn(nextBytes, cur[1])})
-	g2, err := NewMetaGroup(nodes[1].group.cfg)
-	if err != nil {
-		t.Fatal(err)
+func openMetaStoreBroken(dir string, noLogRepair bool) (*metaStore, vsr.Durable, error) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if !noLogRepair {
+		return openMetaStore(dir, vsr.Identity{Cluster: 1, Node: 1}, 64<<20, logger)
 	}
-	st = g2.Status()
-	g2.Close()
-	if st.Recovering || st.Op != inForce.Op {
-		t.Fatalf("after the second crash: %+v, want op %d from copies 2 and 3, not recovering", st, inForce.Op)
-	}
+	return openMetaStoreWith(dir, vsr.Identity{Cluster: 1, Node: 1}, 64<<20, logger, true)
+}
 
-	// Storage with no quorum is not repaired: a lone copy never becomes the superblock in force, and
-	// every open recovers until a persist rewrites the copies.
-	cur = readCopies(t, path)
-	bad := writeCopies(t, path, [vsr.SuperblockCopies][]byte{0: nextBytes, 1: torn(nextBytes, cur[1]),
-		2: torn(nextBytes, cur[2])})
-	for open := 1; open <= 2; open++ {
-		g, err := NewMetaGroup(nodes[1].group.cfg)
-		if err != nil {
+// A power loss before persist 3's fdatasync kept one copy of its superblock (op 2, its record inline)
+// and lost the log's append and the other copies. The replica reopens at op 2, and the open appends
+// op 2's record to the log and rewrites every copy of the area. Two persists later (the second
+// overwrites that area) it still reopens at op 4. Without the log repair (the broken variant) op 2's
+// record was only in that area: the reopen cannot prove its state and recovers.
+func TestMetaStorage_RepairAtOpen(t *testing.T) {
+	for _, broken := range []bool{false, true} {
+		dir := t.TempDir()
+		if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 1, Node: 1}); err != nil {
 			t.Fatal(err)
 		}
-		st := g.Status()
-		g.Close()
-		if !st.Recovering {
-			t.Fatalf("no quorum, open %d: %+v, want recovering", open, st)
+		h1 := persistOps(t, dir, 1, 1, 0, false)
+		logEnd := func() int64 {
+			st, err := os.Stat(filepath.Join(dir, metaLogFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.Size()
 		}
-	}
-	for i, c := range readCopies(t, path) {
-		if string(c) != string(bad[i]) {
-			t.Fatalf("no quorum: the open rewrote copy %d", i)
+		before := logEnd()
+		h2 := persistOps(t, dir, 2, 2, h1, false)
+		area := vsr.AreaOf(3) * vsr.SuperblockCopies
+		kept := headerCopies(t, dir)[area+2]
+		_, inline, err := vsr.DecodeSuperblockCopy(kept)
+		if err != nil || len(inline) == 0 {
+			t.Fatalf("copy of persist 3: %d inline bytes, %v", len(inline), err)
+		}
+		patchLogFile(t, dir, before, nil) // the log's append lost
+		for _, c := range []int{0, 1, 3} {
+			patchLogFile(t, dir, int64((area+c)*vsr.CopySlotSize+40), []byte("torn"))
+		}
+
+		d := openDurable(t, dir, broken)
+		if d.Recovering || d.Superblock.Op != 2 || string(d.Unlogged) != string(inline) {
+			t.Fatalf("broken=%v: reopened %+v (unlogged %d bytes), want op 2 with its record to append", broken,
+				d.Superblock, len(d.Unlogged))
+		}
+		after := headerCopies(t, dir)
+		for c, b := range after[area : area+vsr.SuperblockCopies] {
+			if _, _, err := vsr.DecodeSuperblockCopy(b); err != nil {
+				t.Fatalf("broken=%v: after the open copy %d of the area in force: %v", broken, c, err)
+			}
+		}
+		if got := logEnd() - before; !broken && got != int64(len(inline)) {
+			t.Fatalf("after the open the log grew by %d bytes, want op 2's record (%d)", got, len(inline))
+		}
+
+		persistOps(t, dir, 3, 4, h2, broken)
+		d = openDurable(t, dir, false)
+		if broken != d.Recovering || !broken && d.Superblock.Op != 4 {
+			t.Fatalf("broken=%v: two persists later %+v recovering %v (%v)", broken, d.Superblock, d.Recovering,
+				d.Cause)
 		}
 	}
 }

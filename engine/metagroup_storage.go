@@ -24,18 +24,19 @@ var ErrMetaUnformatted = errors.New("engine: metadata storage not formatted")
 
 // File names of the metadata group's storage under its directory (the format is engine/vsr's).
 const (
-	metaLogFile        = "log"
-	metaSuperblockFile = "superblock" // vsr.SuperblockCopies copies, each at the start of its own 4 KiB
-	metaSnapshotFile   = "snapshot.%d"
+	metaLogFile      = "log" // the superblock copies' header area, then the log records
+	metaSnapshotFile = "snapshot.%d"
 )
 
-// metaSuperblockStride is the distance between two superblock copies in their file: one page, so one
-// bad sector or page damages one copy.
-const metaSuperblockStride = 4096
+// metaHeaderSize is the log file's header area: vsr.SuperblockSlots copy slots of vsr.CopySlotSize
+// bytes (two areas of vsr.SuperblockCopies), each copy at the start of its slot, so one bad page
+// damages one copy. The log records start after it.
+const metaHeaderSize = vsr.SuperblockSlots * vsr.CopySlotSize
 
 // metaPersist is one vsr persist as bytes, in the order written: snapshot slot, log append, superblock
-// copies (one write from offset 0: every copy, each at the start of its own metaSuperblockStride).
-// The three slices lie in buf, which goes back to the store's free list once written.
+// copy (the same bytes to every copy slot of area). copy carries the log records inline unless split:
+// then the log is synced before the copies are written. The slices lie in buf, which goes back to the
+// store's free list once written.
 type metaPersist struct {
 	buf      []byte
 	id       uint64
@@ -43,7 +44,9 @@ type metaPersist struct {
 	snapSlot int
 	snapOp   uint64 // the checkpoint the superblock names: log records at or below it are dead
 	log      []byte
-	sb       []byte
+	copy     []byte
+	area     int
+	split    bool
 }
 
 // metaStore keeps the metadata group's files. After open it lives on shard 0's goroutine: persists
@@ -52,31 +55,39 @@ type metaPersist struct {
 type metaStore struct {
 	dir          string
 	dirFD        int // the directory, for the fsync after compaction's rename
-	logFD, sbFD  int
+	logFD        int // the log file: header area, then records
 	snapFD       [2]int
-	logEnd       int64 // where the next log append goes
+	logEnd       int64 // where the next log append goes, from the end of the header area
 	compactBytes int64 // a log past this size is rewritten without its dead records after a checkpoint
 	log          *slog.Logger
 
-	rg      ring.Ring     // shard 0's ring, from the group's first tick; nil before
-	queue   []metaPersist // persists waiting for the ring, oldest first
-	stage   metaStage     // what the chain in flight is, if any
-	cur     metaPersist   // the persist whose chain (or compaction) is in flight
-	pending int           // completions of the chain in flight not yet dispatched
-	want    [6]int32      // byte count each write or read of the chain must report, by tag
-	opErr   error         // the chain's first failure
+	rg      ring.Ring           // shard 0's ring, from the group's first tick; nil before
+	queue   []metaPersist       // persists waiting for the ring, oldest first
+	stage   metaStage           // what the chain in flight is, if any
+	cur     metaPersist         // the persist whose chain (or compaction) is in flight
+	pending int                 // completions of the chain in flight not yet dispatched
+	want    [metaChainMax]int32 // byte count each write or read of the chain must report, by tag
+	opErr   error               // the chain's first failure
 	compact metaCompaction
 	free    [][]byte // written persists' buffers, for reuse
 
 	done   uint64 // highest persist id durable
 	failed error  // the first failure: nothing is queued after it
 
-	// brokenNoSuperblockSync is a deliberately wrong persist (no fdatasync after the superblock
-	// write), and brokenNoDirSync a compaction without the directory fsync after its rename; set only
-	// by tests, to prove the power-loss tests catch them.
-	brokenNoSuperblockSync bool
-	brokenNoDirSync        bool
+	// Deliberately wrong variants, set only by tests to prove the power-loss tests catch them:
+	// brokenNoSync, a persist without its (last) fdatasync; brokenNoDirSync, a compaction without the
+	// directory fsync after its rename; brokenNoInline, copies that do not carry the persist's records
+	// (MetaGroup.persist reads it); brokenNoLogRepair, an open that does not append the records only
+	// the copy in force holds.
+	brokenNoSync      bool
+	brokenNoDirSync   bool
+	brokenNoInline    bool
+	brokenNoLogRepair bool
 }
+
+// metaChainMax is the longest persist chain: snapshot write and fsync, log write, fdatasync (split),
+// the copies' writes, fdatasync.
+const metaChainMax = 5 + vsr.SuperblockCopies
 
 // metaStage is what the store has on the ring.
 type metaStage uint8
@@ -115,31 +126,29 @@ type metaCompaction struct {
 // metaFreeMax bounds the written persists' buffers kept for reuse.
 const metaFreeMax = 8
 
-// openMetaStore reads dir, recovers the durable state and cuts the log's torn tail. The directory must
-// have been formatted (FormatMeta) for id: a missing or empty directory is ErrMetaUnformatted, never a
-// new replica. It runs before the shard starts: the reads are plain syscalls on the opening goroutine.
+// openMetaStore reads dir, recovers the durable state, cuts the log's torn tail and repairs what
+// Recover asks (repairAtOpen). The directory must have been formatted (FormatMeta) for id: a missing or
+// empty directory is ErrMetaUnformatted, never a new replica. It runs before the shard starts: the reads
+// and writes are plain syscalls on the opening goroutine.
 func openMetaStore(dir string, id vsr.Identity, compactBytes int64, logger *slog.Logger) (*metaStore, vsr.Durable, error) {
-	var sbs [vsr.SuperblockCopies][]byte
+	return openMetaStoreWith(dir, id, compactBytes, logger, false)
+}
+
+// openMetaStoreWith is openMetaStore; noLogRepair is the broken variant brokenNoLogRepair, for tests.
+func openMetaStoreWith(dir string, id vsr.Identity, compactBytes int64, logger *slog.Logger,
+	noLogRepair bool) (*metaStore, vsr.Durable, error) {
 	var snaps [2][]byte
-	sbBytes, err := readOptional(filepath.Join(dir, metaSuperblockFile))
+	file, err := readOptional(filepath.Join(dir, metaLogFile))
 	if err != nil {
 		return nil, vsr.Durable{}, err
 	}
-	for i := range sbs {
-		if off := i * metaSuperblockStride; len(sbBytes) >= off+vsr.SuperblockSize {
-			sbs[i] = sbBytes[off : off+vsr.SuperblockSize]
-		}
-	}
+	copies, records := splitLogFile(file)
 	for i := range snaps {
 		if snaps[i], err = readOptional(filepath.Join(dir, fmt.Sprintf(metaSnapshotFile, i))); err != nil {
 			return nil, vsr.Durable{}, err
 		}
 	}
-	logBytes, err := readOptional(filepath.Join(dir, metaLogFile))
-	if err != nil {
-		return nil, vsr.Durable{}, err
-	}
-	d, valid, err := vsr.Recover(sbs, snaps, logBytes)
+	d, valid, err := vsr.Recover(copies, snaps, records)
 	if errors.Is(err, vsr.ErrUnformatted) {
 		return nil, vsr.Durable{}, fmt.Errorf("%w: %s holds no superblock (%w): format it with `ringstream format`, "+
 			"with --recover if this replica's disk was lost or replaced", ErrMetaUnformatted, dir, err)
@@ -151,54 +160,86 @@ func openMetaStore(dir string, id vsr.Identity, compactBytes int64, logger *slog
 		return nil, vsr.Durable{}, fmt.Errorf("%w: %s was formatted for cluster %d node %d replica %d, not cluster %d "+
 			"node %d replica %d", ErrMetaStorage, dir, got.Cluster, got.Node, got.Replica, id.Cluster, id.Node, id.Replica)
 	}
-	s := &metaStore{dir: dir, compactBytes: compactBytes, dirFD: -1, logFD: -1, sbFD: -1, snapFD: [2]int{-1, -1},
-		log: logger, compact: metaCompaction{fd: -1}}
+	s := &metaStore{dir: dir, compactBytes: compactBytes, dirFD: -1, logFD: -1, snapFD: [2]int{-1, -1},
+		log: logger, compact: metaCompaction{fd: -1}, brokenNoLogRepair: noLogRepair}
 	if err := s.openFiles(dir, int64(valid)); err != nil {
 		s.closeFiles()
 		return nil, vsr.Durable{}, err
 	}
-	if err := s.repairSuperblocks(sbs, d); err != nil {
+	if err := s.repairAtOpen(copies, d); err != nil {
 		s.closeFiles()
 		return nil, vsr.Durable{}, err
 	}
 	return s, d, nil
 }
 
-// repairSuperblocks rewrites every superblock copy that differs from the superblock in force with its
-// bytes, then fdatasyncs the file, before the replica acts. A crash in the middle of a persist's copies
-// leaves some copies new, one torn and the rest old; left so, the superblock in force may be held by
-// two copies only, and a crash during the next persist's copies can leave no two copies alike: the
-// replica would recover from the group a state it never lost. After the repair every copy holds the
-// superblock in force, so one more torn copy still leaves a quorum. Storage whose state Recover could
-// not prove (d.Cause set: no quorum, or the state it names is missing) is left as it is: the replica
-// recovers, and its first persist rewrites every copy.
-func (s *metaStore) repairSuperblocks(copies [vsr.SuperblockCopies][]byte, d vsr.Durable) error {
-	if d.Cause != nil {
+// splitLogFile cuts the log file's bytes into its copy slots and its records.
+func splitLogFile(file []byte) (copies [vsr.SuperblockSlots][]byte, records []byte) {
+	for i := range copies {
+		off := i * vsr.CopySlotSize
+		if off < len(file) {
+			copies[i] = file[off:min(len(file), off+vsr.CopySlotSize)]
+		}
+	}
+	if len(file) > metaHeaderSize {
+		records = file[metaHeaderSize:]
+	}
+	return copies, records
+}
+
+// repairAtOpen does what Recover asks before the replica acts, with one fdatasync: it rewrites every
+// copy of the area in force that differs from the copy in force, and appends the records only that
+// copy carries (a power loss kept the copy and lost the log's append). Without the first, a superblock
+// that a power loss left on one copy is one bad sector from a rollback; without the second, the persist
+// after next overwrites that area and the records are nowhere. Storage whose state Recover could not
+// prove (d.Cause set) is left as it is: the replica recovers, and its first persist writes the other
+// area.
+func (s *metaStore) repairAtOpen(copies [vsr.SuperblockSlots][]byte, d vsr.Durable) error {
+	if d.Cause != nil || d.InForce == nil {
 		return nil
 	}
-	want := vsr.AppendSuperblock(make([]byte, 0, vsr.SuperblockSize), d.Superblock)
 	repaired := 0
-	for i, b := range copies {
-		if string(b) == string(want) {
+	area := vsr.AreaOf(d.Superblock.Sequence)
+	for c := 0; c < vsr.SuperblockCopies; c++ {
+		slot := area*vsr.SuperblockCopies + c
+		if len(copies[slot]) >= len(d.InForce) && string(copies[slot][:len(d.InForce)]) == string(d.InForce) {
 			continue
 		}
-		n, err := unix.Pwrite(s.sbFD, want, int64(i*metaSuperblockStride))
-		if err == nil && n != len(want) {
-			err = errShortWrite
-		}
-		if err != nil {
-			return fmt.Errorf("%w: repair superblock copy %d: %w", ErrMetaStorage, i, err)
+		if err := pwriteAll(s.logFD, d.InForce, int64(slot*vsr.CopySlotSize)); err != nil {
+			return fmt.Errorf("%w: repair superblock copy %d: %w", ErrMetaStorage, slot, err)
 		}
 		repaired++
 	}
-	if repaired == 0 {
+	unlogged := len(d.Unlogged)
+	if unlogged > 0 && !s.brokenNoLogRepair {
+		if err := pwriteAll(s.logFD, d.Unlogged, metaHeaderSize+s.logEnd); err != nil {
+			return fmt.Errorf("%w: append the records only the superblock copy holds: %w", ErrMetaStorage, err)
+		}
+		s.logEnd += int64(unlogged)
+	}
+	if repaired == 0 && unlogged == 0 {
 		return nil
 	}
-	if err := unix.Fdatasync(s.sbFD); err != nil {
-		return fmt.Errorf("%w: repair superblock copies: %w", ErrMetaStorage, err)
+	if err := unix.Fdatasync(s.logFD); err != nil {
+		return fmt.Errorf("%w: repair at open: %w", ErrMetaStorage, err)
 	}
-	s.log.Info("metadata storage: superblock copies repaired at open", "copies", repaired,
+	s.log.Info("metadata storage: repaired at open", "copies", repaired, "unlogged_bytes", unlogged,
 		"sequence", d.Superblock.Sequence, "op", d.Superblock.Op)
+	return nil
+}
+
+// pwriteAll writes b at off, all of it.
+func pwriteAll(fd int, b []byte, off int64) error {
+	for len(b) > 0 {
+		n, err := unix.Pwrite(fd, b, off)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return errShortWrite
+		}
+		b, off = b[n:], off+int64(n)
+	}
 	return nil
 }
 
@@ -213,7 +254,7 @@ func readOptional(path string) ([]byte, error) {
 	return b, nil
 }
 
-// openFiles opens the four files and cuts the log to its valid prefix.
+// openFiles opens the three files and cuts the log to its valid prefix.
 func (s *metaStore) openFiles(dir string, logValid int64) error {
 	open := func(name string) (int, error) {
 		// No O_CREAT: the format step made every file and synced the directory.
@@ -230,15 +271,12 @@ func (s *metaStore) openFiles(dir string, logValid int64) error {
 	if s.logFD, err = open(metaLogFile); err != nil {
 		return err
 	}
-	if s.sbFD, err = open(metaSuperblockFile); err != nil {
-		return err
-	}
 	for i := range s.snapFD {
 		if s.snapFD[i], err = open(fmt.Sprintf(metaSnapshotFile, i)); err != nil {
 			return err
 		}
 	}
-	if err := unix.Ftruncate(s.logFD, logValid); err != nil {
+	if err := unix.Ftruncate(s.logFD, metaHeaderSize+logValid); err != nil {
 		return fmt.Errorf("%w: cut the log's torn tail: %w", ErrMetaStorage, err)
 	}
 	if err := unix.Fdatasync(s.logFD); err != nil {
@@ -249,12 +287,12 @@ func (s *metaStore) openFiles(dir string, logValid int64) error {
 }
 
 func (s *metaStore) closeFiles() {
-	for _, fd := range []int{s.dirFD, s.logFD, s.sbFD, s.snapFD[0], s.snapFD[1], s.compact.fd} {
+	for _, fd := range []int{s.dirFD, s.logFD, s.snapFD[0], s.snapFD[1], s.compact.fd} {
 		if fd >= 0 {
 			_ = unix.Close(fd)
 		}
 	}
-	s.dirFD, s.logFD, s.sbFD, s.snapFD, s.compact.fd = -1, -1, -1, [2]int{-1, -1}, -1
+	s.dirFD, s.logFD, s.snapFD, s.compact.fd = -1, -1, [2]int{-1, -1}, -1
 }
 
 // attach hands the store the shard's ring (shard goroutine, from the group's first tick on).
@@ -325,9 +363,11 @@ func (s *metaStore) kick() {
 	}
 }
 
-// queuePersist queues p's chain: snapshot write, fsync, log write, fdatasync, superblock write,
-// fdatasync, each linked to the next, so a step starts only after the one before it succeeded. It
-// queues nothing unless the ring has room for the whole chain, and returns how many it queued.
+// queuePersist queues p's chain, each step linked to the next, so a step starts only after the one
+// before it succeeded: the snapshot's write and fsync (a checkpoint); the log append; an fdatasync when
+// p is split (its records too large to go inline); the copy written to every slot of its area; one
+// fdatasync, which makes the log append and the copies durable together. It queues nothing unless the
+// ring has room for the whole chain, and returns how many it queued.
 func (s *metaStore) queuePersist(p metaPersist) (int, error) {
 	type step struct {
 		write bool
@@ -335,20 +375,24 @@ func (s *metaStore) queuePersist(p metaPersist) (int, error) {
 		buf   []byte
 		off   int64
 	}
-	var steps [6]step
+	var steps [metaChainMax]step
 	n := 0
+	add := func(st step) { steps[n] = st; n++ }
 	if p.snapshot != nil {
-		steps[n], steps[n+1] = step{true, s.snapFD[p.snapSlot], p.snapshot, 0}, step{false, s.snapFD[p.snapSlot], nil, 0}
-		n += 2
+		add(step{true, s.snapFD[p.snapSlot], p.snapshot, 0})
+		add(step{false, s.snapFD[p.snapSlot], nil, 0})
 	}
 	if p.log != nil {
-		steps[n], steps[n+1] = step{true, s.logFD, p.log, s.logEnd}, step{false, s.logFD, nil, 0}
-		n += 2
+		add(step{true, s.logFD, p.log, metaHeaderSize + s.logEnd})
+		if p.split {
+			add(step{false, s.logFD, nil, 0})
+		}
 	}
-	steps[n], steps[n+1] = step{true, s.sbFD, p.sb, 0}, step{false, s.sbFD, nil, 0}
-	n += 2
-	if s.brokenNoSuperblockSync {
-		n-- // the broken variant: the superblock copies are written and never synced
+	for c := 0; c < vsr.SuperblockCopies; c++ {
+		add(step{true, s.logFD, p.copy, int64((p.area*vsr.SuperblockCopies + c) * vsr.CopySlotSize)})
+	}
+	if !s.brokenNoSync {
+		add(step{false, s.logFD, nil, 0})
 	}
 	if s.rg.InFlight()+n > int(s.rg.Info().SQEntries) {
 		return 0, ring.ErrQueueFull

@@ -399,10 +399,11 @@ func TestMetaGroup_LogCompactedAfterCheckpoints(t *testing.T) {
 		n.group.Close()
 	}
 	for i, n := range nodes {
-		log, err := os.ReadFile(filepath.Join(dirs[i], metaLogFile))
+		file, err := os.ReadFile(filepath.Join(dirs[i], metaLogFile))
 		if err != nil {
 			t.Fatal(err)
 		}
+		_, log := splitLogFile(file)
 		// Checkpoints fell at ops 8, 16, 24, 32 and 40: after compaction no record at or below op 32
 		// is left (without it, the file would start at op 1).
 		for off := 0; off < len(log); {
@@ -457,9 +458,10 @@ func storeRing(t *testing.T, entries uint32) (*metaStore, ring.Ring, string) {
 	return s, rg, dir
 }
 
-// testPersist is persist id: a log append of logBytes bytes of id and a superblock slot of id.
+// testPersist is persist id: a log append of logBytes bytes of id and a superblock copy of id, in the
+// area of sequence id.
 func testPersist(id uint64, logBytes int) metaPersist {
-	p := metaPersist{id: id, sb: bytes.Repeat([]byte{byte(id)}, vsr.SuperblockSize)}
+	p := metaPersist{id: id, copy: bytes.Repeat([]byte{byte(id)}, vsr.SuperblockSize), area: vsr.AreaOf(id)}
 	if logBytes > 0 {
 		p.log = bytes.Repeat([]byte{byte(id)}, logBytes)
 	}
@@ -489,8 +491,9 @@ func TestMetaStore_PersistsRunOnTheRingOneChainAtATime(t *testing.T) {
 	s.kick()
 	s.submit(testPersist(2, 50))
 	s.submit(testPersist(3, 0))
-	if got := rg.InFlight(); got != 4 {
-		t.Fatalf("in flight %d, want only persist 1's chain of 4 (log write, fdatasync, superblock write, fdatasync)", got)
+	if got := rg.InFlight(); got != 2+vsr.SuperblockCopies {
+		t.Fatalf("in flight %d, want only persist 1's chain of %d (log write, the copies' writes, one fdatasync)", got,
+			2+vsr.SuperblockCopies)
 	}
 	if done, _ := s.durable(); done != 0 {
 		t.Fatalf("done %d before any completion", done)
@@ -513,20 +516,23 @@ func TestMetaStore_PersistsRunOnTheRingOneChainAtATime(t *testing.T) {
 			t.Fatalf("persists became durable out of order: %v", ids)
 		}
 	}
-	log, err := os.ReadFile(filepath.Join(dir, metaLogFile))
+	file, err := os.ReadFile(filepath.Join(dir, metaLogFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := append(bytes.Repeat([]byte{1}, 100), bytes.Repeat([]byte{2}, 50)...)
-	if !bytes.Equal(log, want) {
-		t.Fatalf("log holds %d bytes, want persist 1's 100 then persist 2's 50", len(log))
+	if !bytes.Equal(file[metaHeaderSize:], want) {
+		t.Fatalf("log holds %d bytes, want persist 1's 100 then persist 2's 50", len(file)-metaHeaderSize)
 	}
-	sb, err := os.ReadFile(filepath.Join(dir, metaSuperblockFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sb[0] != 3 || sb[vsr.SuperblockSize-1] != 3 {
-		t.Fatalf("superblock file starts with %v, want persist 3's bytes (the last written)", sb[:1])
+	for slot := 0; slot < vsr.SuperblockSlots; slot++ {
+		c := file[slot*vsr.CopySlotSize:]
+		want := byte(2) // persists 2 then 3 wrote their areas last
+		if slot/vsr.SuperblockCopies == vsr.AreaOf(3) {
+			want = 3
+		}
+		if c[0] != want || c[vsr.SuperblockSize-1] != want {
+			t.Fatalf("copy slot %d starts with %d, want persist %d's copy", slot, c[0], want)
+		}
 	}
 }
 
@@ -536,14 +542,15 @@ func TestMetaStore_QueueFullRetriesOnALaterKick(t *testing.T) {
 	s, rg, _ := storeRing(t, 8)
 	s.attach(rg)
 	nops := &nopCounter{}
-	for i := 0; i < 5; i++ { // 5 of 8 slots taken: no room for a chain of 4
+	for i := 0; i < 5; i++ { // 5 of 8 slots taken: no room for a chain of 6
 		if err := rg.Nop(nops, uint64(i), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	s.submit(testPersist(1, 10))
 	if got := rg.InFlight(); got != 5 || len(s.queue) != 1 {
-		t.Fatalf("in flight %d, queued %d: the persist must wait whole", got, len(s.queue))
+		t.Fatalf("in flight %d, queued %d: the persist (a chain of %d) must wait whole", got, len(s.queue),
+			2+vsr.SuperblockCopies)
 	}
 	settle(t, rg)
 	if done, _ := s.durable(); done != 0 || nops.n != 5 {
@@ -564,12 +571,12 @@ func (c *nopCounter) Complete(ring.Completion) { c.n++ }
 // after it is queued.
 func TestMetaStore_FailedWriteStopsEverything(t *testing.T) {
 	s, rg, dir := storeRing(t, 64)
-	ro, err := unix.Open(filepath.Join(dir, metaSuperblockFile), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	ro, err := unix.Open(filepath.Join(dir, metaLogFile), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = unix.Close(s.sbFD)
-	s.sbFD = ro // the superblock write fails with EBADF
+	_ = unix.Close(s.logFD)
+	s.logFD = ro // the log write fails with EBADF
 	s.attach(rg)
 	s.submit(testPersist(1, 10))
 	s.submit(testPersist(2, 10))

@@ -6,10 +6,13 @@ import (
 	"github.com/ringstream/ringstream/engine/vsr"
 )
 
-// write is one write of a persist: to the log (appended), a superblock slot or a snapshot slot.
+// write is one write of a persist: to the log (appended), a superblock slot or a snapshot slot. stage
+// is the fsync it waits for: 0 for the first, 1 for the second (a persist with a checkpoint, or with
+// records too large to go inline, syncs twice; see vsr's storage notes).
 type write struct {
 	target writeTarget
 	slot   int
+	stage  int
 	data   []byte
 }
 
@@ -40,8 +43,10 @@ func (f persistFault) String() string {
 	return "ok"
 }
 
-// job is one persist in flight: its writes in the order the driver issues them (snapshot, log,
-// fsync, superblock, fsync).
+// job is one persist in flight: its writes in the order the driver issues them, as engine's metadata
+// store does: snapshot, fsync (a checkpoint only); log records and the copies of the superblock's
+// area, each carrying the records inline, one fsync. Records too large to go inline (more than
+// vsr.InlineMax) are written and synced before the copies, which then carry none.
 type job struct {
 	id       uint64
 	doneAt   uint64
@@ -54,19 +59,17 @@ type job struct {
 // disk is one replica's storage. Its byte slices are what survives a crash; jobs are what has not
 // been synced yet.
 type disk struct {
-	superblocks [vsr.SuperblockCopies][]byte
+	superblocks [vsr.SuperblockSlots][]byte
 	snapshots   [2][]byte
 	log         []byte
 	jobs        []job
 	// durable is the highest state a synced superblock has held since the replica started.
 	durable durableMark
-	// staleCopy: a superblock copy does not hold the newest superblock since the last persist (its
-	// write to it was misdirected) or the last crash (which tore one). No copy is torn before a persist
-	// or the repair at open rewrites them all (see crash).
-	staleCopy bool
+	// broken is the wrong layout this disk writes, if any (Options.BrokenStorage).
+	broken BrokenStorage
 }
 
-// format writes the format step's superblock to every copy: replica i of a cluster being created,
+// format writes the format step's superblock to every copy of both areas: replica i of a cluster being created,
 // or with recovering set, a replacement for replica i that was lost.
 func (d *disk) format(i int, recovering bool) {
 	sb := vsr.AppendSuperblock(nil, vsr.FormatSuperblock(vsr.Identity{Cluster: 1, Node: uint16(i + 1),
@@ -113,23 +116,37 @@ func (d *disk) persist(fx *vsr.Effects, doneAt uint64, fault persistFault) {
 	if n := len(d.jobs); n > 0 {
 		j.doneAt = max(j.doneAt, d.jobs[n-1].doneAt)
 	}
+	stage := 0
 	if fx.Snapshot != nil {
 		j.writes = append(j.writes, write{target: targetSnapshot, slot: fx.SnapshotSlot,
 			data: vsr.AppendSnapshotRecord(nil, fx.Snapshot)})
+		stage = 1
 	}
 	var log []byte
 	for i := range fx.Entries {
 		log = vsr.AppendLogRecord(log, &fx.Entries[i])
 	}
 	if log != nil {
-		j.writes = append(j.writes, write{target: targetLog, data: log})
+		j.writes = append(j.writes, write{target: targetLog, stage: stage, data: log})
+	}
+	inline := log
+	if len(log) > vsr.InlineMax {
+		inline, stage = nil, 1
+	}
+	if d.broken == StorageNoInline {
+		inline = nil
 	}
 	if fault == persistENOSPC && log == nil && fx.Snapshot == nil {
 		j.fault = persistOK // superblock copies are rewritten in place: they need no new space
 	}
-	sb := vsr.AppendSuperblock(nil, fx.Superblock)
-	for i := range d.superblocks {
-		j.writes = append(j.writes, write{target: targetSuperblock, slot: i, data: sb})
+	sb := vsr.AppendSuperblockCopy(nil, fx.Superblock, inline)
+	area := vsr.AreaOf(fx.Superblock.Sequence)
+	if d.broken == StorageOneArea {
+		area = 0
+	}
+	for c := 0; c < vsr.SuperblockCopies; c++ {
+		j.writes = append(j.writes, write{target: targetSuperblock, slot: area*vsr.SuperblockCopies + c,
+			stage: stage, data: sb})
 	}
 	d.jobs = append(d.jobs, j)
 }
@@ -186,8 +203,8 @@ func (d *disk) complete(now uint64, m misdirection) completed {
 		}
 		for _, w := range j.writes {
 			if w.target == targetSuperblock && !misdirected && m.superblock() {
-				// One copy per persist lands over another: the newest superblock is then held by
-				// one copy fewer, and one copy keeps an older one.
+				// One copy per persist lands over another copy, of either area: the newest
+				// superblock is then held by one copy fewer, and one slot keeps what it held.
 				w.slot = (w.slot + 1 + m.pick(len(d.superblocks)-1)) % len(d.superblocks)
 				misdirected = true
 				c.misdirected++
@@ -201,58 +218,59 @@ func (d *disk) complete(now uint64, m misdirection) completed {
 		c.id = j.id
 		c.snapshot = c.snapshot || j.snapshot
 		d.durable.raise(j.sb)
-		d.staleCopy = misdirected
 	}
 	d.jobs = d.jobs[done:]
 	return c
 }
 
-// crash drops every job not synced. With torn set, the first one's writes reach the disk up to a
-// point: some whole, the last cut at cut bytes (the order of writes holds: the superblock copies only
-// after the log). A failed persist (fault) reaches the disk the same way, except that an ENOSPC
-// persist stops at its first write that needs new space (a snapshot slot or the log).
-//
-// While a copy is stale (a misdirected write missed it), the write a crash would tear in a superblock
-// copy does not start: with one copy stale and one torn, the newest superblock durable may be held by
-// one copy only, a lost state outside the fault budget. (A torn copy alone is repaired at open.)
-func (d *disk) crash(torn bool, writes int, cut func(n int) int, fault persistFault) {
-	if torn && len(d.jobs) > 0 {
+// crash drops every job not synced. With torn set, the first one's writes reach the disk as a power
+// loss may leave them: the writes of the fsyncs before a drawn one whole (their fsync returned), and
+// of the drawn fsync any subset, each write whole, torn (a prefix of its bytes) or lost, since nothing
+// orders writes that one fsync covers. A failed persist (fault) reaches the disk the same way, except
+// that an ENOSPC persist reaches it not at all: its first write needs new space (a snapshot slot or the
+// log), and the writes after it in its chain are cancelled.
+func (d *disk) crash(torn bool, pick func(n int) int, fault persistFault) {
+	if torn && len(d.jobs) > 0 && fault != persistENOSPC {
 		j := d.jobs[0]
-		k := min(writes, len(j.writes)-1)
-		if fault == persistENOSPC {
-			k = slices.IndexFunc(j.writes, func(w write) bool { return w.target != targetSuperblock })
-		}
-		for i := 0; i < k; i++ {
-			d.apply(j.writes[i], len(j.writes[i].data))
-		}
-		w := j.writes[k]
-		n := cut(len(w.data))
-		if w.target == targetSuperblock && n > 0 && n < len(w.data) {
-			if d.staleCopy {
-				n = 0
+		last := j.writes[len(j.writes)-1].stage
+		stage := pick(last + 1)
+		for _, w := range j.writes {
+			switch {
+			case w.stage < stage:
+				d.apply(w, len(w.data))
+			case w.stage == stage:
+				switch pick(3) {
+				case 1:
+					d.apply(w, len(w.data))
+				case 2:
+					d.apply(w, pick(len(w.data)+1))
+				}
 			}
-			d.staleCopy = true
 		}
-		d.apply(w, n)
 	}
 	d.jobs = nil
 }
 
-// repairSuperblocks rewrites the superblock in force, byte for byte, to every copy, as the driver
-// does at open before the replica's first persist (TigerBeetle does the same). Without it a copy
-// torn by a crash stays stale: the superblock in force may then be held by two copies only, and a
-// crash while the next persist writes its first copy leaves no two copies alike (the replica would
-// recover from the group for a lost state it never had). A storage with no superblock quorum is left
+// repairSuperblocks does what the driver does at open, before the replica's first persist: the
+// copy in force, byte for byte, to every copy of its area, and the records only that copy carries
+// appended to the log (after the torn tail was cut). Without the first, a power loss that left the
+// superblock in force on one copy leaves one bad sector from a rollback; without the second, the next
+// persist but one overwrites the only copy of those records. A storage with no proven state is left
 // as it is: the replica recovers.
 func (d *disk) repairSuperblocks(dur vsr.Durable) {
-	if dur.Cause != nil {
+	if dur.Cause != nil || dur.InForce == nil {
 		return
 	}
-	sb := vsr.AppendSuperblock(nil, dur.Superblock)
-	for i := range d.superblocks {
-		d.superblocks[i] = slices.Clone(sb)
+	area := vsr.AreaOf(dur.Superblock.Sequence)
+	if d.broken == StorageOneArea {
+		area = 0
 	}
-	d.staleCopy = false
+	for c := 0; c < vsr.SuperblockCopies; c++ {
+		d.superblocks[area*vsr.SuperblockCopies+c] = slices.Clone(dur.InForce)
+	}
+	if d.broken != StorageNoLogRepair {
+		d.log = append(d.log, dur.Unlogged...)
+	}
 }
 
 // saysRecovering reports whether the synced storage would start its replica in recovery: until the

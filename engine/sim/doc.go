@@ -5,7 +5,8 @@
 //
 // It owns everything in memory: the network (delay, loss, duplication, reordering, corruption, partitions
 // short and long, one-way links, links that come up late at boot), the disks (latency, slow disks, writes
-// lost on a crash unless synced, a torn last write, a superblock copy written over another, persists failing
+// lost on a crash unless synced, any subset of a persist's unsynced writes kept whole or torn, a superblock
+// copy written over another, persists failing
 // with EIO or ENOSPC, log compaction, read errors at restart), processes (crashes, crashes aimed at a persist
 // in flight and at the persist of a view just entered, restarts slow and quick, pauses, tick skew), and a
 // workload of client requests. Faults that lose state a replica acknowledged are drawn too, within the fault
@@ -35,11 +36,11 @@
 //   - Read errors are transient (the restart is retried later).
 //   - A failed persist is reported with PersistFailed: the replica stops taking part, and the node's
 //     supervisor restarts it a while later, at once after the faults stop (a fault drawn when a persist
-//     was issued can still complete in the liveness phases). What reached the disk is a prefix of the
-//     persist's writes; an ENOSPC persist stops at its first write that needs new space (a snapshot
-//     slot or the log), so it never reaches the superblock copies, which are rewritten in place. An
-//     ENOSPC disk stays full for a while, so the restarted node fails again at its first persist until
-//     then.
+//     was issued can still complete in the liveness phases). What reached the disk is what a power
+//     loss at that point would leave (disk.crash); an ENOSPC persist reaches it not at all, since its
+//     first write needs new space (a snapshot slot or the log) and the rest of its chain is cancelled
+//     (the superblock copies, in the log file's preallocated header, need none). An ENOSPC disk stays
+//     full for a while, so the restarted node fails again at its first persist until then.
 //   - A wiped disk must be refused (vsr.ErrUnformatted); the operator then formats it as the lost
 //     replica's replacement, which starts in recovery. A disk restored from an old copy is formatted
 //     the same way: vsr cannot tell an old copy from a replica that was down (its doc says so), and
@@ -50,12 +51,14 @@
 //     op is held by f+1 replicas only), or leave no quorum to recover from, so such runs are not drawn.
 //     A replica counts from the fault until its recovery is durable (a restart before that recovers
 //     again), whatever put it in recovery.
-//   - The driver repairs the superblock copies at open: it writes the superblock in force, byte for
-//     byte, to every copy before the replica's first persist (as TigerBeetle does). Without it, a crash
-//     in the middle of the copies leaves the superblock in force on two copies only, and a second crash
-//     while the next persist writes its first copy leaves no two alike.
-//   - A crash does not tear a superblock copy while another is stale from a misdirected write (one
-//     stale and one torn can leave the newest durable superblock on one copy: no quorum).
+//   - The disk has engine's layout (vsr's storage notes): a persist's log append and the copies of
+//     its superblock's area, each carrying the records inline, share one fsync, so a crash keeps any
+//     subset of them, each whole, torn or lost; a checkpoint's snapshot, and records too large to go
+//     inline, are synced first. The driver repairs at open as engine does: the copy in force to every
+//     copy of its area, and the records only it carries appended to the log. A replica that lost no
+//     acknowledged state (no wipe, old copy, bad sector or misdirected log append) and yet starts
+//     unable to prove its state is a violation: crashes, failed persists and misdirected copies must
+//     never cost a recovery. Options.BrokenStorage selects deliberately wrong layouts.
 //   - Compaction rewrites the log without the records at or below the checkpoint the synced
 //     superblock names, as one atomic replace (engine writes log.new, syncs it and renames it).
 //   - A paused node's packets wait for it; its disk keeps writing but it sees no completion until it

@@ -226,8 +226,7 @@ func (s *Sim) completeDisk(n *node) error {
 		// after it is issued.
 		s.stats.PersistFailures++
 		s.trace("persist of r%d failed with %v: the replica stops taking part", n.index, c.fault)
-		n.disk.crash(true, s.rng.IntN(len(n.disk.jobs[0].writes)), func(size int) int { return s.rng.IntN(size + 1) },
-			c.fault)
+		n.disk.crash(true, s.rng.IntN, c.fault)
 		n.replica.PersistFailed()
 		return s.flush(n)
 	}

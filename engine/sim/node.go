@@ -90,12 +90,19 @@ func (s *Sim) start(n *node) error {
 	if s.chance(s.opts.ReadErrorPPM) {
 		return errReadFault
 	}
+	lost := n.lostState()
 	if n.damaged {
 		n.damaged, n.recovering = false, true
 	}
+	n.disk.broken = s.opts.BrokenStorage
 	d, valid, err := vsr.Recover(n.disk.superblocks, n.disk.snapshots, n.disk.log)
 	if err != nil {
 		return fmt.Errorf("recover replica %d: %w", n.index, err)
+	}
+	if d.Cause != nil && !lost {
+		// Crashes, torn and failed persists and misdirected superblock copies lose nothing a replica
+		// acknowledged: the storage must prove the state it holds (vsr's storage notes).
+		return fmt.Errorf("replica %d lost no acknowledged state, yet its storage proves none: %w", n.index, d.Cause)
 	}
 	n.disk.log = n.disk.log[:valid] // cut the torn tail before appending after it
 	n.disk.repairSuperblocks(d)
@@ -133,8 +140,7 @@ func (s *Sim) crash(n *node) {
 	n.up, n.downAt = false, s.now
 	n.replica = nil
 	torn := s.chance(s.opts.TornWritePPM)
-	n.disk.crash(torn, s.rng.IntN(4+vsr.SuperblockCopies), func(size int) int { return s.rng.IntN(size + 1) },
-		persistOK)
+	n.disk.crash(torn, s.rng.IntN, persistOK)
 	if s.opts.LostState && s.chance(s.opts.OldCopyPPM) {
 		c := n.disk.clone()
 		n.oldCopy = &c

@@ -90,6 +90,10 @@ type Options struct {
 	// message sent too early.
 	NoDurabilityCheck bool
 
+	// BrokenStorage, when not zero, makes every disk write its persists in a deliberately wrong
+	// layout (the broken-variant tests of the storage layout).
+	BrokenStorage BrokenStorage
+
 	VSR       func(n int, self uint8) vsr.Config
 	Heartbeat heartbeat.Ticks
 
@@ -280,3 +284,18 @@ func WithoutLaterFaults(o Options) Options {
 	o.SwarmOff = 0
 	return o
 }
+
+// BrokenStorage is a deliberately wrong storage layout, to prove the simulator catches it.
+type BrokenStorage uint8
+
+const (
+	// StorageOK is the layout engine writes (vsr's storage notes).
+	StorageOK BrokenStorage = iota
+	// StorageNoInline: the copies do not carry the persist's records, yet share its one fsync with the
+	// log append: a power loss may keep a copy and lose the records it names.
+	StorageNoInline
+	// StorageOneArea: every persist writes its copies over the previous superblock's, in one area.
+	StorageOneArea
+	// StorageNoLogRepair: the open does not append the records only the copy in force carries.
+	StorageNoLogRepair
+)

@@ -18,7 +18,8 @@
 //     start-view. The log with the highest (log view, op) wins. A stalled view change moves on to the
 //     next view after ViewChangeTimeoutTicks (backing off per attempt, offset per replica).
 //   - Persistence: a superblock {view, log view, op, head, commit, checkpoint, identity, recovering}
-//     in SuperblockCopies copies read as a quorum, and an append-only log (storage.go). Every message that vouches for durable state (prepare-ok, start-view-change,
+//     in two areas of SuperblockCopies copies written in turn, each copy carrying the persist's log
+//     records, and an append-only log, one fsync per persist (storage.go). Every message that vouches for durable state (prepare-ok, start-view-change,
 //     do-view-change, start-view) is held until Advance covers the persist that made it durable.
 //   - Recovery (recovering.go): a replica that lost its state, or cannot prove it holds its latest,
 //     learns the group's from a quorum of other members, the latest view's primary among them, before

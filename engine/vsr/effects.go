@@ -8,9 +8,11 @@ import (
 // Effects is what the replica asks its driver (the shard through engine/metagroup, or engine/sim) to do.
 // Ready returns it; the driver must keep this order:
 //
-//  1. If PersistID is not zero: write Snapshot (when not nil) to the snapshot slot SnapshotSlot, append
-//     Entries to the log, fsync; then write Superblock to every one of the SuperblockCopies copies,
-//     fsync. Only when all of it is durable, call Advance(PersistID). Persists complete in PersistID
+//  1. If PersistID is not zero: write Snapshot (when not nil) to the snapshot slot SnapshotSlot and
+//     fsync it; append Entries to the log and write Superblock, carrying the same records inline, to
+//     every copy of its area (AreaOf), one fsync for both (records over InlineMax: append and fsync
+//     them first, then copies without them; see storage.go). Only when all of it is durable, call
+//     Advance(PersistID). Persists complete in PersistID
 //     order. A persist that fails (EIO, ENOSPC) must never be reported to Advance: the driver calls
 //     PersistFailed instead, and the replica stops taking part (see PersistFailed).
 //  2. Send Messages. Every message that depends on durable state (prepare-ok, start-view-change,

@@ -61,7 +61,7 @@ func (m *counterMachine) Digest() uint64 { return xxhash.Sum64(m.AppendSnapshot(
 // memDisk is a replica's storage as bytes, written synchronously (the unit tests' disk; engine/sim has
 // the faulty one).
 type memDisk struct {
-	superblocks [SuperblockCopies][]byte
+	superblocks [SuperblockSlots][]byte
 	snapshots   [2][]byte
 	log         []byte
 }
@@ -73,11 +73,14 @@ func (d *memDisk) persist(fx *Effects) {
 	if fx.Snapshot != nil {
 		d.snapshots[fx.SnapshotSlot] = AppendSnapshotRecord(nil, fx.Snapshot)
 	}
+	var records []byte
 	for i := range fx.Entries {
-		d.log = AppendLogRecord(d.log, &fx.Entries[i])
+		records = AppendLogRecord(records, &fx.Entries[i])
 	}
-	for i := range d.superblocks {
-		d.superblocks[i] = AppendSuperblock(nil, fx.Superblock)
+	d.log = append(d.log, records...)
+	area := AreaOf(fx.Superblock.Sequence)
+	for c := 0; c < SuperblockCopies; c++ {
+		d.superblocks[area*SuperblockCopies+c] = AppendSuperblockCopy(nil, fx.Superblock, records)
 	}
 }
 
@@ -270,7 +273,30 @@ func (c *cluster) wipe(i int) {
 	c.restart(i)
 }
 
-// corruptNewestSuperblock flips one byte of replica i's newest superblock copy (every copy holds it).
+// corruptNewestSuperblock flips one byte in all copies but one of replica i's newest superblock.
 func (c *cluster) corruptNewestSuperblock(i int) {
-	c.disks[i].superblocks[0][20] ^= 0x40
+	d := c.disks[i]
+	sb, err := DecodeSuperblock(d.newest())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	area := AreaOf(sb.Sequence)
+	for j := 1; j < SuperblockCopies; j++ {
+		d.superblocks[area*SuperblockCopies+j] = append([]byte(nil), d.superblocks[area*SuperblockCopies+j]...)
+		d.superblocks[area*SuperblockCopies+j][20] ^= 0x40
+	}
+}
+
+// newest returns the first copy of the newest superblock's area.
+func (d *memDisk) newest() []byte {
+	best := 0
+	for j, b := range d.superblocks {
+		sb, err := DecodeSuperblock(b)
+		if err == nil && sb.Sequence > 0 {
+			if cur, err := DecodeSuperblock(d.superblocks[best]); err != nil || sb.Sequence > cur.Sequence {
+				best = j
+			}
+		}
+	}
+	return d.superblocks[best]
 }

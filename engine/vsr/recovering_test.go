@@ -77,7 +77,7 @@ func TestRecovering_ThroughTheCheckpoint(t *testing.T) {
 	if r.Commit() != 20 || c.machines[1].counters[1] != 20 || r.Digest() != c.replicas[0].Digest() {
 		t.Fatalf("commit %d counter %d: want 20 and the primary's digest", r.Commit(), c.machines[1].counters[1])
 	}
-	sb, err := DecodeSuperblock(c.disks[1].superblocks[0])
+	sb, err := DecodeSuperblock(c.disks[1].newest())
 	if err != nil || sb.Recovering || sb.Op != 20 {
 		t.Fatalf("superblock after recovery %+v %v", sb, err)
 	}
@@ -204,7 +204,7 @@ func TestRecovering_RestartInTheMiddleRecoversAgain(t *testing.T) {
 	c.wipe(1)
 	c.cut = func(from, to uint8) bool { return to == 1 } // no answer reaches it
 	c.tick(2)
-	sb, err := DecodeSuperblock(c.disks[1].superblocks[0])
+	sb, err := DecodeSuperblock(c.disks[1].newest())
 	if err != nil || sb.Sequence <= FormatSequence || !c.replicas[1].Recovering() {
 		t.Fatalf("superblock %+v %v: want the recovering replica's own superblock written", sb, err)
 	}

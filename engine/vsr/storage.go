@@ -16,21 +16,39 @@ import (
 //     the entries of a new log are appended, and the superblock's head picks the chain that counts. Open
 //     cuts a torn tail (the first record that does not decode) and ignores entries off the chain.
 //   - two snapshot slots: a checkpoint is written to the slot the current superblock does not name.
-//   - SuperblockCopies copies of the superblock, every one rewritten with the same bytes on each persist.
-//     The driver keeps them in separate sectors (engine: 4 KiB apart), so one bad sector or one torn
-//     write damages at most one copy. Recover takes the newest superblock that at least SuperblockQuorum
-//     copies hold byte for byte: a persist's superblock is durable only once all copies are, so a quorum
-//     of copies of an older one means no newer one was ever durable, and one bad copy never rolls the
-//     replica back. When no superblock has a quorum, the replica cannot prove which state is its
-//     latest and recovers from the group (Durable.Recovering).
+//   - SuperblockSlots superblock copies in SuperblockAreas areas of SuperblockCopies copies. A persist
+//     writes the copies of one area, the area of its sequence (AreaOf), and leaves the other area, which
+//     holds the persist before it, alone. Each copy may carry the persist's log records inline, after
+//     the superblock, under the superblock's checksum (AppendSuperblockCopy). The driver keeps every
+//     copy in its own sector (engine: its own 8 KiB), so one bad sector or one torn write damages one
+//     copy. Recover takes the newest copy that decodes.
 //
-// The format step (FormatSuperblock, written to every copy before the replica first starts) records the
-// identity (cluster, node, replica) and tells a member of a new cluster from one that replaces a lost
-// replica: the first starts fresh, the second in recovery. Storage with no superblock at all is
-// ErrUnformatted: a wiped or never formatted replica never starts as if new.
+// One fsync per persist (decisions where the design is silent). The log records and the copies of a
+// persist are written together and made durable by one fsync (engine keeps the copies in a header area
+// of the log file). A power loss before that fsync may keep any subset of those writes, torn or whole.
+// Each case leaves a state the replica may resume from:
+//   - Some copy of the new superblock survived whole: it carries the persist's records inline, so the
+//     state it names is complete whatever became of the log's append (Durable.Unlogged: the driver
+//     appends what the log lost before the replica acts).
+//   - No copy survived whole: the other area still holds every copy of the previous superblock, whose
+//     records were durable before this persist began. The persist was never acknowledged.
 //
-// Write order for one persist (Effects): snapshot, log records, fsync; then the superblock copies, fsync.
-// The superblock never names a log entry or a snapshot that is not durable before it.
+// A superblock that was durable (its fsync returned, so the replica may have acknowledged it) is lost
+// only if every one of its SuperblockCopies copies is damaged before a later persist supersedes it; one
+// bad copy, or three, never roll the replica back, and the driver rewrites every copy of the area in
+// force at open. Damage to records the superblock names that no copy carries (older log records, a
+// snapshot) makes Recover return Recovering: the replica relearns its state from the group instead of
+// acting on an older one. A copy that decodes is exactly what this replica wrote (the checksum covers
+// the superblock and its inline records), and sequences only grow, so the newest copy is never newer
+// than the truth: copies need no quorum. A persist whose records the driver does not inline (larger
+// than its copy slot) or that carries a checkpoint is written in two steps: the snapshot and the log,
+// fsync; then the copies, fsync. The superblock never names records or a snapshot that may be lost
+// without it.
+//
+// The format step (FormatSuperblock, written to every copy of both areas before the replica first
+// starts) records the identity (cluster, node, replica) and tells a member of a new cluster from one that
+// replaces a lost replica: the first starts fresh, the second in recovery. Storage with no superblock at
+// all is ErrUnformatted: a wiped or never formatted replica never starts as if new.
 
 // Sentinel errors of the storage format. Each has one meaning.
 var (
@@ -50,16 +68,26 @@ const (
 	snapshotMagic   = 0x53535256 // "VRSS"
 	checkpointMagic = 0x50435356 // "VSCP"
 
-	// SuperblockSize is the size of one superblock copy.
+	// SuperblockSize is the size of a superblock, the start of every copy (inline records follow it).
 	SuperblockSize = 96
-	// SuperblockCopies is how many copies of the superblock the driver keeps, each in its own sector.
+	// SuperblockCopies is how many copies of each superblock the driver keeps, each in its own sector.
 	SuperblockCopies = 4
-	// SuperblockQuorum is how many identical copies prove a superblock.
-	SuperblockQuorum = 2
+	// SuperblockAreas is how many areas of SuperblockCopies copies the driver keeps: a persist writes
+	// one, and the other keeps the superblock before it.
+	SuperblockAreas = 2
+	// SuperblockSlots is the number of copy slots: SuperblockAreas areas of SuperblockCopies, area a's
+	// copy c at slot a*SuperblockCopies+c.
+	SuperblockSlots = SuperblockAreas * SuperblockCopies
+	// CopySlotSize is the room each copy has in the drivers' layout (engine's header area, the
+	// simulator's disk), so that one copy never shares a page with another.
+	CopySlotSize = 8192
+	// InlineMax is the most record bytes a copy carries inline; a persist with more writes its records
+	// and syncs them before its copies, which then carry none.
+	InlineMax = CopySlotSize - SuperblockSize
 	// FormatSequence is the sequence of the superblock the format step writes.
 	FormatSequence = 1
 
-	superblockVersion  = 2
+	superblockVersion  = 3
 	superblockRecovers = 1 << 0 // flags: the replica is recovering
 	// LogRecordHeaderSize is the bytes a log record adds before its entry.
 	LogRecordHeaderSize = 8
@@ -103,8 +131,15 @@ func FormatSuperblock(id Identity, recovering bool) Superblock {
 	return Superblock{Sequence: FormatSequence, Identity: id, Recovering: recovering}
 }
 
-// AppendSuperblock appends sb as one SuperblockSize copy.
-func AppendSuperblock(dst []byte, sb Superblock) []byte {
+// AreaOf is the area a superblock of this sequence is written to: persists alternate between the two.
+func AreaOf(sequence uint64) int { return int(sequence % SuperblockAreas) }
+
+// AppendSuperblock appends sb as a copy without inline records (SuperblockSize bytes).
+func AppendSuperblock(dst []byte, sb Superblock) []byte { return AppendSuperblockCopy(dst, sb, nil) }
+
+// AppendSuperblockCopy appends one copy: sb, then inline (log records as AppendLogRecord makes them,
+// the persist's own), with inline's size and checksum inside the superblock's checksummed bytes.
+func AppendSuperblockCopy(dst []byte, sb Superblock, inline []byte) []byte {
 	start := len(dst)
 	dst = binary.LittleEndian.AppendUint32(dst, superblockMagic)
 	dst = binary.LittleEndian.AppendUint32(dst, superblockVersion)
@@ -123,23 +158,51 @@ func AppendSuperblock(dst []byte, sb Superblock) []byte {
 		flags |= superblockRecovers
 	}
 	dst = append(dst, sb.Replica, flags)
-	for len(dst)-start < SuperblockSize-8 {
-		dst = append(dst, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(inline)))
+	sum := uint64(0)
+	if len(inline) > 0 {
+		sum = xxhash.Sum64(inline)
 	}
-	return binary.LittleEndian.AppendUint64(dst, xxhash.Sum64(dst[start:]))
+	dst = binary.LittleEndian.AppendUint64(dst, sum)
+	dst = binary.LittleEndian.AppendUint64(dst, xxhash.Sum64(dst[start:]))
+	return append(dst, inline...)
 }
 
-// DecodeSuperblock decodes one copy.
+// DecodeSuperblock decodes the superblock at the start of a copy (not its inline records).
 func DecodeSuperblock(b []byte) (Superblock, error) {
+	sb, _, err := decodeSuperblock(b)
+	return sb, err
+}
+
+// DecodeSuperblockCopy decodes a whole copy: the superblock and its inline records (aliasing b), each
+// checked against its checksum. A copy whose inline records are torn does not decode.
+func DecodeSuperblockCopy(b []byte) (Superblock, []byte, error) {
+	sb, size, err := decodeSuperblock(b)
+	if err != nil {
+		return Superblock{}, nil, err
+	}
+	if uint64(size) > uint64(len(b)-SuperblockSize) {
+		return Superblock{}, nil, fmt.Errorf("%w: superblock copy holds %d of %d inline bytes", ErrRecord,
+			len(b)-SuperblockSize, size)
+	}
+	inline := b[SuperblockSize : SuperblockSize+int(size)]
+	if size > 0 && xxhash.Sum64(inline) != binary.LittleEndian.Uint64(b[80:]) {
+		return Superblock{}, nil, fmt.Errorf("%w: superblock copy inline checksum", ErrRecord)
+	}
+	return sb, inline, nil
+}
+
+// decodeSuperblock decodes and checks the superblock's bytes and returns its inline size.
+func decodeSuperblock(b []byte) (Superblock, uint32, error) {
 	if len(b) < SuperblockSize {
-		return Superblock{}, fmt.Errorf("%w: superblock of %d bytes", ErrRecord, len(b))
+		return Superblock{}, 0, fmt.Errorf("%w: superblock of %d bytes", ErrRecord, len(b))
 	}
 	b = b[:SuperblockSize]
 	if binary.LittleEndian.Uint32(b) != superblockMagic || binary.LittleEndian.Uint32(b[4:]) != superblockVersion {
-		return Superblock{}, fmt.Errorf("%w: superblock magic", ErrRecord)
+		return Superblock{}, 0, fmt.Errorf("%w: superblock magic", ErrRecord)
 	}
 	if xxhash.Sum64(b[:SuperblockSize-8]) != binary.LittleEndian.Uint64(b[SuperblockSize-8:]) {
-		return Superblock{}, fmt.Errorf("%w: superblock checksum", ErrRecord)
+		return Superblock{}, 0, fmt.Errorf("%w: superblock checksum", ErrRecord)
 	}
 	sb := Superblock{
 		Sequence: binary.LittleEndian.Uint64(b[8:]), View: binary.LittleEndian.Uint32(b[16:]),
@@ -151,47 +214,29 @@ func DecodeSuperblock(b []byte) (Superblock, error) {
 		Recovering: b[75]&superblockRecovers != 0,
 	}
 	if sb.LogView > sb.View || sb.Commit > sb.Op || sb.SnapshotOp > sb.Commit || sb.Sequence < FormatSequence {
-		return Superblock{}, fmt.Errorf("%w: superblock fields out of order", ErrRecord)
+		return Superblock{}, 0, fmt.Errorf("%w: superblock fields out of order", ErrRecord)
 	}
-	if b[75]&^superblockRecovers != 0 || !zero(b[76:SuperblockSize-8]) {
-		return Superblock{}, fmt.Errorf("%w: superblock reserved bytes", ErrRecord)
+	if b[75]&^superblockRecovers != 0 {
+		return Superblock{}, 0, fmt.Errorf("%w: superblock flags", ErrRecord)
 	}
-	return sb, nil
+	size := binary.LittleEndian.Uint32(b[76:])
+	if size == 0 && binary.LittleEndian.Uint64(b[80:]) != 0 {
+		return Superblock{}, 0, fmt.Errorf("%w: superblock inline checksum without records", ErrRecord)
+	}
+	return sb, size, nil
 }
 
-func zero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// superblockQuorum returns the newest superblock that at least SuperblockQuorum copies hold byte for
-// byte, and whether any copy decoded at all (then best is the newest copy that did, for its identity
-// and view).
-func superblockQuorum(copies [SuperblockCopies][]byte) (sb Superblock, ok bool, best Superblock, any bool) {
+// newestCopy returns the copy with the highest sequence that decodes whole, its slot, and whether any
+// copy decoded.
+func newestCopy(copies [SuperblockSlots][]byte) (sb Superblock, inline []byte, slot int, any bool) {
 	for i, b := range copies {
-		s, err := DecodeSuperblock(b)
-		if err != nil {
+		s, in, err := DecodeSuperblockCopy(b)
+		if err != nil || any && s.Sequence <= sb.Sequence {
 			continue
 		}
-		if !any || s.Sequence > best.Sequence {
-			best = s
-		}
-		any = true
-		same := 1
-		for j := i + 1; j < len(copies); j++ {
-			if len(copies[j]) >= SuperblockSize && string(copies[j][:SuperblockSize]) == string(b[:SuperblockSize]) {
-				same++
-			}
-		}
-		if same >= SuperblockQuorum && (!ok || s.Sequence > sb.Sequence) {
-			sb, ok = s, true
-		}
+		sb, inline, slot, any = s, in, i, true
 	}
-	return sb, ok, best, any
+	return sb, inline, slot, any
 }
 
 // AppendLogRecord appends e as one log record: magic u32 | record size u32 | the entry's wire layout.
@@ -269,37 +314,96 @@ type Durable struct {
 	Superblock Superblock
 	Snapshot   []byte          // checkpoint payload; nil when Superblock.SnapshotOp is 0
 	SnapSlot   int             // slot the snapshot came from; the next checkpoint goes to the other
-	Entries    []wire.VSREntry // ops SnapshotOp+1 .. Op, bodies aliasing the log bytes
+	Entries    []wire.VSREntry // ops SnapshotOp+1 .. Op, bodies aliasing the log bytes or the copy's
+
+	// InForce is the copy Recover took (the superblock and its inline records, aliasing the copies):
+	// the driver writes it to every copy of its area (AreaOf(Superblock.Sequence)) that differs before
+	// the replica acts, so that one more torn or bad copy still leaves it whole. Nil with Cause set.
+	InForce []byte
+	// Unlogged is the log records of the chain in force that only the copy carries (a power loss kept
+	// the copy and lost the log's append), in op order: the driver appends them to the log at its valid
+	// prefix and syncs before the replica acts, since the next persist overwrites the other area and
+	// this one after it.
+	Unlogged []byte
 }
 
 // Recover reads a replica's storage: the superblock copies, the two snapshot slots and the whole log.
 // It returns the durable state and the length of the log's valid prefix: the caller cuts the log file
 // there before appending (a torn tail). Empty slots are nil or zero-length.
 //
-// Storage where no superblock copy decodes is ErrUnformatted. When no superblock has a quorum of
-// copies, or the one in force names a snapshot or log entries the storage does not hold, the replica
-// cannot prove its latest state: Recover returns Recovering with the Cause, and no error, so that the
-// replica rejoins through the group instead of resuming from an older state. Bytes from a disk are
-// input: Recover returns errors and never panics.
-func Recover(superblocks [SuperblockCopies][]byte, snapshots [2][]byte, log []byte) (Durable, int, error) {
+// The superblock in force is the newest copy that decodes whole (see the format's notes above).
+// Storage where no copy decodes is ErrUnformatted. When the superblock in force names a snapshot or log
+// entries that neither the storage nor its copy holds, the replica cannot prove its latest state:
+// Recover returns Recovering with the Cause, and no error, so that the replica rejoins through the group
+// instead of resuming from an older state. Bytes from a disk are input: Recover returns errors and never
+// panics.
+func Recover(copies [SuperblockSlots][]byte, snapshots [2][]byte, log []byte) (Durable, int, error) {
 	valid, byChecksum := scanLog(log)
-	sb, ok, best, any := superblockQuorum(superblocks)
+	sb, inline, slot, any := newestCopy(copies)
+	var inForce []byte
+	if any {
+		inForce = copies[slot][:SuperblockSize+len(inline)]
+	}
 	switch {
 	case !any:
 		return Durable{}, 0, fmt.Errorf("%w: no superblock copy decodes", ErrUnformatted)
-	case !ok:
-		return Durable{Recovering: true, Superblock: best,
-			Cause: fmt.Errorf("%w: no superblock held by %d copies", ErrStorageCorrupt, SuperblockQuorum)}, valid, nil
 	case sb.Recovering:
-		return Durable{Recovering: true, Superblock: sb}, valid, nil
+		return Durable{Recovering: true, Superblock: sb, InForce: inForce}, valid, nil
 	case sb.Sequence == FormatSequence:
-		return Durable{Fresh: true, Superblock: sb}, valid, nil
+		return Durable{Fresh: true, Superblock: sb, InForce: inForce}, valid, nil
 	}
-	d, err := recoverState(sb, snapshots, byChecksum)
-	if err != nil {
-		return Durable{Recovering: true, Superblock: sb, Cause: err}, valid, nil
+	inlined, err := indexInline(inline, byChecksum)
+	if err == nil {
+		var d Durable
+		if d, err = recoverState(sb, snapshots, byChecksum); err == nil {
+			d.InForce = inForce
+			d.Unlogged = unlogged(inline, inlined, d.Entries)
+			return d, valid, nil
+		}
 	}
-	return d, valid, nil
+	return Durable{Recovering: true, Superblock: sb, Cause: err}, valid, nil
+}
+
+// indexInline adds the copy's inline records that the log does not hold to byChecksum and returns
+// their checksums.
+func indexInline(inline []byte, byChecksum map[uint64]wire.VSREntry) ([]uint64, error) {
+	var added []uint64
+	for off := 0; off < len(inline); {
+		e, n, err := DecodeLogRecord(inline[off:])
+		if err != nil {
+			return nil, fmt.Errorf("%w: inline record at %d: %w", ErrStorageCorrupt, off, err)
+		}
+		if _, ok := byChecksum[e.Checksum]; !ok {
+			byChecksum[e.Checksum] = e
+			added = append(added, e.Checksum)
+		}
+		off += n
+	}
+	return added, nil
+}
+
+// unlogged returns the inline records (in their order) that the log lacked and the chain uses.
+func unlogged(inline []byte, inlined []uint64, chain []wire.VSREntry) []byte {
+	if len(inlined) == 0 {
+		return nil
+	}
+	var out []byte
+	for off := 0; off < len(inline); {
+		e, n, _ := DecodeLogRecord(inline[off:]) // decoded once already
+		for _, c := range inlined {
+			if c != e.Checksum {
+				continue
+			}
+			for i := range chain {
+				if chain[i].Checksum == c {
+					out = append(out, inline[off:off+n]...)
+					break
+				}
+			}
+		}
+		off += n
+	}
+	return out
 }
 
 // recoverState loads the checkpoint and the log chain sb names.

@@ -21,9 +21,9 @@ func chain(base, baseHead uint64, n int, view uint32) []wire.VSREntry {
 	return out
 }
 
-// allCopies is sb in every superblock copy.
-func allCopies(sb []byte) [SuperblockCopies][]byte {
-	var c [SuperblockCopies][]byte
+// allCopies is sb in every superblock copy of both areas.
+func allCopies(sb []byte) [SuperblockSlots][]byte {
+	var c [SuperblockSlots][]byte
 	for i := range c {
 		c[i] = sb
 	}
@@ -67,8 +67,8 @@ func TestStorage_TornTailIsCutAndTornSuperblockFallsBack(t *testing.T) {
 
 	sbOld := AppendSuperblock(nil, Superblock{Sequence: 4, View: 1, LogView: 1, Op: 3, Head: entries[2].Checksum})
 	sbNew := AppendSuperblock(nil, Superblock{Sequence: 5, View: 1, LogView: 1, Op: 4, Head: extra[0].Checksum})
-	sbNew = sbNew[:40] // torn write: only a prefix reached the first copy, none the others
-	d, valid, err := Recover([SuperblockCopies][]byte{sbNew, sbOld, sbOld, sbOld}, [2][]byte{}, log)
+	sbNew = sbNew[:40] // torn write: only a prefix reached the first copy of area 1, none the others
+	d, valid, err := Recover([SuperblockSlots][]byte{sbOld, sbOld, sbOld, sbOld, sbNew}, [2][]byte{}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,10 +101,10 @@ func TestStorage_MissingEntryOrSnapshotRecovers(t *testing.T) {
 // Storage with no superblock (a wiped or never formatted disk) never starts: only the format step
 // makes a replica.
 func TestStorage_EmptyIsUnformatted(t *testing.T) {
-	if _, _, err := Recover([SuperblockCopies][]byte{}, [2][]byte{}, nil); !errors.Is(err, ErrUnformatted) {
+	if _, _, err := Recover([SuperblockSlots][]byte{}, [2][]byte{}, nil); !errors.Is(err, ErrUnformatted) {
 		t.Fatalf("empty storage: %v, want ErrUnformatted", err)
 	}
-	junk := [SuperblockCopies][]byte{make([]byte, SuperblockSize), {1, 2, 3}}
+	junk := [SuperblockSlots][]byte{make([]byte, SuperblockSize), {1, 2, 3}}
 	if _, _, err := Recover(junk, [2][]byte{}, nil); !errors.Is(err, ErrUnformatted) {
 		t.Fatalf("undecodable copies: %v, want ErrUnformatted", err)
 	}
@@ -130,42 +130,71 @@ func TestStorage_FormatFreshOrRecovering(t *testing.T) {
 	}
 }
 
-// The superblock copies are read as a quorum: the newest superblock that SuperblockQuorum copies hold
-// byte for byte is in force; with none, the replica recovers. One bad copy never rolls it back.
-func TestStorage_SuperblockCopiesReadAsAQuorum(t *testing.T) {
+// The newest copy that decodes whole is in force. A persist writes its records to the log and its
+// superblock, with the same records inline, to every copy of its area, under one fsync: a power loss
+// may keep any part of that. Here the previous persist (sequence 5, op 1) holds area 1 whole, and
+// persist 6 (op 2) wrote area 0 and appended op 2 to the log. Whatever survived, the replica resumes
+// at op 1 or op 2, never in recovery; three bad copies of a durable superblock never roll it back.
+func TestStorage_NewestWholeCopyIsInForce(t *testing.T) {
 	entries := chain(0, 0, 2, 1)
-	log := AppendLogRecord(AppendLogRecord(nil, &entries[0]), &entries[1])
-	old := AppendSuperblock(nil, Superblock{Sequence: 5, View: 1, LogView: 1, Op: 1, Head: entries[0].Checksum})
-	cur := AppendSuperblock(nil, Superblock{Sequence: 6, View: 1, LogView: 1, Op: 2, Head: entries[1].Checksum})
+	rec1, rec2 := AppendLogRecord(nil, &entries[0]), AppendLogRecord(nil, &entries[1])
+	old := AppendSuperblockCopy(nil, Superblock{Sequence: 5, View: 1, LogView: 1, Op: 1, Head: entries[0].Checksum},
+		rec1)
+	sb6 := Superblock{Sequence: 6, View: 1, LogView: 1, Op: 2, Head: entries[1].Checksum}
+	cur := AppendSuperblockCopy(nil, sb6, rec2)
 	bad := append([]byte(nil), cur...)
 	bad[30] ^= 1
+	badInline := append([]byte(nil), cur...)
+	badInline[len(badInline)-3] ^= 1
+	torn := cur[:len(cur)-10]
+	older := AppendSuperblockCopy(nil, Superblock{Sequence: 4, View: 1, LogView: 1}, nil)
+	area := func(a0, a1, a2, a3 []byte) [SuperblockSlots][]byte {
+		return [SuperblockSlots][]byte{a0, a1, a2, a3, old, old, old, old}
+	}
+	both := append(append([]byte(nil), rec1...), rec2...)
 	cases := []struct {
 		name   string
-		copies [SuperblockCopies][]byte
+		copies [SuperblockSlots][]byte
+		log    []byte
 		want   uint64 // sequence in force; 0: recovering
 	}{
-		{"all four current", [SuperblockCopies][]byte{cur, cur, cur, cur}, 6},
-		{"one bad copy of four", [SuperblockCopies][]byte{bad, cur, cur, cur}, 6},
-		{"two bad copies of four", [SuperblockCopies][]byte{cur, bad, cur, bad}, 6},
-		{"three bad copies: one current copy proves nothing", [SuperblockCopies][]byte{bad, cur, bad, bad}, 0},
-		{"write stopped after one copy", [SuperblockCopies][]byte{cur, old, old, old}, 5},
-		{"write stopped after two copies", [SuperblockCopies][]byte{cur, cur, old, old}, 6},
-		{"written out of order, one reached", [SuperblockCopies][]byte{old, old, old, cur}, 5},
-		{"one of each and two torn", [SuperblockCopies][]byte{cur, old, bad, cur[:50]}, 0},
+		{"all four current, log whole", area(cur, cur, cur, cur), both, 6},
+		{"all four current, log append lost", area(cur, cur, cur, cur), rec1, 6},
+		{"one current copy survived, log append lost", area(torn, cur, older, torn), rec1, 6},
+		{"three bad copies of a durable superblock", area(bad, cur, badInline, torn), both, 6},
+		{"no copy whole, log append kept", area(torn, badInline, older, torn), both, 5},
+		{"no copy whole, log append lost", area(torn, torn, older, nil), rec1, 5},
+		{"nothing of the persist survived", area(older, older, older, older), rec1, 5},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d, _, err := Recover(c.copies, [2][]byte{}, log)
+			d, _, err := Recover(c.copies, [2][]byte{}, c.log)
 			if err != nil {
 				t.Fatal(err)
 			}
-			switch {
-			case c.want == 0 && (!d.Recovering || !errors.Is(d.Cause, ErrStorageCorrupt)):
-				t.Fatalf("%+v, want recovering: no superblock has a quorum of copies", d)
-			case c.want != 0 && (d.Recovering || d.Superblock.Sequence != c.want):
-				t.Fatalf("sequence %d recovering %v, want %d in force", d.Superblock.Sequence, d.Recovering, c.want)
+			if d.Recovering || d.Superblock.Sequence != c.want {
+				t.Fatalf("sequence %d recovering %v (%v), want %d in force", d.Superblock.Sequence, d.Recovering,
+					d.Cause, c.want)
+			}
+			if d.Superblock.Sequence == 6 && len(c.log) == len(rec1) && string(d.Unlogged) != string(rec2) {
+				t.Fatalf("unlogged %d bytes, want op 2's record (%d bytes) for the driver to append",
+					len(d.Unlogged), len(rec2))
+			}
+			if len(c.log) == len(both) && d.Unlogged != nil {
+				t.Fatalf("unlogged %d bytes with the log whole", len(d.Unlogged))
+			}
+			if got, _, err := DecodeSuperblockCopy(d.InForce); err != nil || got != d.Superblock {
+				t.Fatalf("InForce holds %+v %v, not the copy in force", got, err)
 			}
 		})
+	}
+	// The broken variant the one-fsync layout makes possible: copies without the records inline. Their
+	// superblock may survive a power loss that lost the log's append, and then it names an op that is
+	// nowhere: the replica could only recover from the group.
+	bare := AppendSuperblock(nil, sb6)
+	d, _, err := Recover(area(bare, bare, bare, bare), [2][]byte{}, rec1)
+	if err != nil || !d.Recovering || !errors.Is(d.Cause, ErrStorageCorrupt) {
+		t.Fatalf("copies without inline records, log append lost: %+v %v, want recovering", d, err)
 	}
 }
 
@@ -230,11 +259,13 @@ func FuzzVSRStorageRecover(f *testing.F) {
 	}
 	sb := AppendSuperblock(nil, Superblock{Sequence: 2, View: 1, LogView: 1, Op: 3, Head: entries[2].Checksum, Commit: 1})
 	f.Add(sb, []byte{}, log)
+	f.Add(AppendSuperblockCopy(nil, Superblock{Sequence: 3, View: 1, LogView: 1, Op: 3, Head: entries[2].Checksum,
+		Commit: 1}, AppendLogRecord(nil, &entries[2])), []byte{}, log[:len(log)-4])
 	f.Add([]byte{}, AppendSnapshotRecord(nil, []byte("x")), []byte{1, 2, 3})
 	f.Add(AppendSuperblock(nil, FormatSuperblock(Identity{Cluster: 3, Node: 1}, true)), []byte{}, log)
 	f.Fuzz(func(t *testing.T, sb, snap, log []byte) {
-		// Two copies of sb make a quorum; the third is sb's first half, the fourth missing.
-		d, valid, err := Recover([SuperblockCopies][]byte{sb, sb, sb[:len(sb)/2]}, [2][]byte{snap, nil}, log)
+		// Two copies of sb; the third is sb's first half, the others missing.
+		d, valid, err := Recover([SuperblockSlots][]byte{sb, sb, sb[:len(sb)/2]}, [2][]byte{snap, nil}, log)
 		if err != nil {
 			return
 		}
