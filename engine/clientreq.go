@@ -31,6 +31,9 @@ type clientShard struct {
 	slots []clientSlot
 	free  []uint32
 	msg   stream.Message
+	held  []heldProduce    // produces held for the end of the turn (clientreq_batch.go)
+	arena []byte           // their payloads
+	msgs  []stream.Message // scratch for StepAll
 	frame []byte
 	retry []pendingReply // replies the cross-shard queue refused, sent again on a later turn
 	armed bool           // a retry is queued with Node.Run
@@ -99,11 +102,11 @@ func (c *clientHandler) data(s *shard.Shard, req shard.ClientRequest, h *wire.He
 	m.Client = tok
 	if h.Command == wire.CommandProduce {
 		c.produces.Add(1)
+		c.holdProduce(s, cs, req, m)
+		return
 	}
 	if err := c.n.streams.Step(s, req.Stream, m); err != nil {
-		if _, ok := cs.take(tok); ok && h.Command == wire.CommandProduce {
-			c.produces.Add(-1)
-		}
+		cs.take(tok)
 		c.noCopy(s, req)
 	}
 }

@@ -264,27 +264,31 @@ const registerEvery = 200 * time.Millisecond
 
 // register runs until ctx ends: while this node holds the metadata primary, it registers every node of
 // cluster.peers that the state does not list at its client address (meta.RegisterNode), so the
-// controller counts their heartbeats and lookups can name their addresses.
+// controller counts their heartbeats and lookups can name their addresses. Once every node is
+// registered it looks again only after a view change (addresses come from the configuration, which
+// does not change while the node runs).
 func (n *Node) register(ctx context.Context) {
 	if n.meta == nil {
 		return
 	}
 	t := time.NewTicker(registerEvery)
 	defer t.Stop()
+	doneView, done := uint32(0), false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if !n.meta.Status().Primary {
+		st := n.meta.Status()
+		if !st.Primary || (done && st.View == doneView) {
 			continue
 		}
 		var ops []meta.RegisterNode
 		err := n.metaSvc.onShard0(ctx, func() {
-			st := n.meta.State()
+			state := n.meta.State()
 			for _, p := range n.clientAddrs {
-				nd, ok := st.Node(p.Node)
+				nd, ok := state.Node(p.Node)
 				if !ok || (nd.Status == meta.NodeRegistered && nd.Address != p.Addr.String()) {
 					ops = append(ops, meta.RegisterNode{Node: p.Node, Address: p.Addr.String()})
 				}
@@ -293,14 +297,17 @@ func (n *Node) register(ctx context.Context) {
 		if err != nil {
 			continue
 		}
+		failed := false
 		for _, op := range ops {
 			res, err := n.metaSvc.propose(ctx, meta.AppendOp(nil, op))
 			if err != nil {
+				failed = true
 				break
 			}
 			if r, err := meta.DecodeResult(res.Result); err == nil {
 				n.log.Info("node registered", "registered", op.Node, "address", op.Address, "result", r.String())
 			}
 		}
+		done, doneView = !failed, st.View
 	}
 }

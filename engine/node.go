@@ -186,6 +186,13 @@ func (n *Node) compose() error {
 	} else if err := sn.SetNodeHandler(nodeFrames{n}); err != nil {
 		return fmt.Errorf("engine: node %d: %w", n.id, err)
 	}
+	for i := range cfg.ShardCount { // before the stream host's groups: see clientGroup
+		g := &clientGroup{c: n.clients, index: i, id: clientGroupID(i, cfg.ShardCount),
+			members: []shard.Member{{Index: 0, Node: n.id}}}
+		if err := sn.AddGroup(g); err != nil {
+			return fmt.Errorf("engine: node %d: client group of shard %d: %w", n.id, i, err)
+		}
+	}
 	host, err := streamhost.New(sn, streamhost.Config{Dir: cfg.File.Node.DataDir, Cluster: cfg.File.Cluster.ID,
 		Node: n.id, Shards: cfg.ShardCount, Segment: cfg.Segment(),
 		Stream:  stream.Config{TickMs: uint32(cfg.File.Cluster.TickMs)},
