@@ -3,8 +3,8 @@ package engine
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
