@@ -246,3 +246,64 @@ func TestNode_ShutdownSendsNoticeAndStopsInBoundedTime(t *testing.T) {
 		t.Fatalf("victim state %q", st.State)
 	}
 }
+
+// TestNode_ShutdownAnswersEveryProduceInFlight: 64 produces pipelined to the owner, then its node shut
+// down cleanly at once: every produce is answered exactly once before the connection closes,
+// confirmed at its own offset or refused as unavailable (the node was shutting down), and the
+// confirmed ones are a prefix of the offsets.
+func TestNode_ShutdownAnswersEveryProduceInFlight(t *testing.T) {
+	c := newTestCluster(t, "")
+	c.waitRegistered()
+	tc := dialNode(t, c.nodes[1].ClientAddr(), "")
+	created, e := tc.create("draining", 3)
+	if e != nil {
+		t.Fatalf("create: %+v", e)
+	}
+	look, e := tc.lookup("draining")
+	if e != nil {
+		t.Fatal(e)
+	}
+	owner := c.nodes[look.Owner]
+	oc := dialNode(t, owner.ClientAddr(), "")
+	waitForTB(t, "the owner's copy serving", func() bool {
+		_, e = oc.produce(created.Stream, 0, 0, 1, []byte("warm-up"))
+		return e == nil
+	})
+	const produces = 64
+	var frames []byte
+	for i := range uint64(produces) {
+		frames = wire.AppendProduce(frames, wire.From{Cluster: nodeTestCluster}, &wire.Produce{RequestID: 1000 + i,
+			Stream: created.Stream, ProducerID: 1, Sequence: 1 + i, Count: 1, Batch: []byte("r")})
+	}
+	oc.write(frames)
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done <- owner.Shutdown(ctx)
+	}()
+	answered := map[uint64]bool{}
+	confirmed, refused := 0, 0
+	for range produces {
+		h, body := oc.read()
+		if e := errorOf(t, h, body); e != nil {
+			if e.Code != wire.CodeUnavailable || answered[e.RequestID] {
+				t.Fatalf("refusal %+v", e)
+			}
+			answered[e.RequestID] = true
+			refused++
+			continue
+		}
+		r, err := wire.DecodeProduceReply(&h, body)
+		if err != nil || answered[r.RequestID] || r.BaseOffset != r.RequestID-1000+1 || refused > 0 {
+			t.Fatalf("reply %+v (%d refused before it): %v", r, refused, err)
+		}
+		answered[r.RequestID] = true
+		confirmed++
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	expectClosed(t, oc.c)
+	t.Logf("%d produces confirmed, %d refused by the shutdown", confirmed, refused)
+}
