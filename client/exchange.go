@@ -1,0 +1,205 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ringstream/ringstream/wire"
+)
+
+// request builds one request's frame for route r (the zero Route for requests to any node).
+type request interface {
+	appendTo(dst []byte, from wire.From, id uint64, r *Route) []byte
+}
+
+// exchange sends req and leaves its reply, of command want, in cl. A request about a stream (stream
+// not "") goes to the stream's owner, looked up when the client knows none; other requests go to any
+// node. Refusals that may clear (wire codes retryable names), lost connections, silent nodes and a stream
+// without an owner are retried up to cfg.Retries times with backoff, looking the owner up again when the
+// refusal says it moved. The request is rebuilt for each attempt with a new request id and the route of
+// that attempt, so a produce keeps its producer id and sequence across them.
+func (c *Client) exchange(ctx context.Context, stream string, req request, cl *call, want wire.Command,
+	wait time.Duration) error {
+	var last error
+	var prefer string // a node an earlier refusal named
+	for attempt := 0; attempt <= c.cfg.Retries; attempt++ {
+		if attempt > 0 {
+			if err := c.backoff(ctx, cl.timer, attempt); err != nil {
+				return fmt.Errorf("%w (last error: %w)", err, last)
+			}
+		}
+		var r Route
+		cn, err := c.target(ctx, stream, cl, attempt, &prefer, &r)
+		if err != nil {
+			if !mayRetry(ctx, err) {
+				return err
+			}
+			c.forget(stream) // the owner may have moved while it could not be reached
+			last = err
+			continue
+		}
+		cl.id = c.id()
+		cl.out = req.appendTo(cl.out[:0], wire.From{Cluster: c.cfg.Cluster}, cl.id, &r)
+		err = cn.roundTrip(ctx, cl, c.cfg.RequestTimeout+wait)
+		if err == nil {
+			err = c.checkReply(cn, cl, want)
+		}
+		if err == nil {
+			return nil
+		}
+		if !mayRetry(ctx, err) {
+			if errors.Is(err, ErrProtocol) {
+				c.dropConn(cn, err) // nothing after a bad reply on it can be trusted
+			}
+			return err
+		}
+		var refused *Error
+		if errors.As(err, &refused) {
+			if _, relookup := retryable(refused.Code); relookup {
+				c.forget(stream)
+			}
+			if addr, ok := c.nodeAddr(refused.Owner); ok && stream == "" {
+				prefer = addr
+			}
+		} else {
+			c.dropConn(cn, err)
+			c.forget(stream)
+		}
+		c.log.Debug("client: retrying", "stream", stream, "attempt", attempt+1, "err", err)
+		last = err
+	}
+	return fmt.Errorf("client: gave up after %d attempts: %w", c.cfg.Retries+1, last)
+}
+
+// target picks the connection of one attempt and fills r: the owner's for a stream, else any node's.
+func (c *Client) target(ctx context.Context, stream string, cl *call, attempt int, prefer *string,
+	r *Route) (*conn, error) {
+	if stream == "" {
+		if *prefer != "" {
+			addr := *prefer
+			*prefer = ""
+			if cn, err := c.connTo(ctx, addr); err == nil {
+				return cn, nil
+			}
+		}
+		return c.anyConn(ctx, attempt)
+	}
+	var err error
+	*r, err = c.route(ctx, stream, cl, attempt)
+	if err != nil {
+		return nil, err
+	}
+	return c.connTo(ctx, r.OwnerAddr)
+}
+
+// mayRetry reports whether err may clear on another attempt.
+func mayRetry(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrProtocol) || handshakeRefusedNotOwner(err) {
+		return false
+	}
+	var refused *Error
+	if errors.As(err, &refused) {
+		retry, _ := retryable(refused.Code)
+		return retry
+	}
+	return true // a lost connection, a silent node, no owner yet
+}
+
+// handshakeRefusedNotOwner reports a handshake refusal (secret, cluster, revision): no retry clears it.
+func handshakeRefusedNotOwner(err error) bool {
+	var refused *Error
+	if errors.As(err, &refused) {
+		return false // refusals are judged by their code
+	}
+	return handshakeRefused(err)
+}
+
+// checkReply turns the reply in cl into nil (command want), *Error (an error reply) or a protocol
+// error, which also fails the connection.
+func (c *Client) checkReply(cn *conn, cl *call, want wire.Command) error {
+	switch cl.h.Command {
+	case want:
+		return nil
+	case wire.CommandErrorReply:
+		err := refusal(&cl.h, cl.body, cn.addr)
+		if errors.Is(err, ErrProtocol) {
+			cn.fail(err)
+		}
+		return err
+	}
+	err := fmt.Errorf("%w: %s answered %s with %s", ErrProtocol, cn.addr, want, cl.h.Command)
+	cn.fail(err)
+	return err
+}
+
+// route returns the stream's owner: from the last lookup, or from a new one sent to any node. A
+// stream without an owner is ErrNoOwner, retried by the caller.
+func (c *Client) route(ctx context.Context, name string, cl *call, attempt int) (Route, error) {
+	c.mu.Lock()
+	r, ok := c.routes[name]
+	c.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	cn, err := c.anyConn(ctx, attempt)
+	if err != nil {
+		return Route{}, err
+	}
+	cl.id = c.id()
+	cl.out = wire.AppendLookupStream(cl.out[:0], wire.From{Cluster: c.cfg.Cluster},
+		&wire.StreamNameRequest{RequestID: cl.id, Name: []byte(name)})
+	err = cn.roundTrip(ctx, cl, c.cfg.RequestTimeout)
+	if err == nil {
+		err = c.checkReply(cn, cl, wire.CommandLookupStreamReply)
+	}
+	if err != nil {
+		var refused *Error
+		if !errors.As(err, &refused) {
+			c.dropConn(cn, err)
+		}
+		return Route{}, err
+	}
+	m, err := wire.DecodeLookupStreamReply(&cl.h, cl.body)
+	if err != nil {
+		err = fmt.Errorf("%w: lookup reply from %s: %w", ErrProtocol, cn.addr, err)
+		cn.fail(err)
+		return Route{}, err
+	}
+	r = Route{Name: name, Stream: m.Stream, Incarnation: m.Incarnation, Epoch: m.Epoch, Owner: m.Owner,
+		OwnerAddr: string(m.OwnerAddr)}
+	if r.Owner != 0 && r.OwnerAddr == "" {
+		r.OwnerAddr, _ = c.nodeAddr(r.Owner)
+	}
+	if r.Owner == 0 || r.OwnerAddr == "" {
+		return r, fmt.Errorf("%w: stream %q (id %d, epoch %d): no owner is assigned, a recovery is pending or "+
+			"the owner's address is unknown", ErrNoOwner, name, r.Stream, r.Epoch)
+	}
+	c.mu.Lock()
+	c.routes[name] = r
+	c.nodes[r.Owner] = r.OwnerAddr
+	c.mu.Unlock()
+	return r, nil
+}
+
+// forget drops a stream's cached route, so the next attempt looks its owner up again.
+func (c *Client) forget(stream string) {
+	if stream == "" {
+		return
+	}
+	c.mu.Lock()
+	delete(c.routes, stream)
+	c.mu.Unlock()
+}
+
+// nodeAddr returns a node's client address if the client learned it.
+func (c *Client) nodeAddr(node uint16) (string, bool) {
+	if node == 0 {
+		return "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.nodes[node]
+	return a, ok
+}

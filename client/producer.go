@@ -1,0 +1,389 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/ringstream/ringstream/wire"
+)
+
+// ProducerConfig describes a Producer. Zero values take the defaults.
+type ProducerConfig struct {
+	// Stream is the stream's name.
+	Stream string
+	// BatchBytes is when a batch is sent without waiting for Linger: once its records (each with a
+	// length prefix, before compression) reach this many bytes. It is also the largest record (default and
+	// maximum 1 MiB, the nodes' default batch limit).
+	BatchBytes int
+	// Linger is how long a batch's first record waits for more before the batch is sent (default 2 ms;
+	// negative: send at once).
+	Linger time.Duration
+	// Codec compresses each batch (CodecNone, CodecZstd, CodecS2).
+	Codec Codec
+	// ProducerID names this producer to the stream's owner, which answers a retried batch (same id and
+	// sequence) with its first offset instead of appending it again. 0 draws a random id.
+	ProducerID uint64
+	// OnConfirm, if set, is called on the producer's goroutine for each confirmed batch, in order. It
+	// should return quickly: the next batch waits for it.
+	OnConfirm func(Confirmed)
+}
+
+// Confirmed reports one confirmed batch: its records hold offsets BaseOffset to BaseOffset+Count-1.
+type Confirmed struct {
+	BaseOffset uint64
+	Count      uint32
+	Epoch      uint32 // the owner's epoch that confirmed it
+	Sequence   uint64 // the batch's producer sequence
+	Duplicate  bool   // a retry the owner had appended before: answered from its producer table
+}
+
+const (
+	batchBytesMax = 1 << 20
+	defaultLinger = 2 * time.Millisecond
+)
+
+func (c ProducerConfig) withDefaults() ProducerConfig {
+	if c.BatchBytes == 0 {
+		c.BatchBytes = batchBytesMax
+	}
+	if c.Linger == 0 {
+		c.Linger = defaultLinger
+	}
+	if c.ProducerID == 0 {
+		for c.ProducerID == 0 {
+			c.ProducerID = rand.Uint64()
+		}
+	}
+	return c
+}
+
+func (c ProducerConfig) validate() error {
+	if err := checkName("stream", c.Stream); err != nil {
+		return err
+	}
+	switch {
+	case c.BatchBytes < 16 || c.BatchBytes > batchBytesMax:
+		return fmt.Errorf("%w: ProducerConfig.BatchBytes %d, want 16..%d", ErrConfig, c.BatchBytes, batchBytesMax)
+	case c.Codec > CodecS2:
+		return fmt.Errorf("%w: ProducerConfig.Codec %d", ErrConfig, c.Codec)
+	}
+	return nil
+}
+
+// Producer appends records to one stream in batches, each sent with the producer's id and the next
+// sequence and retried with the same ones until the owner confirms it, across failovers, so a record is
+// never appended twice. One batch is in flight at a time while the next one fills. A Producer is safe for
+// concurrent use.
+type Producer struct {
+	c   *Client
+	cfg ProducerConfig
+
+	ctx    context.Context // ends the sender's requests when the producer is aborted
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the sender returns
+	kick   chan struct{} // one token: the open batch changed
+
+	mu        sync.Mutex
+	open      []byte // records of the batch being filled
+	openCount uint32
+	openSince time.Time
+	openFull  bool   // a record waits for room: send the open batch now
+	spare     []byte // the other buffer, free while no batch is in flight
+	seq       uint64 // the sequence of the next batch sent
+	appended  uint64 // records accepted by Append
+	taken     uint64 // records taken into sent batches
+	confirmed uint64 // records confirmed
+	flushUpTo uint64 // records a Flush waits for
+	closing   bool
+	err       error         // sticky: a batch that could not be confirmed, or Close
+	changed   chan struct{} // closed and replaced whenever the state above moves
+
+	// The sender's own state.
+	q    produceRequest
+	cl   *call
+	zenc *zstd.Encoder
+	zbuf []byte
+}
+
+type produceRequest struct{ m wire.Produce }
+
+func (q *produceRequest) appendTo(dst []byte, from wire.From, id uint64, r *Route) []byte {
+	q.m.RequestID, q.m.Stream, q.m.Incarnation = id, r.Stream, r.Incarnation
+	return wire.AppendProduce(dst, from, &q.m)
+}
+
+// Producer starts a producer of cfg.Stream. Close it to send what it holds and end its goroutine.
+func (c *Client) Producer(cfg ProducerConfig) (*Producer, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Producer{c: c, cfg: cfg, ctx: ctx, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1),
+		open: make([]byte, 0, cfg.BatchBytes), spare: make([]byte, 0, cfg.BatchBytes), seq: 1,
+		changed: make(chan struct{}), cl: newCall()}
+	p.q.m = wire.Produce{ProducerID: cfg.ProducerID, Codec: uint8(cfg.Codec)}
+	if cfg.Codec == CodecZstd {
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedFastest))
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("client: zstd encoder: %w", err)
+		}
+		p.zenc = enc
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		cancel()
+		return nil, ErrClosed
+	}
+	c.prods[p] = struct{}{}
+	c.workers.Add(1)
+	c.mu.Unlock()
+	go p.run()
+	return p, nil
+}
+
+// ID is the producer id the batches carry.
+func (p *Producer) ID() uint64 { return p.cfg.ProducerID }
+
+// Append adds one record (copied) to the open batch. It waits while both the open batch is full and
+// another is in flight, and returns the producer's error once a batch failed or it was closed.
+func (p *Producer) Append(ctx context.Context, rec []byte) error {
+	size := recordSize(len(rec))
+	if size > p.cfg.BatchBytes {
+		return fmt.Errorf("%w: %d bytes, a batch holds at most %d", ErrRecordTooLarge, len(rec), p.cfg.BatchBytes)
+	}
+	p.mu.Lock()
+	for {
+		if p.err != nil {
+			err := p.err
+			p.mu.Unlock()
+			return err
+		}
+		if p.closing {
+			p.mu.Unlock()
+			return fmt.Errorf("client: produce to %q: %w", p.cfg.Stream, ErrClosed)
+		}
+		if p.openCount == 0 || len(p.open)+size <= p.cfg.BatchBytes {
+			break
+		}
+		p.openFull = true
+		ch := p.changed
+		p.mu.Unlock()
+		p.poke()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		p.mu.Lock()
+	}
+	if p.openCount == 0 {
+		p.openSince = time.Now()
+	}
+	p.open = appendRecord(p.open, rec)
+	p.openCount++
+	p.appended++
+	first, full := p.openCount == 1, len(p.open) >= p.cfg.BatchBytes
+	p.mu.Unlock()
+	if first || full {
+		p.poke()
+	}
+	return nil
+}
+
+// Flush sends the open batch at once and waits until every record appended before the call is
+// confirmed, or the producer failed.
+func (p *Producer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	target := p.appended
+	p.flushUpTo = max(p.flushUpTo, target)
+	p.mu.Unlock()
+	p.poke()
+	return p.waitConfirmed(ctx, target)
+}
+
+func (p *Producer) waitConfirmed(ctx context.Context, target uint64) error {
+	for {
+		p.mu.Lock()
+		if p.confirmed >= target {
+			p.mu.Unlock()
+			return nil
+		}
+		if p.err != nil {
+			err := p.err
+			p.mu.Unlock()
+			return err
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Close sends what the producer holds, waits until it is confirmed (or ctx ends), and ends the
+// producer's goroutine. It returns the producer's error, if a batch failed.
+func (p *Producer) Close(ctx context.Context) error {
+	p.mu.Lock()
+	target := p.appended
+	p.closing = true
+	p.flushUpTo = max(p.flushUpTo, target)
+	p.mu.Unlock()
+	p.poke()
+	err := p.waitConfirmed(ctx, target)
+	p.abort(fmt.Errorf("client: produce to %q: %w", p.cfg.Stream, ErrClosed))
+	<-p.done
+	p.c.mu.Lock()
+	delete(p.c.prods, p)
+	p.c.mu.Unlock()
+	return err
+}
+
+// abort fails the producer with err (unless it already failed) and ends its sender's requests.
+func (p *Producer) abort(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+	}
+	p.broadcast()
+	p.mu.Unlock()
+	p.cancel()
+	p.poke()
+}
+
+// poke wakes the sender.
+func (p *Producer) poke() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// broadcast wakes everyone waiting on the state; p.mu is held.
+func (p *Producer) broadcast() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// run is the sender: it takes the open batch when it is due (full, lingered, flushed), sends it and
+// waits for its confirm, one batch at a time, until the producer fails or is aborted.
+func (p *Producer) run() {
+	defer p.c.workers.Done()
+	defer close(p.done)
+	defer p.cancel()
+	if p.zenc != nil {
+		defer p.zenc.Close()
+	}
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	for {
+		batch, count, wait, ok := p.take()
+		if !ok {
+			return
+		}
+		if count == 0 {
+			if wait > 0 {
+				linger.Reset(wait)
+			}
+			select {
+			case <-p.kick:
+			case <-linger.C:
+			case <-p.ctx.Done():
+			}
+			linger.Stop()
+			continue
+		}
+		if !p.send(batch, count) {
+			return
+		}
+	}
+}
+
+// take returns the open batch if it is due, or how long until its linger ends (0: no batch open).
+// ok is false once the producer failed.
+func (p *Producer) take() (batch []byte, count uint32, wait time.Duration, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return nil, 0, 0, false
+	}
+	if p.openCount == 0 {
+		return nil, 0, 0, true
+	}
+	due := p.openFull || len(p.open) >= p.cfg.BatchBytes || p.flushUpTo > p.taken || p.closing || p.cfg.Linger < 0
+	if !due {
+		wait = p.cfg.Linger - time.Since(p.openSince)
+		if wait > 0 {
+			return nil, 0, wait, true
+		}
+	}
+	batch, count = p.open, p.openCount
+	p.open, p.spare = p.spare[:0], nil
+	p.openCount = 0
+	p.openFull = false
+	p.taken += uint64(count)
+	p.broadcast() // Append may fill the other buffer now
+	return batch, count, 0, true
+}
+
+// send sends one batch with the next sequence until it is confirmed, and reports whether the producer
+// goes on.
+func (p *Producer) send(batch []byte, count uint32) bool {
+	payload := batch
+	switch p.cfg.Codec {
+	case CodecZstd:
+		p.zbuf = p.zenc.EncodeAll(batch, p.zbuf[:0])
+		payload = p.zbuf
+	case CodecS2:
+		if n := s2.MaxEncodedLen(len(batch)); cap(p.zbuf) < n {
+			p.zbuf = make([]byte, n)
+		}
+		payload = s2.Encode(p.zbuf[:cap(p.zbuf)], batch)
+	}
+	p.mu.Lock()
+	seq := p.seq
+	p.mu.Unlock()
+	p.q.m.Sequence, p.q.m.Count, p.q.m.Batch = seq, count, payload
+	err := p.c.exchange(p.ctx, p.cfg.Stream, &p.q, p.cl, wire.CommandProduceReply, 0)
+	var m wire.ProduceReply
+	if err == nil {
+		m, err = wire.DecodeProduceReply(&p.cl.h, p.cl.body)
+		if err == nil && m.Count != count {
+			err = fmt.Errorf("confirmed %d records of a batch of %d", m.Count, count)
+		}
+		if err != nil {
+			err = fmt.Errorf("%w: %w", ErrProtocol, err)
+		}
+	}
+	if err == nil && p.cfg.OnConfirm != nil {
+		p.cfg.OnConfirm(Confirmed{BaseOffset: m.BaseOffset, Count: m.Count, Epoch: m.Epoch, Sequence: seq,
+			Duplicate: m.Duplicate}) // before the confirm is counted, so a Flush returns after it
+	}
+	p.mu.Lock()
+	if err != nil {
+		if p.err == nil {
+			p.err = fmt.Errorf("client: produce to %q: batch of %d records (producer %d, sequence %d) not confirmed: %w",
+				p.cfg.Stream, count, p.cfg.ProducerID, seq, err)
+		}
+		p.broadcast()
+		p.mu.Unlock()
+		return false
+	}
+	p.seq++
+	p.confirmed += uint64(count)
+	p.spare = batch[:0]
+	p.broadcast()
+	p.mu.Unlock()
+	return true
+}

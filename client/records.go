@@ -1,0 +1,282 @@
+package client
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Codec is a batch's compression, chosen by the producer and stored in the batch header; the nodes never
+// read it.
+type Codec uint8
+
+// Codecs.
+const (
+	CodecNone Codec = 0
+	CodecZstd Codec = 1
+	CodecS2   Codec = 2
+)
+
+// String is the codec's name as the commands spell it.
+func (c Codec) String() string {
+	switch c {
+	case CodecNone:
+		return "none"
+	case CodecZstd:
+		return "zstd"
+	case CodecS2:
+		return "s2"
+	}
+	return fmt.Sprintf("codec(%d)", uint8(c))
+}
+
+// ParseCodec reads a codec name: none, zstd or s2.
+func ParseCodec(s string) (Codec, error) {
+	switch s {
+	case "none", "":
+		return CodecNone, nil
+	case "zstd":
+		return CodecZstd, nil
+	case "s2":
+		return CodecS2, nil
+	}
+	return 0, fmt.Errorf("%w: codec %q: want none, zstd or s2", ErrConfig, s)
+}
+
+// The batch format the nodes store and fetch returns (segment's, version 1, little endian): an 80-byte
+// header (checksum of bytes 8..80 | magic "RSB1" | version u16 | codec u8 | reserved u8 | payload
+// checksum | base offset u64 | count u32 | payload length u32 | epoch u64 | producer id u64 | sequence
+// u64 | first and max timestamps) and the payload. The payload is the producer's records, each a uvarint
+// length and its bytes, compressed whole by the codec.
+const (
+	batchHeaderSize = 80
+	batchMagic      = 0x31425352
+	batchVersion    = 1
+	// payloadMax bounds a batch payload after decompression: a fetched batch that claims more is corrupt.
+	payloadMax = 64 << 20
+)
+
+// batchHeader is what a consumer reads from a fetched batch's header.
+type batchHeader struct {
+	base       uint64
+	count      uint32
+	epoch      uint64
+	producerID uint64
+	sequence   uint64
+	codec      Codec
+}
+
+// decodeBatch decodes the batch at the start of buf: its header, its payload (aliasing buf) and its
+// size. Anything but a whole valid batch is ErrCorruptBatch; it never panics.
+func decodeBatch(buf []byte) (batchHeader, []byte, int, error) {
+	le := binary.LittleEndian
+	if len(buf) < batchHeaderSize {
+		return batchHeader{}, nil, 0, fmt.Errorf("%w: %d bytes left, less than a batch header", ErrCorruptBatch, len(buf))
+	}
+	hb := buf[:batchHeaderSize]
+	switch {
+	case le.Uint64(hb[0:]) != xxhash.Sum64(hb[8:]):
+		return batchHeader{}, nil, 0, fmt.Errorf("%w: header checksum", ErrCorruptBatch)
+	case le.Uint32(hb[8:]) != batchMagic:
+		return batchHeader{}, nil, 0, fmt.Errorf("%w: bad magic", ErrCorruptBatch)
+	case le.Uint16(hb[12:]) != batchVersion:
+		return batchHeader{}, nil, 0, fmt.Errorf("%w: batch version %d", ErrCorruptBatch, le.Uint16(hb[12:]))
+	case hb[15] != 0:
+		return batchHeader{}, nil, 0, fmt.Errorf("%w: reserved byte set", ErrCorruptBatch)
+	}
+	h := batchHeader{base: le.Uint64(hb[24:]), count: le.Uint32(hb[32:]), epoch: le.Uint64(hb[40:]),
+		producerID: le.Uint64(hb[48:]), sequence: le.Uint64(hb[56:]), codec: Codec(hb[14])}
+	n := le.Uint32(hb[36:])
+	switch {
+	case h.count == 0:
+		return batchHeader{}, nil, 0, fmt.Errorf("%w: batch without records", ErrCorruptBatch)
+	case h.base+uint64(h.count) < h.base:
+		return batchHeader{}, nil, 0, fmt.Errorf("%w: offsets overflow", ErrCorruptBatch)
+	case uint64(n) > uint64(len(buf)-batchHeaderSize):
+		return batchHeader{}, nil, 0, fmt.Errorf("%w: payload of %d bytes, %d left", ErrCorruptBatch, n, len(buf)-batchHeaderSize)
+	}
+	size := batchHeaderSize + int(n)
+	payload := buf[batchHeaderSize:size:size]
+	if le.Uint64(hb[16:]) != xxhash.Sum64(payload) {
+		return batchHeader{}, nil, 0, fmt.Errorf("%w: payload checksum", ErrCorruptBatch)
+	}
+	return h, payload, size, nil
+}
+
+// appendRecord appends one record to a batch payload: its length as a uvarint, then its bytes.
+func appendRecord(dst, rec []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(rec)))
+	return append(dst, rec...)
+}
+
+// recordSize is the bytes appendRecord adds for a record of n bytes.
+func recordSize(n int) int {
+	s := 1
+	for v := uint64(n); v >= 0x80; v >>= 7 {
+		s++
+	}
+	return s + n
+}
+
+// decompress appends payload decoded by codec to dst and returns dst and the decoded part (payload
+// itself for CodecNone). Earlier bytes of dst are never overwritten, so records decoded before stay valid.
+func decompress(codec Codec, payload, dst []byte, zdec *zstd.Decoder) ([]byte, []byte, error) {
+	start := len(dst)
+	switch codec {
+	case CodecNone:
+		return dst, payload, nil
+	case CodecS2:
+		n, err := s2.DecodedLen(payload)
+		if err != nil {
+			return dst, nil, fmt.Errorf("%w: s2: %w", ErrCorruptBatch, err)
+		}
+		if n > payloadMax {
+			return dst, nil, fmt.Errorf("%w: s2 payload decodes to %d bytes", ErrCorruptBatch, n)
+		}
+		dst = growBytes(dst, n)
+		out, err := s2.Decode(dst[start:start+n], payload)
+		if err != nil {
+			return dst[:start], nil, fmt.Errorf("%w: s2: %w", ErrCorruptBatch, err)
+		}
+		return dst, out, nil
+	case CodecZstd:
+		if zdec == nil {
+			return dst, nil, fmt.Errorf("%w: zstd batch without a decoder", ErrCorruptBatch)
+		}
+		out, err := zdec.DecodeAll(payload, dst)
+		if err != nil {
+			return dst[:start], nil, fmt.Errorf("%w: zstd: %w", ErrCorruptBatch, err)
+		}
+		return out, out[start:], nil
+	}
+	return dst, nil, fmt.Errorf("%w: unknown codec %d", ErrCorruptBatch, codec)
+}
+
+// growBytes extends b by n bytes, keeping its contents.
+func growBytes(b []byte, n int) []byte {
+	if cap(b)-len(b) < n {
+		bigger := make([]byte, len(b), 2*cap(b)+n)
+		copy(bigger, b)
+		b = bigger
+	}
+	return b[:len(b)+n]
+}
+
+// newZstdDecoder is the decoder fetched zstd batches go through: synchronous, bounded memory.
+func newZstdDecoder() *zstd.Decoder {
+	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(payloadMax),
+		zstd.WithDecoderLowmem(true))
+	if err != nil {
+		panic("client: zstd decoder options refused: " + err.Error()) // constant options: a programming error
+	}
+	return d
+}
+
+// Records is one fetch's records, read in order with Next. Its slices alias the fetch's buffers and
+// stay valid until the next Poll of the Consumer that returned it.
+type Records struct {
+	// BaseOffset is the first offset the reply's batches hold (at or below the offset asked for).
+	BaseOffset uint64
+	// ConfirmedTail is the stream's confirmed tail when the owner answered.
+	ConfirmedTail uint64
+
+	from    uint64 // records below it are skipped
+	end     uint64 // offset past the reply's last record
+	batches []byte // batches not decoded yet
+	payload []byte // records left in the current batch
+	left    uint32 // how many
+	off     uint64 // offset of the current batch's next record
+	rec     []byte
+	recOff  uint64
+	err     error
+	dbuf    []byte
+	zdec    func() *zstd.Decoder
+}
+
+// reset points r at one fetch reply's batches.
+func (r *Records) reset(from, base uint64, count uint32, confirmed uint64, batches []byte) {
+	*r = Records{BaseOffset: base, ConfirmedTail: confirmed, from: from, end: base + uint64(count),
+		batches: batches, off: base, dbuf: r.dbuf[:0], zdec: r.zdec}
+}
+
+// Next moves to the next record; false at the end or on corruption (see Err).
+func (r *Records) Next() bool {
+	for r.err == nil {
+		if r.left > 0 {
+			if !r.nextRecord() {
+				return false
+			}
+			if r.recOff >= r.from {
+				return true
+			}
+			continue
+		}
+		if len(r.batches) == 0 {
+			if r.off != r.end {
+				r.err = fmt.Errorf("%w: batches end at offset %d, the reply says %d", ErrCorruptBatch, r.off, r.end)
+			}
+			return false
+		}
+		r.nextBatch()
+	}
+	return false
+}
+
+func (r *Records) nextRecord() bool {
+	n, k := binary.Uvarint(r.payload)
+	if k <= 0 || n > uint64(len(r.payload)-k) {
+		r.err = fmt.Errorf("%w: record at offset %d overruns its batch", ErrCorruptBatch, r.off)
+		return false
+	}
+	r.rec = r.payload[k : k+int(n) : k+int(n)]
+	r.payload = r.payload[k+int(n):]
+	r.recOff = r.off
+	r.off++
+	r.left--
+	if r.left == 0 && len(r.payload) != 0 {
+		r.err = fmt.Errorf("%w: %d bytes past the last record of the batch ending at %d", ErrCorruptBatch,
+			len(r.payload), r.off)
+		return false
+	}
+	return true
+}
+
+func (r *Records) nextBatch() {
+	h, payload, size, err := decodeBatch(r.batches)
+	if err != nil {
+		r.err = err
+		return
+	}
+	if h.base != r.off || h.base+uint64(h.count) > r.end {
+		r.err = fmt.Errorf("%w: batch holds offsets %d..%d, expected from %d below %d", ErrCorruptBatch, h.base,
+			h.base+uint64(h.count), r.off, r.end)
+		return
+	}
+	r.batches = r.batches[size:]
+	var zdec *zstd.Decoder
+	if h.codec == CodecZstd && r.zdec != nil {
+		zdec = r.zdec()
+	}
+	dbuf, out, err := decompress(h.codec, payload, r.dbuf, zdec)
+	r.dbuf = dbuf
+	if err != nil {
+		r.err = err
+		return
+	}
+	r.payload, r.left = out, h.count
+}
+
+// Offset is the offset of the record Next moved to.
+func (r *Records) Offset() uint64 { return r.recOff }
+
+// Value is the record Next moved to; it aliases the fetch's buffer.
+func (r *Records) Value() []byte { return r.rec }
+
+// Err is the corruption that stopped Next, if any (ErrCorruptBatch).
+func (r *Records) Err() error { return r.err }
+
+// NextOffset is the offset to fetch from after these records.
+func (r *Records) NextOffset() uint64 { return max(r.end, r.from) }
