@@ -21,7 +21,7 @@ const testCluster = 0x5eed
 // client handshake and answers each request with what handle returns. Test helper only: the real node
 // is engine's.
 type fakeNode struct {
-	t      *testing.T
+	t      testing.TB
 	id     uint16
 	secret []byte
 	ln     net.Listener
@@ -35,7 +35,7 @@ type fakeNode struct {
 	wg       sync.WaitGroup
 }
 
-func startFake(t *testing.T, id uint16, handle func(h *wire.Header, body []byte) ([]byte, bool)) *fakeNode {
+func startFake(t testing.TB, id uint16, handle func(h *wire.Header, body []byte) ([]byte, bool)) *fakeNode {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -359,7 +359,9 @@ func (s *fakeStream) fetch(m wire.Fetch) []byte {
 }
 
 // ownerCluster is one fake node that answers lookups with itself as stream 7's owner and serves it.
-func ownerCluster(t *testing.T) (*fakeNode, *fakeStream) {
+func ownerCluster(t *testing.T) (*fakeNode, *fakeStream) { return ownerClusterB(t) }
+
+func ownerClusterB(t testing.TB) (*fakeNode, *fakeStream) {
 	var s *fakeStream
 	var n *fakeNode
 	n = startFake(t, 1, func(h *wire.Header, body []byte) ([]byte, bool) {

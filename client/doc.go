@@ -1,0 +1,54 @@
+// Package client is the Go client of a ringstream cluster: it connects to any node, finds each
+// stream's owner from the cluster's metadata, creates, lists and deletes streams, produces records in
+// confirmed batches, fetches them back with long polls, and commits and reads consumer cursors. It
+// follows a stream's new owner after a failover by itself, with bounded retries and backoff.
+//
+// It owns its TCP connections (one per node, requests multiplexed by request id, one reader goroutine
+// each), the route cache (stream name to owner), and each Producer's sender goroutine. Client,
+// Producer and the package functions are safe for concurrent use; a Consumer is used by one goroutine
+// at a time. Every call takes a context.Context; Client.Close ends every goroutine the client started.
+// It speaks wire only and imports nothing of the node.
+//
+// Retries. A request about a stream goes to the owner the client looked up. A refusal that may clear
+// (CodeNotOwner, CodeFenced, CodeStaleIncarnation, CodeLogFailed, CodeUnavailable, CodeOverloaded), a
+// lost connection, a node silent for RequestTimeout and a stream without an owner are retried up to
+// Config.Retries times, waiting BackoffMin doubled per attempt up to BackoffMax (with jitter); all but
+// CodeOverloaded look the owner up again first. Other refusals return at once as *Error, which
+// matches its sentinel (ErrUnknownStream, ErrStreamExists, ...) with errors.Is. A stream still without
+// an owner after the retries is ErrNoOwner, naming the stream.
+//
+// Batches. A produce's body is a batch payload the nodes store without reading: the producer's
+// records, each a uvarint length and its bytes, compressed whole by the batch's codec (CodecNone,
+// CodecZstd, CodecS2; the codec travels in the request and is stored in the batch header). Fetch
+// replies carry batches in the nodes' storage format (an 80-byte header with checksums, then that
+// payload); the client checks both checksums, the offsets and the record framing, and reports any
+// mismatch as ErrCorruptBatch from Records.Err.
+//
+// Decisions where the design is silent:
+//   - One batch per Producer is in flight at a time while the next one fills (up to BatchBytes). The
+//     owner's producer table needs each producer's sequences in order with no gap, so a batch refused
+//     while a later one is in flight would make the later one a gap; one in flight keeps retries
+//     simple and never reorders. Use several Producers for more parallelism.
+//   - A batch is retried with the same producer id and sequence until it is confirmed or the retries
+//     run out, so a batch the old owner appended before it died is answered from the new owner's table
+//     (Confirmed.Duplicate) rather than appended twice. When the retries run out the Producer fails
+//     for good: its error says the batch was not confirmed, and its records may or may not be in the
+//     stream. The producer id is random unless set; sequences start at 1 for each Producer.
+//   - A record is at most BatchBytes (1 MiB by default, the nodes' default batch limit) with its
+//     length prefix; a larger one is ErrRecordTooLarge before anything is sent.
+//   - Requests that name no stream (create, delete, list, lookup) go to any node: the node forwards
+//     metadata requests to the metadata primary. The client starts at the next seed address after a
+//     lost connection, and at the node a refusal named when it knows that node's address.
+//   - A create that got no answer is retried; if the first attempt committed, the retry answers
+//     ErrStreamExists for the stream this client created. Check with Lookup when that matters.
+//   - A protocol error (a frame that fails its checksum or decoder, a reply of the wrong command, a
+//     reply to request id 0) is returned at once and closes that connection: the node's bytes can no
+//     longer be trusted, and retrying elsewhere would hide the fault.
+//   - Records of a fetch alias the client's buffers and stay valid until the Consumer's next Poll;
+//     compressed batches are decoded into one buffer per Consumer that keeps its capacity, so Poll
+//     allocates nothing in steady state. Decompressed payloads are capped at 64 MiB per batch.
+//   - The handshake's nonce comes from crypto/rand; with an empty Secret the client sends zero
+//     nonces and a node with a secret refuses it (ErrInvalidRequest naming the secret). The client
+//     checks the node's proof before it sends its own, so a node with another secret is
+//     wire.ErrAuthFailed and the client's proof never reaches it.
+package client
