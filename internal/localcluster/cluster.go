@@ -285,10 +285,21 @@ func (c *Cluster) Reconfigure(id uint16, change func(f *config.File)) error {
 	return c.writeConfig(n)
 }
 
-// Restart starts node id again (it must have been stopped) and waits until it is ready.
+// Restart starts node id again (it must have been stopped) and waits until it is ready. It first waits
+// until the node's three ports can be bound again: a SIGKILLed node's sockets can outlive its process
+// for a while (its io_uring ring is torn down by the kernel after the exit, and the listening socket
+// with it), and a node started before that fails with "address already in use".
 func (c *Cluster) Restart(ctx context.Context, id uint16) error {
 	n, err := c.node(id)
 	if err != nil {
+		return err
+	}
+	if n.Running() {
+		return fmt.Errorf("%w: node %d is running (pid %d)", ErrState, n.ID, n.PID())
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.opts.ReadyTimeout)
+	defer cancel()
+	if err := n.waitPortsFree(wctx); err != nil {
 		return err
 	}
 	if err := n.start(); err != nil {

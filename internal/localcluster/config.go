@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,8 +16,17 @@ import (
 	"github.com/ringstream/ringstream/engine/config"
 )
 
-// freePorts binds n ports on 127.0.0.1:0 at once, so that no two are alike, and releases them.
+// Ports below the kernel's ephemeral range are chosen from portsMin up when the range leaves room
+// there; otherwise from just above the range.
+const portsMin = 10000
+
+// freePorts binds n ports on 127.0.0.1 at once, so that no two are alike, and releases them. The
+// ports lie outside the kernel's ephemeral range (net.ipv4.ip_local_port_range): a node that is down
+// is redialed by its peers, and a dial's ephemeral source port may be the dead node's own listening
+// port, which the kernel then connects to itself (a TCP self-connect), holding the port when the
+// node restarts. A port outside the range is never a dial's source port.
 func freePorts(n int) ([]string, error) {
+	lo, hi := portWindow()
 	addrs := make([]string, 0, n)
 	lns := make([]net.Listener, 0, n)
 	defer func() {
@@ -24,15 +34,37 @@ func freePorts(n int) ([]string, error) {
 			ln.Close()
 		}
 	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	span := hi - lo + 1
+	start := mrand.IntN(span)
+	for i := 0; i < span && len(lns) < n; i++ {
+		port := lo + (start+i)%span
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			return nil, fmt.Errorf("%w: no free port on 127.0.0.1: %w", ErrStart, err)
+			continue
 		}
 		lns = append(lns, ln)
 		addrs = append(addrs, ln.Addr().String())
 	}
+	if len(lns) < n {
+		return nil, fmt.Errorf("%w: %d free ports on 127.0.0.1 in %d..%d, want %d", ErrStart, len(lns), lo, hi, n)
+	}
 	return addrs, nil
+}
+
+// portWindow is the range ports are chosen from: below the ephemeral range where it leaves room,
+// else above it.
+func portWindow() (lo, hi int) {
+	ephLo, ephHi := 32768, 60999
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var a, z int
+		if _, err := fmt.Sscan(string(b), &a, &z); err == nil && a > 0 && z >= a {
+			ephLo, ephHi = a, z
+		}
+	}
+	if ephLo-1-portsMin >= 1000 {
+		return portsMin, ephLo - 1
+	}
+	return ephHi + 1, 65535
 }
 
 // newSecret is 32 random bytes, hex-encoded.

@@ -11,9 +11,11 @@
 // Start closes the cluster when it ends.
 //
 // Decisions where the design is silent:
-//   - Ports are chosen by the kernel: every port of the cluster is bound on 127.0.0.1:0 at once, so
-//     no two are alike, then released just before the configs are written. Another process may take
-//     one in between; the node then fails to start and Start names the address in its error.
+//   - Ports are free ones outside the kernel's ephemeral range (from a random point below it): every
+//     port of the cluster is bound at once, so no two are alike, then released just before the
+//     configs are written. Another process may take one in between; the node then fails to start and
+//     Start names the address in its error. Inside the ephemeral range a restarting node lost its
+//     port to a peer's redial from that very port (a TCP self-connect: "address already in use").
 //   - A node keeps its ports across restarts (they are in its config), so its peers find it again.
 //   - The metadata replicas are nodes 1 to 3, or 1 to 5 for clusters of five nodes or more; a cluster
 //     has at least 3 nodes.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -217,6 +218,35 @@ func (n *Node) terminate(ctx context.Context) error {
 	if p.waitErr != nil {
 		return fmt.Errorf("%w: node %d after SIGTERM: %w; the end of %s:\n%s", ErrStop, n.ID, p.waitErr,
 			n.LogPath(), n.LogTail())
+	}
+	return nil
+}
+
+// waitPortsFree polls, every readyPollInterval, until the node's peer, client and admin ports can be
+// bound on 127.0.0.1 with SO_REUSEADDR (as the node binds them), or ctx ends.
+func (n *Node) waitPortsFree(ctx context.Context) error {
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+		})
+		return errors.Join(err, serr)
+	}}
+	tick := time.NewTicker(readyPollInterval)
+	defer tick.Stop()
+	for _, addr := range []string{n.PeerAddr, n.ClientAddr, n.AdminAddr} {
+		for {
+			ln, err := lc.Listen(ctx, "tcp", addr)
+			if err == nil {
+				ln.Close()
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%w: node %d: %s still in use: %w", ErrStart, n.ID, addr, err)
+			case <-tick.C:
+			}
+		}
 	}
 	return nil
 }

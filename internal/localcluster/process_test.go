@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,4 +157,35 @@ func running(path string) []int {
 		}
 	}
 	return out
+}
+
+// TestRestartWaitsForTheNodesPorts: a restart waits until the node's ports can be bound again (a
+// SIGKILLed node's io_uring can keep its listening socket for a while), and names the port still held
+// when they never free up.
+func TestRestartWaitsForTheNodesPorts(t *testing.T) {
+	c := startReal(t, t.Context())
+	if err := c.Kill(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Node(2).waitPortsFree(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	held, err := net.Listen("tcp", c.Node(2).ClientAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	err = c.Restart(ctx, 2)
+	cancel()
+	if !errors.Is(err, ErrStart) || !strings.Contains(err.Error(), c.Node(2).ClientAddr+" still in use") {
+		held.Close()
+		t.Fatalf("restart with the client port held: %v", err)
+	}
+	if c.Node(2).Starts() != 1 {
+		t.Fatalf("node 2 was started with its port held (%d starts)", c.Node(2).Starts())
+	}
+	time.AfterFunc(200*time.Millisecond, func() { held.Close() })
+	if err := c.Restart(t.Context(), 2); err != nil {
+		t.Fatalf("restart once the port is free: %v", err)
+	}
 }
