@@ -57,8 +57,8 @@ type NodeOptions struct {
 // client request handler (clientreq*.go) and the admin HTTP listener (admin*.go).
 //
 // Decisions where the design is silent:
-//   - The data directory records its cluster and node (IdentityFile, written durably at first boot);
-//     a directory of another cluster or node is refused naming both. The metadata replica's directory
+//   - The data directory records its cluster and node (IdentityFile, written durably at the first
+//     boot that could build the node); a directory of another cluster or node is refused naming both. The metadata replica's directory
 //     (data_dir/meta) must have been made by `ringstream format`: a node never formats itself.
 //   - Metadata requests (create, delete, list, lookup) are served by the node of the metadata
 //     primary, from its applied state (read on shard 0) and by proposals to its replica. Any other
@@ -136,7 +136,8 @@ func NewNodeWithOptions(cfg *config.Config, logger *slog.Logger, opts NodeOption
 		from: wire.From{Cluster: f.Cluster.ID, Node: f.Node.ID}, peers: cfg.Peers(),
 		clientAddrs: slices.Clone(cfg.ClientAddrs), stopDone: make(chan struct{})}
 	n.log = logger.With("node", n.id)
-	if err := CheckIdentity(f.Node.DataDir, f.Cluster.ID, n.id); err != nil {
+	recorded, err := VerifyIdentity(f.Node.DataDir, f.Cluster.ID, n.id)
+	if err != nil {
 		return nil, err
 	}
 	n.reg = opts.Registry
@@ -150,8 +151,17 @@ func NewNodeWithOptions(cfg *config.Config, logger *slog.Logger, opts NodeOption
 		return nil, fmt.Errorf("engine: node %d: %w", n.id, err)
 	}
 	n.shard = sn
-	if err := n.compose(); err != nil {
+	err = n.compose()
+	if err == nil && !recorded {
+		// Recorded once the node could be built (its metadata replica opened): a first start with a
+		// mistyped cluster id leaves nothing behind that the corrected one would be refused for.
+		err = WriteIdentity(f.Node.DataDir, Identity{Cluster: f.Cluster.ID, Node: n.id})
+	}
+	if err != nil {
 		_ = sn.Stop() // closes the listeners bound by NewNode
+		if n.admin != nil {
+			n.admin.close()
+		}
 		if n.meta != nil {
 			n.meta.Close()
 		}

@@ -42,6 +42,15 @@ func TestNode_DataDirOfAnotherClusterOrNodeRefused(t *testing.T) {
 	if _, err := NewNode(nodeTestConfig(t, 2, dir, "", 50), quietLogger()); !errors.Is(err, ErrIdentity) {
 		t.Fatalf("NewNode of node 2 on node 1's directory: %v", err)
 	}
+	// A node that cannot be built (its metadata directory was never formatted) records nothing, so a
+	// corrected configuration is not refused for a mistyped first attempt.
+	fresh := t.TempDir()
+	if _, err := NewNode(nodeTestConfig(t, 1, fresh, "", 50), quietLogger()); !errors.Is(err, ErrMetaUnformatted) {
+		t.Fatalf("NewNode on an unformatted directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(fresh, IdentityFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("identity recorded by a node that did not start: %v", err)
+	}
 	b, err := os.ReadFile(filepath.Join(dir, IdentityFile))
 	if err != nil {
 		t.Fatal(err)

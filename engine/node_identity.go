@@ -63,35 +63,43 @@ func DecodeIdentity(b []byte) (Identity, error) {
 // ErrIdentityFile: the identity file exists but does not decode (torn, damaged, another format).
 var ErrIdentityFile = errors.New("engine: identity file unreadable")
 
-// CheckIdentity makes sure dir belongs to cluster and node. A directory that records another cluster
-// or node is refused with ErrIdentity naming both; an unreadable identity file with ErrIdentityFile.
-// A directory without one (first boot, or formatted by `ringstream format`, which writes only the
-// metadata replica's files) gets one: written to a temporary file, fsynced, renamed into place, and
-// the directory fsynced, so it outlives a power loss. The metadata replica's superblock records the
-// same identity and its open checks it again.
+// CheckIdentity makes sure dir belongs to cluster and node, and records them there if it records
+// nothing yet (first boot): see VerifyIdentity and WriteIdentity.
 func CheckIdentity(dir string, cluster uint64, node uint16) error {
+	found, err := VerifyIdentity(dir, cluster, node)
+	if err != nil || found {
+		return err
+	}
+	return WriteIdentity(dir, Identity{Cluster: cluster, Node: node})
+}
+
+// VerifyIdentity checks dir's identity file against cluster and node. A directory that records
+// another cluster or node is refused with ErrIdentity naming both; an unreadable identity file with
+// ErrIdentityFile (wrapped in ErrIdentity). found is false when the directory records nothing yet.
+// The metadata replica's superblock records the same identity and its open checks it again.
+func VerifyIdentity(dir string, cluster uint64, node uint16) (found bool, err error) {
 	want := Identity{Cluster: cluster, Node: node}
 	path := filepath.Join(dir, IdentityFile)
 	b, err := os.ReadFile(path)
 	switch {
-	case err == nil:
-		got, err := DecodeIdentity(b)
-		if err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrIdentity, path, err)
-		}
-		if got != want {
-			return fmt.Errorf("%w: %s belongs to cluster %d node %d, this node is cluster %d node %d",
-				ErrIdentity, dir, got.Cluster, got.Node, cluster, node)
-		}
-		return nil
-	case !errors.Is(err, os.ErrNotExist):
-		return fmt.Errorf("engine: read %s: %w", path, err)
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("engine: read %s: %w", path, err)
 	}
-	return WriteIdentity(dir, want)
+	got, err := DecodeIdentity(b)
+	if err != nil {
+		return true, fmt.Errorf("%w: %s: %w", ErrIdentity, path, err)
+	}
+	if got != want {
+		return true, fmt.Errorf("%w: %s belongs to cluster %d node %d, this node is cluster %d node %d",
+			ErrIdentity, dir, got.Cluster, got.Node, cluster, node)
+	}
+	return true, nil
 }
 
 // WriteIdentity records id in dir (created if missing), durably: temporary file, fsync, rename,
-// directory fsync, parent fsync.
+// directory fsync, parent fsync, so it outlives a power loss.
 func WriteIdentity(dir string, id Identity) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("engine: data directory: %w", err)
