@@ -244,7 +244,30 @@ func (cg *copyGroup) reopen() {
 	cg.starts = append(cg.starts[:0], ap.starts...)
 	ap.phase = applyNone
 	cg.h.stats.Applied++
+	cg.warnBelowPrefix()
 	cg.startScan()
+}
+
+// warnBelowPrefix logs a promotion of this copy below the confirmed prefix: its record tail under
+// the latest history start of an earlier epoch. A recovery never promotes such a copy (its guard
+// waits); an operator's accepted owner loss can, and records confirmed there may be gone.
+func (cg *copyGroup) warnBelowPrefix() {
+	a := &cg.spec.Assignment
+	if a.Owner != cg.h.h.cfg.Node {
+		return
+	}
+	var prefix meta.HistoryStart
+	for _, s := range cg.starts {
+		if s.Epoch < a.Epoch {
+			prefix = s
+		}
+	}
+	if rec, _ := cg.seg.Tails(); prefix.Epoch != 0 && rec < prefix.RecordStart {
+		cg.h.stats.BelowPrefix++
+		cg.h.h.log.Warn("streamhost: promoted below the confirmed prefix (an accepted owner loss): confirmed records may be lost",
+			"stream", cg.spec.Stream, "epoch", a.Epoch, "record_tail", rec, "prefix", prefix.RecordStart,
+			"prefix_epoch", prefix.Epoch, "prefix_node", prefix.Node)
+	}
 }
 
 // setAssignment makes a the copy's assignment and group membership: the owner is member 0, the

@@ -99,7 +99,19 @@ func newTestNode(t testing.TB, id uint16, dir string, listen netip.AddrPort, tun
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := n.SetNodeHandler(unrouted{tn.host}); err != nil {
+		t.Fatal(err)
+	}
 	return tn
+}
+
+// unrouted hands the frames for streams a node holds no copy of to its host, as engine.Node does.
+type unrouted struct{ h *streamhost.Host }
+
+func (unrouted) OnNodeFrame(*shard.Shard, uint16, *wire.Header, []byte) {}
+
+func (u unrouted) OnUnroutedFrame(s *shard.Shard, from uint16, h *wire.Header, body []byte) bool {
+	return u.h.OnUnroutedFrame(s, from, h, body)
 }
 
 // cluster is three real nodes holding one 3-copy majority_durable stream owned by node 1.
@@ -112,8 +124,13 @@ type cluster struct {
 }
 
 func newCluster(t testing.TB, asg meta.Assignment, tune ...func(*streamhost.Config)) *cluster {
+	return newClusterWith(t, asg, nil, tune...)
+}
+
+// newClusterWith is newCluster with more nodes, extra, that hold no copy.
+func newClusterWith(t testing.TB, asg meta.Assignment, extra []uint16, tune ...func(*streamhost.Config)) *cluster {
 	c := &cluster{t: t, nodes: map[uint16]*testNode{}, asg: asg, root: t.TempDir(), tune: tune}
-	ids := append([]uint16{asg.Owner}, asg.Followers...)
+	ids := append(append([]uint16{asg.Owner}, asg.Followers...), extra...)
 	for _, id := range ids {
 		c.nodes[id] = newTestNode(t, id, filepath.Join(c.root, fmt.Sprint(id)), netip.MustParseAddrPort("127.0.0.1:0"), tune...)
 	}
@@ -128,7 +145,8 @@ func (c *cluster) spec() streamhost.Spec {
 	return streamhost.Spec{Stream: testStream, Incarnation: testIncarnation, Assignment: c.asg}
 }
 
-// start starts node id with the others as peers and opens its copy, waiting for the open.
+// start starts node id with the others as peers and opens its copy (if it holds one), waiting for
+// the open.
 func (c *cluster) start(id uint16) {
 	t := c.t
 	n := c.nodes[id]
@@ -140,6 +158,9 @@ func (c *cluster) start(id uint16) {
 	}
 	if err := n.node.Start(peers); err != nil {
 		t.Fatal(err)
+	}
+	if !c.asg.Includes(id) {
+		return
 	}
 	if err := n.host.Open(c.spec()); err != nil {
 		t.Fatal(err)

@@ -79,7 +79,8 @@
 //     assignment, as at boot (scan, OpenDone, its log epoch): a sealed copy is released in place, the
 //     chosen copy becomes owner at its own tails, the others follow, and a member that held no copy is
 //     created on its shard and starts empty. The stream keeps one group: the shard sees the new view
-//     and members at its next tick.
+//     and members at its next tick. A copy promoted with its record tail below the latest history
+//     start of an earlier epoch (only an accepted owner loss does that) logs a warning and counts it.
 //   - The cut of an assignment runs before any role change at the new epoch, so a restarted old owner
 //     (reopened in its own epoch, refusing everything) rejoins as a follower by the next assignment
 //     that names it, with no recovery of its own. A cut that falls inside a batch or below the

@@ -56,6 +56,7 @@ type Stats struct {
 	Applied            uint64 // assignments applied (the copy reopened in its new role)
 	AssignmentsStale   uint64 // assignments at or below the copy's epoch or fence
 	AssignmentsLeftOut uint64 // assignments that leave this node out (its copy stays as it is)
+	BelowPrefix        uint64 // promotions below the confirmed prefix (accepted owner losses), logged
 	// AssignmentsRefused: assignments that keep as owner a copy that reopened within its own epoch
 	// and was not sealed for them (only a recovery may move it on: engine/stream's Restarted).
 	AssignmentsRefused uint64

@@ -1,0 +1,164 @@
+package streamhost_test
+
+import (
+	"bytes"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/stream"
+	"github.com/ringstream/ringstream/engine/streamhost"
+	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// sendFrom sends frame from node from to node to over their link (from the stream's shard).
+func (c *cluster) sendFrom(from, to uint16, frame []byte) {
+	c.run(from, func(s *shard.Shard) {
+		if err := s.SendFrame(to, frame); err != nil {
+			c.t.Error(err)
+		}
+	})
+}
+
+func assignmentFrame(from uint16, a meta.Assignment, starts []wire.HistoryStart) []byte {
+	m := wire.StreamAssignment{Stream: testStream, Incarnation: testIncarnation, Epoch: a.Epoch, Owner: a.Owner,
+		PolicyKind: uint8(a.Policy.Kind), PolicyCount: a.Policy.Count, FollowerCount: uint8(len(a.Followers))}
+	copy(m.Followers[:], a.Followers)
+	return wire.AppendStreamAssignment(nil, wire.From{Cluster: 42, Node: from}, &m, starts)
+}
+
+func stats(c *cluster, id uint16) streamhost.Stats {
+	var hs streamhost.Stats
+	c.run(id, func(s *shard.Shard) { hs = c.nodes[id].host.Stats(s) })
+	return hs
+}
+
+// A node that holds no copy answers a seal so (SealNoCopy, back to the sender's copy), and an
+// assignment that names it creates its copy, empty, which follows the owner and catches up on
+// everything before it. An assignment whose history starts do not decode is withheld.
+func TestFailover_NewMemberJoinsEmpty(t *testing.T) {
+	policy := meta.Policy{Kind: meta.PolicyMajorityDurable}
+	c := newClusterWith(t, majority(1, 2), []uint16{3})
+	n1, n2, n3 := c.nodes[1], c.nodes[2], c.nodes[3]
+	at := produceConfirmed(t, n1, 0, 10, 0)
+
+	seal := wire.StreamSeal{Stream: testStream, Incarnation: testIncarnation, FenceEpoch: 2, TransitionID: 9}
+	c.sendFrom(1, 3, wire.AppendStreamSeal(nil, wire.From{Cluster: 42, Node: 1}, &seal, nil))
+	select {
+	case r := <-n1.sink.sealed:
+		if r.Status != wire.SealNoCopy || r.TransitionID != 9 || r.FenceEpoch != 2 {
+			t.Fatalf("seal of a node without a copy answered %+v", r)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the seal of a node without a copy was never answered")
+	}
+
+	e2 := meta.Assignment{Epoch: 2, Owner: 1, Followers: []uint16{2, 3}, Policy: policy}
+	starts := []wire.HistoryStart{{Epoch: 2, Node: 1, RecordStart: at}}
+	frame := assignmentFrame(2, e2, starts)
+	hd, body, err := wire.ParseFrame(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(body)
+	bad[4], bad[5] = 0, 0 // the start's node: 0 does not decode
+	n2.host.OnControlFrame(&hd, bad)
+	if hs := stats(c, 2); hs.FramesBad != 1 || hs.Applied != 0 {
+		t.Fatalf("node 2 after an assignment with unreadable starts: %+v", hs)
+	}
+	if st := state(t, n2); st.Epoch != 1 || st.Role != stream.RoleFollower {
+		t.Fatalf("node 2 applied an assignment with unreadable starts: %+v", st)
+	}
+
+	assignOn(t, n1, e2, starts)
+	assignOn(t, n2, e2, starts)
+	c.sendFrom(1, 3, assignmentFrame(1, e2, starts))
+	select {
+	case err := <-n3.sink.opened:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("node 3's copy never opened")
+	}
+	waitDurable(t, n3, at)
+	at = produceConfirmed(t, n1, 10, 15, at)
+	waitDurable(t, n3, at)
+	if st := state(t, n3); st.Role != stream.RoleFollower || st.Epoch != 2 {
+		t.Fatalf("node 3's new copy: %+v", st)
+	}
+}
+
+// A newer transition at the same fence takes a seal over, an older one is stale; a sealed copy that
+// the next assignment leaves out stays sealed while the others serve at the new epoch.
+func TestFailover_SealTakeoverAndLeftOutCopy(t *testing.T) {
+	policy := meta.Policy{Kind: meta.PolicyMajorityDurable}
+	c := newCluster(t, majority(1, 2, 3))
+	n1, n2, n3 := c.nodes[1], c.nodes[2], c.nodes[3]
+	at := produceConfirmed(t, n1, 0, 5, 0)
+	waitDurable(t, n3, at) // two copies confirm: the third may trail
+	for _, s := range []struct {
+		transition uint64
+		want       wire.SealStatus
+	}{{5, wire.SealSealed}, {4, wire.SealStale}, {6, wire.SealSealed}} {
+		r := sealOn(t, n3, 2, s.transition, nil)
+		if r.Status != s.want || r.TransitionID != s.transition || (s.want == wire.SealSealed && r.RecordTail != at) {
+			t.Fatalf("seal of transition %d answered %+v, want %v", s.transition, r, s.want)
+		}
+	}
+	e2 := meta.Assignment{Epoch: 2, Owner: 1, Followers: []uint16{2}, Policy: policy}
+	for _, n := range []*testNode{n1, n2, n3} {
+		assignOn(t, n, e2, nil)
+	}
+	produceConfirmed(t, n1, 5, 8, at)
+	if st := state(t, n3); st.Role != stream.RoleSealed || st.Epoch != 1 || st.Fence != 2 {
+		t.Fatalf("the copy left out: %+v, want sealed at 2", st)
+	}
+	if hs := stats(c, 3); hs.AssignmentsLeftOut != 1 || hs.Applied != 0 || hs.Seals != 2 || hs.SealsStale != 1 {
+		t.Fatalf("node 3 stats %+v", hs)
+	}
+}
+
+// lockedBuffer is a log sink shared by the nodes' goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A copy promoted with its record tail below the latest start of an earlier epoch (an operator's
+// accepted owner loss) logs the warning; its follower does not.
+func TestFailover_AcceptedLossBelowPrefixWarns(t *testing.T) {
+	var logs lockedBuffer
+	c := newCluster(t, majority(1, 2, 3), func(cfg *streamhost.Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	at := produceConfirmed(t, c.nodes[1], 0, 5, 0)
+	starts := []wire.HistoryStart{{Epoch: 2, Node: 1, RecordStart: at + 100}, {Epoch: 3, Node: 2, RecordStart: at}}
+	e3 := meta.Assignment{Epoch: 3, Owner: 2, Followers: []uint16{3}, Policy: meta.Policy{Kind: meta.PolicyMajorityDurable}}
+	assignOn(t, c.nodes[2], e3, starts)
+	assignOn(t, c.nodes[3], e3, starts)
+	if hs := stats(c, 2); hs.BelowPrefix != 1 {
+		t.Fatalf("node 2 stats %+v: want one promotion below the prefix", hs)
+	}
+	if hs := stats(c, 3); hs.BelowPrefix != 0 {
+		t.Fatalf("node 3 (a follower) stats %+v", hs)
+	}
+	if got := bytes.Count([]byte(logs.String()), []byte("below the confirmed prefix")); got != 1 {
+		t.Fatalf("%d warnings logged, want 1:\n%s", got, logs.String())
+	}
+}
