@@ -16,7 +16,8 @@ import (
 	"github.com/ringstream/ringstream/engine/adminapi"
 )
 
-// adminServer is the node's admin HTTP listener: /metrics, /debug/pprof/, /v1/status, /v1/attention.
+// adminServer is the node's admin HTTP listener: /metrics, /debug/pprof/, /v1/status, /v1/attention,
+// and the operator's recovery actions (POST /v1/recovery/accept-loss and /v1/recovery/withdraw).
 // It is bound in NewNode (so its address is known before Start) and served from Start.
 type adminServer struct {
 	n   *Node
@@ -43,13 +44,18 @@ func newAdminServer(n *Node, addr netip.AddrPort) (*adminServer, error) {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, n.Status()) })
 	mux.HandleFunc("GET /v1/attention", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, n.Attention()) })
+	mux.HandleFunc("POST /v1/recovery/accept-loss", n.serveRecovery("accept-loss"))
+	mux.HandleFunc("POST /v1/recovery/withdraw", n.serveRecovery("withdraw"))
 	a.ln = ln
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return a, nil
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
+func writeJSON(w http.ResponseWriter, v any) { writeStatusJSON(w, http.StatusOK, v) }
+
+func writeStatusJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)

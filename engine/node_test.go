@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ func quietLogger() *slog.Logger {
 // nodeTestConfig is node id's configuration in a three-node test cluster: every listener on
 // 127.0.0.1 port 0 (the real ports are handed round with SetPeer before Start), two shards, 2 ms
 // ticks. The peers' addresses in the file are placeholders.
-func nodeTestConfig(t testing.TB, id uint16, dir, secret string, graceMs int) *config.Config {
+func nodeTestConfig(t testing.TB, id uint16, dir, secret string, graceMs int, clusterExtra ...string) *config.Config {
 	t.Helper()
 	toml := fmt.Sprintf(`
 [node]
@@ -47,6 +48,7 @@ peers = { 1 = "127.0.0.1:1", 2 = "127.0.0.1:2", 3 = "127.0.0.1:3" }
 secret = %q
 tick_ms = 2
 eager_failover_grace = %d
+%s
 [shards]
 count = 2
 [storage]
@@ -55,7 +57,7 @@ segment_bytes = 8388608
 listen = "127.0.0.1:0"
 [client]
 listen = "127.0.0.1:0"
-`, id, dir, nodeTestCluster, secret, graceMs)
+`, id, dir, nodeTestCluster, secret, graceMs, strings.Join(clusterExtra, "\n"))
 	cfg, err := config.Parse([]byte(toml), dir)
 	if err != nil {
 		t.Fatal(err)
@@ -76,8 +78,9 @@ func newTestCluster(t testing.TB, secret string) *testCluster {
 	return newTestClusterGrace(t, secret, 50)
 }
 
-// newTestClusterGrace is newTestCluster with eager_failover_grace in milliseconds.
-func newTestClusterGrace(t testing.TB, secret string, graceMs int) *testCluster {
+// newTestClusterGrace is newTestCluster with eager_failover_grace in milliseconds and more [cluster]
+// lines.
+func newTestClusterGrace(t testing.TB, secret string, graceMs int, clusterExtra ...string) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, root: t.TempDir(), nodes: map[uint16]*Node{}}
 	for id := uint16(1); id <= 3; id++ {
@@ -86,7 +89,7 @@ func newTestClusterGrace(t testing.TB, secret string, graceMs int) *testCluster 
 			Replica: uint8(id - 1)}); err != nil {
 			t.Fatal(err)
 		}
-		n, err := NewNodeWithOptions(nodeTestConfig(t, id, dir, secret, graceMs), quietLogger(), NodeOptions{DrainTimeout: 50 * time.Millisecond})
+		n, err := NewNodeWithOptions(nodeTestConfig(t, id, dir, secret, graceMs, clusterExtra...), quietLogger(), NodeOptions{DrainTimeout: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 // Package adminapi holds the JSON documents a node's admin HTTP listener serves (engine/admin.go):
-// GET /v1/status answers Status and GET /v1/attention answers Attention. `ringstream status` and
-// `ringstream attention` decode them with these types, so server and client cannot drift apart.
+// GET /v1/status answers Status, GET /v1/attention answers Attention, and the operator's POST
+// /v1/recovery/accept-loss and /v1/recovery/withdraw answer RecoveryAction. `ringstream status`,
+// `attention` and `recovery` decode them with these types, so server and client cannot drift apart.
 //
 // It owns the types and their JSON names only: no behaviour, no imports beyond the standard library.
 // Field names are snake_case; a field that does not apply to a node (no metadata replica, no
@@ -153,4 +154,24 @@ type AttentionEntry struct {
 	StartRecord uint64 `json:"start_record,omitempty"`
 	StartCursor uint64 `json:"start_cursor,omitempty"`
 	Why         string `json:"why"`
+}
+
+// RecoveryAction is the answer to POST /v1/recovery/accept-loss and POST /v1/recovery/withdraw (query
+// parameters: stream, the stream's name; owner, for accept-loss, the node to promote, 0 or absent for
+// the controller's proposal). Done says the op committed and took effect; otherwise Error says why
+// (Primary names the node to ask when this one is not the metadata primary).
+type RecoveryAction struct {
+	Action   string `json:"action"` // accept-loss, withdraw
+	Stream   string `json:"stream"`
+	StreamID uint64 `json:"stream_id,omitempty"`
+	Recovery uint64 `json:"recovery,omitempty"`
+	Owner    uint16 `json:"owner,omitempty"` // accept-loss: the new owner
+	Op       uint64 `json:"op,omitempty"`    // the metadata op number that committed
+	Done     bool   `json:"done"`
+	Result   string `json:"result,omitempty"` // meta's result: code and message
+	Error    string `json:"error,omitempty"`
+	Primary  uint16 `json:"primary,omitempty"`
+	// Warning repeats the risk of an accepted loss: records confirmed past the new owner's published
+	// tails are gone.
+	Warning string `json:"warning,omitempty"`
 }
