@@ -34,16 +34,19 @@ type slot struct {
 	msgTag    uint64
 
 	// Memory referenced by the kernel or kept alive for it until the completion.
-	buf      []byte
-	bufs     [][]byte
-	iovecs   []unix.Iovec // grown on demand, never shrunk: steady state allocates nothing
-	path     []byte       // NUL-terminated copy of a path (openat, renameat's old path, ...); grown on demand
-	path2    []byte       // NUL-terminated copy of renameat's new path; grown on demand
-	statx    *unix.Statx_t
-	sockaddr unix.RawSockaddrAny
-	addrLen  uint32
-	msghdr   unix.Msghdr
-	timespec unix.Timespec
+	buf    []byte
+	bufs   [][]byte
+	iovecs []unix.Iovec // iovInline, or grown on demand and never shrunk: steady state allocates nothing
+	// iovInline holds vectors of up to two buffers (a log's group write, a data frame's header
+	// and body), so those never allocate, whichever slot the free stack hands out.
+	iovInline [2]unix.Iovec
+	path      []byte // NUL-terminated copy of a path (openat, renameat's old path, ...); grown on demand
+	path2     []byte // NUL-terminated copy of renameat's new path; grown on demand
+	statx     *unix.Statx_t
+	sockaddr  unix.RawSockaddrAny
+	addrLen   uint32
+	msghdr    unix.Msghdr
+	timespec  unix.Timespec
 
 	// Fallback bookkeeping: the next operation of a link chain (-1 at the end), and for parked
 	// operations the deadline (monotonic nanoseconds) or the readiness they wait for.
@@ -119,11 +122,15 @@ func (t *slotTable) inFlight() int { return len(t.slots) - len(t.free) }
 // userData packs a slot index and its generation into a CQE's user_data.
 func userData(idx int32, gen uint32) uint64 { return uint64(gen)<<32 | uint64(uint32(idx)) }
 
-// setIovecs points s.iovecs at bufs. The iovec array grows only when a longer vector than ever
-// before is queued on this slot.
+// setIovecs points s.iovecs at bufs. The iovec array is the slot's inline one for up to two
+// buffers, and grows only when a longer vector than ever before is queued on this slot.
 func (s *slot) setIovecs(bufs [][]byte) {
 	if cap(s.iovecs) < len(bufs) {
-		s.iovecs = make([]unix.Iovec, len(bufs))
+		if len(bufs) <= len(s.iovInline) {
+			s.iovecs = s.iovInline[:]
+		} else {
+			s.iovecs = make([]unix.Iovec, len(bufs))
+		}
 	}
 	s.iovecs = s.iovecs[:len(bufs)]
 	for i, b := range bufs {
