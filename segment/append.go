@@ -23,6 +23,9 @@ const (
 	tagPrewrite
 	tagDigestTruncate
 	tagCommitRename
+	tagReadOpen
+	tagSegClose
+	tagDigestOpen
 )
 
 func makeTag(kind, index uint64) uint64 { return kind<<56 | index }
@@ -220,6 +223,7 @@ func (l *Log) Flush() {
 		return
 	}
 	l.digestKick() // resumes a digest step parked on a full ring
+	l.readKick()   // and reads parked between their open and their read
 	l.prewriteKick()
 	if l.commit.stage == stageWritesDeferred {
 		l.queueWrites()
@@ -245,7 +249,7 @@ func (l *Log) Sync() {
 // Busy says whether a group commit, digest, read or prewrite is in flight, or appends are queued.
 func (l *Log) Busy() bool {
 	return l.commit.busy() || len(l.commit.pend.acks) > 0 || l.dig.running || len(l.dig.jobs) > 0 ||
-		l.reads.used > 0 || l.pw.inFlight
+		l.reads.used > 0 || l.pw.inFlight || l.closing > 0
 }
 
 // room says whether n more operations fit the ring even if all in flight were still queued, so
@@ -473,6 +477,12 @@ func (l *Log) Complete(c ring.Completion) {
 		l.onPrewrite(c)
 	case tagDigestTruncate:
 		l.onDigestTruncate(c)
+	case tagReadOpen:
+		l.onReadOpen(c)
+	case tagSegClose:
+		l.onSegClose(c)
+	case tagDigestOpen:
+		l.onDigestOpen(c)
 	default:
 		assert.True(false, "segment: completion with unknown tag")
 	}

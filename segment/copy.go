@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ringstream/ringstream/internal/assert"
 	"github.com/ringstream/ringstream/ring"
 )
@@ -60,7 +62,6 @@ type Copy struct {
 	job     *job  // the rare operation running, if any
 	ev      Events
 	dir     string
-	dirfd   int
 	records *Log
 	cursors *Log
 	epochs  *epochLog
@@ -77,20 +78,37 @@ type Copy struct {
 
 // sealState is the seal in progress.
 type sealState struct {
-	active     bool
-	tag        uint64
-	epoch      uint64
-	fenceOps   int
-	fenceDone  bool
-	digestDone bool
-	digest     SealDigest
-	err        error
+	active      bool
+	tag         uint64
+	epoch       uint64
+	fenceFd     int   // the fence file while the seal writes it, else -1
+	fenceOps    int   // fence operations in flight
+	fenceNext   uint8 // the fence step parked on a full ring (Flush retries it), or fenceStepNone
+	fenceWrites int   // fence write and fdatasync completions seen
+	fenceDone   bool
+	digestDone  bool
+	digest      SealDigest
+	err         error
 }
 
-// Tags of the copy's own ring operations.
+// fenceWritten says whether the fence write and its fdatasync both completed.
+func (s *sealState) fenceWritten() bool { return s.fenceWrites == 2 }
+
+// Tags of the copy's own ring operations: a seal's fence file is opened, written and
+// fdatasynced (linked), and closed, one step after the other.
 const (
-	tagFenceWrite uint64 = 1
-	tagFenceSync  uint64 = 2
+	tagFenceOpen  uint64 = 1
+	tagFenceWrite uint64 = 2
+	tagFenceSync  uint64 = 3
+	tagFenceClose uint64 = 4
+)
+
+// Steps of a seal's fence write.
+const (
+	fenceStepNone uint8 = iota
+	fenceStepOpen
+	fenceStepWrite
+	fenceStepClose
 )
 
 // Records gives the record log: reads, tails, head, verify.
@@ -139,6 +157,10 @@ func (c *Copy) usable() error {
 func (c *Copy) Flush() {
 	if !c.ready || c.closed {
 		return
+	}
+	if step := c.seal.fenceNext; step != fenceStepNone {
+		c.seal.fenceNext = fenceStepNone
+		c.fenceStep(step)
 	}
 	c.records.Flush()
 	c.cursors.Flush()
@@ -229,7 +251,8 @@ func (c *Copy) Epochs() []EpochEntry { return append([]EpochEntry(nil), c.epochs
 // fence file and fdatasynced through the ring (appends from lower epochs are refused from this
 // call on), the appends already queued are committed, and the record log's seal digest is
 // computed (reading at most the active segment). Events.SealDone receives tag. An epoch equal to
-// the fence takes the seal over again; a lower one is ErrFenced.
+// the fence takes the seal over again; a lower one is ErrFenced. The fence file is opened for the
+// seal and closed after it (an idle copy keeps only its active segments and log directories open).
 func (c *Copy) Seal(tag uint64, epoch uint64) error {
 	if err := c.usable(); err != nil {
 		return err
@@ -239,22 +262,13 @@ func (c *Copy) Seal(tag uint64, epoch uint64) error {
 		return ErrBusy
 	case epoch < c.fence.epoch:
 		return fmt.Errorf("%w: seal at %d, fence %d", ErrFenced, epoch, c.fence.epoch)
-	case c.r.InFlight()+2 > c.records.opsMax:
+	case !c.records.room(2):
 		return ErrBackpressure
 	}
-	pos := c.fence.prepare(epoch)
+	c.fence.prepare(epoch)
 	c.records.minEpoch, c.cursors.minEpoch = epoch, epoch
-	c.seal = sealState{active: true, tag: tag, epoch: epoch}
-	if err := c.r.Write(c, tagFenceWrite, c.fence.fd, c.fence.slot[:], pos, ring.Link); err != nil {
-		c.seal = sealState{}
-		return fmt.Errorf("segment: queue fence write: %w", err)
-	}
-	c.seal.fenceOps = 2
-	if err := c.r.Fsync(c, tagFenceSync, c.fence.fd, true, 0); err != nil {
-		// The write is queued and will complete; the seal goes on and reports this error.
-		c.seal.fenceOps = 1
-		c.seal.err = fmt.Errorf("segment: queue fence fsync: %w", err)
-	}
+	c.seal = sealState{active: true, tag: tag, epoch: epoch, fenceFd: -1}
+	c.fenceStep(fenceStepOpen)
 	c.records.Sync()
 	c.cursors.Sync()
 	c.Flush()
@@ -262,20 +276,97 @@ func (c *Copy) Seal(tag uint64, epoch uint64) error {
 	return nil
 }
 
-// Complete handles the fence write of a seal. It implements ring.Handler.
-func (c *Copy) Complete(comp ring.Completion) {
-	assert.True(c.seal.fenceOps > 0, "segment: fence completion without seal")
-	c.seal.fenceOps--
-	err := comp.Err()
-	if err == nil && comp.Tag == tagFenceWrite && int(comp.Res) != fenceSlotSize {
-		err = fmt.Errorf("segment: short fence write of %d bytes", comp.Res)
+// fenceStep queues the operations of one step of the seal's fence write, or parks the step for
+// the next Flush when the ring has no room (never an I/O error).
+func (c *Copy) fenceStep(step uint8) {
+	s := &c.seal
+	need := 1
+	if step == fenceStepWrite {
+		need = 2
 	}
-	if err != nil && c.seal.err == nil {
+	if !c.records.room(need) {
+		s.fenceNext = step
+		return
+	}
+	var err error
+	switch step {
+	case fenceStepOpen:
+		if err = c.r.Openat(c, tagFenceOpen, unix.AT_FDCWD, c.fence.path, unix.O_WRONLY, 0, 0); err == nil {
+			s.fenceOps = 1
+		}
+	case fenceStepWrite:
+		pos := c.fence.slotPos()
+		if err = c.r.Write(c, tagFenceWrite, s.fenceFd, c.fence.slot[:], pos, ring.Link); err != nil {
+			break
+		}
+		s.fenceOps = 2
+		if err = c.r.Fsync(c, tagFenceSync, s.fenceFd, true, 0); err != nil {
+			s.fenceOps = 1 // the write is queued and will complete; the seal reports this error
+		}
+	case fenceStepClose:
+		if err = c.r.CloseFile(c, tagFenceClose, s.fenceFd, 0); err == nil {
+			s.fenceOps = 1
+		} else {
+			_ = unix.Close(s.fenceFd) // closing is not optional: a plain syscall rather than a leak
+			s.fenceFd = -1
+		}
+	}
+	if err != nil {
+		c.fenceFailed(fmt.Errorf("segment: queue fence step %d: %w", step, err))
+	}
+	if s.fenceOps == 0 {
+		c.fenceEnded()
+	}
+}
+
+func (c *Copy) fenceFailed(err error) {
+	if c.seal.err == nil {
 		c.seal.err = fmt.Errorf("segment: seal fence: %w", err)
 	}
-	if c.seal.fenceOps == 0 {
-		c.seal.fenceDone = true
-		c.maybeSealDone()
+}
+
+// fenceEnded follows a fence step whose operations all completed: after the write and fdatasync
+// the file is closed; once it is closed (or was never opened) the fence is done.
+func (c *Copy) fenceEnded() {
+	s := &c.seal
+	if s.fenceFd >= 0 {
+		if s.err == nil && !s.fenceWritten() {
+			c.fenceStep(fenceStepWrite)
+			return
+		}
+		c.fenceStep(fenceStepClose)
+		return
+	}
+	s.fenceDone = true
+	c.maybeSealDone()
+}
+
+// Complete handles the fence operations of a seal. It implements ring.Handler.
+func (c *Copy) Complete(comp ring.Completion) {
+	s := &c.seal
+	assert.True(s.fenceOps > 0, "segment: fence completion without seal")
+	s.fenceOps--
+	err := comp.Err()
+	switch comp.Tag {
+	case tagFenceOpen:
+		if err == nil {
+			s.fenceFd = int(comp.Res)
+		}
+	case tagFenceWrite:
+		if err == nil && int(comp.Res) != fenceSlotSize {
+			err = fmt.Errorf("segment: short fence write of %d bytes", comp.Res)
+		}
+		s.fenceWrites++
+	case tagFenceSync:
+		s.fenceWrites++
+	case tagFenceClose:
+		s.fenceFd = -1
+	}
+	if err != nil {
+		c.fenceFailed(err)
+	}
+	if s.fenceOps == 0 {
+		c.fenceEnded()
 	}
 }
 

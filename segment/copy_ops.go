@@ -57,7 +57,7 @@ func newCopy(r ring.Ring, dir string, cfg Config, ev Events) (*Copy, error) {
 	}
 	cfg = cfg.withDefaults()
 	assert.True(ev != nil, "segment: open without events")
-	return &Copy{cfg: cfg, r: r, sr: &syncRing{r: r}, ev: ev, dir: filepath.Clean(dir), dirfd: -1}, nil
+	return &Copy{cfg: cfg, r: r, sr: &syncRing{r: r}, ev: ev, dir: filepath.Clean(dir)}, nil
 }
 
 // startJob starts rare operation op on the copy's Jobs; hold says it holds the copy.
@@ -133,40 +133,45 @@ func (c *Copy) open(rep *OpenReport) error {
 	if err != nil {
 		return err
 	}
-	if created {
-		if err := c.sr.fsyncDirOf(c.dir); err != nil {
-			return err
-		}
-	}
-	if c.dirfd, err = c.sr.openat(unix.AT_FDCWD, c.dir, unix.O_RDONLY|unix.O_DIRECTORY, 0); err != nil {
-		return fmt.Errorf("segment: open dir %s: %w", c.dir, err)
-	}
-	if c.records, rep.Records, err = openLog(RecordLog, c.r, c.sr, c.dirfd, c.dir, "records", c.cfg, c.ev); err != nil {
+	// What open creates in the copy directory is made durable with one fsync of it, and the copy
+	// directory itself with one of its parent, before the copy is used.
+	dirty := false
+	if c.records, rep.Records, err = openLog(RecordLog, c.r, c.sr, c.dir, "records", c.cfg, c.ev, &dirty); err != nil {
 		return err
 	}
-	if c.cursors, rep.Cursors, err = openLog(CursorLog, c.r, c.sr, c.dirfd, c.dir, "cursors", c.cfg, c.ev); err != nil {
+	if c.cursors, rep.Cursors, err = openLog(CursorLog, c.r, c.sr, c.dir, "cursors", c.cfg, c.ev, &dirty); err != nil {
 		return err
 	}
 	c.records.commit.auto = true
 	c.cursors.cfg.PrewriteBytes = -1
 	c.records.quiet, c.cursors.quiet = c, c
 	c.hold(c.held)
-	if c.epochs, err = openEpochs(c.sr, c.dirfd, c.cfg.Logger); err != nil {
+	if c.epochs, err = openEpochs(c.sr, c.dir, c.cfg.Logger, &dirty); err != nil {
 		return err
 	}
-	if c.fence, err = openFence(c.sr, c.dirfd); err != nil {
+	if c.fence, err = openFence(c.sr, c.dir, &dirty); err != nil {
 		return err
+	}
+	if dirty {
+		if err := c.sr.fsyncDir(c.dir); err != nil {
+			return err
+		}
+	}
+	if created {
+		if err := c.sr.fsyncDirOf(c.dir); err != nil {
+			return err
+		}
 	}
 	rep.Fence = c.fence.epoch
 	c.setFenceFloor()
-	if c.snapBoundary, c.cursorMap, err = loadCursorSnapshot(c.sr, c.dirfd); err != nil {
+	if c.snapBoundary, c.cursorMap, err = loadCursorSnapshot(c.sr, c.dir); err != nil {
 		return err
 	}
 	if c.snapBoundary > c.cursors.durable {
 		// The cursor log was cut below the snapshot (crash between the cut and the snapshot
 		// rewrite): lower the boundary, keeping the state, as the cut would have.
 		c.snapBoundary = c.cursors.durable
-		if err := c.sr.writeFileAtomic(c.dirfd, cursorSnapName, encodeCursorSnapshot(c.snapBoundary, c.cursorMap)); err != nil {
+		if err := c.sr.writeFileAtomic(c.dir, cursorSnapName, encodeCursorSnapshot(c.snapBoundary, c.cursorMap)); err != nil {
 			return err
 		}
 	}
@@ -303,7 +308,7 @@ func (c *Copy) cut(recordOff, cursorOff uint64) error {
 	c.setFenceFloor()
 	if c.snapBoundary > c.cursors.durable {
 		c.snapBoundary = c.cursors.durable
-		if err := c.sr.writeFileAtomic(c.dirfd, cursorSnapName, encodeCursorSnapshot(c.snapBoundary, c.cursorMap)); err != nil {
+		if err := c.sr.writeFileAtomic(c.dir, cursorSnapName, encodeCursorSnapshot(c.snapBoundary, c.cursorMap)); err != nil {
 			return err
 		}
 	}
@@ -311,7 +316,7 @@ func (c *Copy) cut(recordOff, cursorOff uint64) error {
 		// The cursor map is what an open would find: the snapshot, then the events left past its
 		// boundary. The events cut are forgotten (a snapshot that covered them keeps its state).
 		var err error
-		if c.snapBoundary, c.cursorMap, err = loadCursorSnapshot(c.sr, c.dirfd); err != nil {
+		if c.snapBoundary, c.cursorMap, err = loadCursorSnapshot(c.sr, c.dir); err != nil {
 			return err
 		}
 		if _, err := c.cursors.replayCursors(c.snapBoundary, c.cursorMap); err != nil {
@@ -348,7 +353,7 @@ func (c *Copy) writeCursorSnapshot() error {
 	// the durable tail, the boundary.
 	boundary := c.cursors.durable
 	b := encodeCursorSnapshot(boundary, c.cursorMap)
-	if err := c.sr.writeFileAtomic(c.dirfd, cursorSnapName, b); err != nil {
+	if err := c.sr.writeFileAtomic(c.dir, cursorSnapName, b); err != nil {
 		return err
 	}
 	c.snapBoundary = max(c.snapBoundary, boundary)
@@ -517,16 +522,8 @@ func (c *Copy) closeFiles() {
 			l.shut = true
 		}
 	}
-	if c.epochs != nil && c.epochs.fd >= 0 {
-		_ = c.sr.close(c.epochs.fd)
-		c.epochs.fd = -1
-	}
-	if c.fence != nil && c.fence.fd >= 0 {
-		_ = c.sr.close(c.fence.fd)
-		c.fence.fd = -1
-	}
-	if c.dirfd >= 0 {
-		_ = c.sr.close(c.dirfd)
-		c.dirfd = -1
+	if c.seal.active && c.seal.fenceFd >= 0 {
+		_ = c.sr.close(c.seal.fenceFd)
+		c.seal.fenceFd = -1
 	}
 }

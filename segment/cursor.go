@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
@@ -126,8 +127,8 @@ func decodeCursorSnapshot(b []byte) (uint64, cursorMap, error) {
 }
 
 // loadCursorSnapshot reads the snapshot; a missing one is an empty map at boundary 0.
-func loadCursorSnapshot(sr *syncRing, dirfd int) (uint64, cursorMap, error) {
-	b, err := sr.readFile(dirfd, cursorSnapName, cursorSnapMax)
+func loadCursorSnapshot(sr *syncRing, dir string) (uint64, cursorMap, error) {
+	b, err := sr.readFile(unix.AT_FDCWD, filepath.Join(dir, cursorSnapName), cursorSnapMax)
 	if errors.Is(err, unix.ENOENT) {
 		return 0, cursorMap{}, nil
 	}
@@ -150,10 +151,15 @@ func (l *Log) replayCursors(from uint64, m cursorMap) (int, error) {
 		return 0, fmt.Errorf("%w: cursor snapshot boundary %d below cursor log head %d", ErrCorrupt, from, l.Head())
 	}
 	applied := 0
+	defer l.closeIdle()
 	for i := l.findSegment(from); i < len(l.segs); i++ {
 		s := l.segs[i]
 		buf := make([]byte, s.size)
-		if _, err := l.sr.readAt(s.fd, buf, 0); err != nil {
+		fd, err := l.segFd(s)
+		if err != nil {
+			return applied, err
+		}
+		if _, err := l.sr.readAt(fd, buf, 0); err != nil {
 			return applied, fmt.Errorf("segment: read %s: %w", l.path(s.base), err)
 		}
 		it := NewBatchIter(buf, from)

@@ -54,6 +54,7 @@ func (l *Log) cut(off uint64) error {
 		return err
 	}
 	l.durable, l.next = off, off
+	l.closeIdle()
 	return nil
 }
 
@@ -64,10 +65,14 @@ func (l *Log) shorten(s *segment, off uint64, pos int64) error {
 	if err := l.sr.unlink(l.dirfd, sidecarName(s.base), false); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("segment: remove %s: %w", sidecarName(s.base), err)
 	}
-	if err := l.sr.ftruncate(s.fd, pos); err != nil {
+	fd, err := l.segFd(s) // it becomes the active segment: its descriptor stays open
+	if err != nil {
+		return err
+	}
+	if err := l.sr.ftruncate(fd, pos); err != nil {
 		return fmt.Errorf("segment: truncate %s: %w", l.path(s.base), err)
 	}
-	if err := l.sr.fsync(s.fd, false); err != nil {
+	if err := l.sr.fsync(fd, false); err != nil {
 		return fmt.Errorf("segment: fsync %s: %w", l.path(s.base), err)
 	}
 	if err := l.sr.fsync(l.dirfd, false); err != nil {
@@ -93,8 +98,12 @@ func (l *Log) batchPos(s *segment, off uint64) (int64, error) {
 		return pos, nil
 	}
 	hdr := make([]byte, BatchHeaderSize)
+	fd, err := l.segFd(s)
+	if err != nil {
+		return 0, err
+	}
 	for at < off {
-		if _, err := l.sr.readAt(s.fd, hdr, pos); err != nil {
+		if _, err := l.sr.readAt(fd, hdr, pos); err != nil {
 			return 0, fmt.Errorf("segment: read %s at %d: %w", l.path(s.base), pos, err)
 		}
 		h, err := decodeHeaderOnly(hdr)

@@ -64,6 +64,7 @@ func (l *Log) queueDigestIfClosed(s *segment) {
 		return
 	}
 	s.digestQueued = true
+	s.digestPending = true // its descriptor stays open for the digest
 	// Oldest first: the loop in finishCommit walks back from the newest.
 	l.dig.jobs = append(l.dig.jobs, digestJob{})
 	copy(l.dig.jobs[1:], l.dig.jobs)
@@ -124,6 +125,16 @@ func (l *Log) digestKick() {
 	l.digestStart(j.seg, j.seg.size)
 }
 
+func (l *Log) onDigestOpen(c ring.Completion) {
+	d := &l.dig
+	if err := c.Err(); err != nil {
+		l.digestFailed(fmt.Errorf("segment: open %s: %w", l.path(d.seg.base), err))
+		return
+	}
+	d.seg.fd = int(c.Res)
+	l.digestStart(d.seg, d.upTo)
+}
+
 func (l *Log) onDigestTruncate(c ring.Completion) {
 	d := &l.dig
 	if err := c.Err(); err != nil {
@@ -139,6 +150,9 @@ func (l *Log) failDigestJobs() {
 	jobs := l.dig.jobs
 	l.dig.jobs = nil
 	for _, j := range jobs {
+		if j.seg != nil {
+			j.seg.digestPending = false // its descriptor closes with the log
+		}
 		if j.seal && l.quiet != nil {
 			l.quiet.sealDigestDone(l, SealDigest{}, l.failed)
 		}
@@ -164,6 +178,7 @@ const (
 	stepSidecarWrite
 	stepSidecarClose
 	stepTruncate
+	stepOpen
 )
 
 // digestStep queues the operation of step, or parks it until digestKick when the ring is full
@@ -191,6 +206,11 @@ func (l *Log) digestStep(step uint8) {
 		if err = l.r.Write(l, makeTag(tagSidecarWrite, 0), d.sidecarFd, d.sidecarBuf, 0, 0); err != nil {
 			d.sidecarErr = fmt.Errorf("queue write: %w", err)
 			l.digestStep(stepSidecarClose)
+		}
+	case stepOpen:
+		err = l.r.Openat(l, makeTag(tagDigestOpen, 0), l.dirfd, segmentName(d.seg.base), unix.O_RDONLY|unix.O_CLOEXEC, 0, 0)
+		if err != nil {
+			l.digestFailed(fmt.Errorf("segment: queue open: %w", err))
 		}
 	case stepTruncate:
 		if err = l.r.Ftruncate(l, makeTag(tagDigestTruncate, 0), d.seg.fd, d.seg.size, 0); err != nil {
@@ -244,6 +264,9 @@ func (l *Log) digestSegmentDone() {
 			d.seg.digest, d.seg.digestKnown = sum, true
 		}
 		l.sealFold(d.seg.base, d.upTo, sum)
+		seg := d.seg
+		d.seg = nil
+		l.releaseSeg(seg)
 		d.sealIdx++
 		l.sealNext()
 		return
@@ -276,6 +299,13 @@ func (l *Log) sealNext() {
 		if d.sealIdx == d.sealN-1 {
 			size = d.sealLast
 		}
+		if s.fd < 0 {
+			// A closed segment whose digest is unknown (its closing digest failed) and that
+			// nothing holds open: open it for the seal's read; releaseSeg closes it after.
+			d.seg, d.upTo = s, size
+			l.digestStep(stepOpen)
+			return
+		}
 		l.digestStart(s, size)
 		return
 	}
@@ -292,6 +322,13 @@ func (l *Log) sealNext() {
 func (l *Log) digestFailed(err error) {
 	d := &l.dig
 	d.running = false
+	if seg := d.seg; seg != nil {
+		d.seg = nil
+		if !d.sealing {
+			seg.digestPending = false
+		}
+		l.releaseSeg(seg)
+	}
 	if d.sealing {
 		d.sealing = false
 		if l.quiet != nil {
@@ -349,8 +386,11 @@ func (l *Log) sidecarDone(err error) {
 		l.log.Warn("segment: sidecar not saved", "file", sidecarName(d.seg.base), "err", err)
 	}
 	d.sidecarBuf = nil
+	seg := d.seg
 	d.seg = nil
 	d.running = false
+	seg.digestPending = false
+	l.releaseSeg(seg)
 	l.digestKick()
 }
 
@@ -369,6 +409,7 @@ func (l *Log) VerifySync() (VerifyReport, error) {
 	if l.Busy() {
 		return rep, ErrBusy
 	}
+	defer l.closeIdle()
 	buf := make([]byte, l.cfg.DigestChunkBytes)
 	h := xxhash.New()
 	for _, s := range l.segs {
@@ -381,9 +422,13 @@ func (l *Log) VerifySync() (VerifyReport, error) {
 			continue
 		}
 		h.Reset()
+		fd, err := l.segFd(s)
+		if err != nil {
+			return rep, err
+		}
 		for pos := int64(0); pos < s.size; {
 			n := min(int64(len(buf)), s.size-pos)
-			got, err := l.sr.readAt(s.fd, buf[:n], pos)
+			got, err := l.sr.readAt(fd, buf[:n], pos)
 			if err != nil {
 				return rep, fmt.Errorf("segment: verify %s at %d: %w", l.path(s.base), pos+int64(got), err)
 			}

@@ -80,10 +80,10 @@
 //     batch to the end of a file are prewritten space, not damage: they are truncated and counted
 //     apart (RecoveryReport.ZeroTailBytes), and the segments after them stay; so are other bytes
 //     past the batches of a segment the next one follows exactly (a recycled file's old bytes,
-//     RecoveryReport.StaleTailBytes). What open read is
-//     fdatasynced before it is reported durable. A bad batch or gap in or before a settled segment
-//     is an error naming the file and byte, and so is a closed segment shorter than its sidecar
-//     says. Settled segments are trusted on open (their sidecar is checked against the file size
+//     RecoveryReport.StaleTailBytes). What open read is fdatasynced before it is reported
+//     durable (an empty segment needs no fdatasync). A bad batch or gap in or before a settled
+//     segment is an error naming the file and byte, and so is a closed segment shorter than its
+//     sidecar says. Settled segments are trusted on open (their sidecar is checked against the file size
 //     only); Verify recomputes their digests.
 //   - Preallocation: segments are never fallocated. Measured on this machine (BENCHMARKS.md,
 //     "segment benchmarks", BenchmarkPrealloc), a 4 KiB write + fdatasync into fallocate'd space
@@ -117,14 +117,25 @@
 //   - The fence file holds two checksummed slots written alternately, so it is replaced atomically
 //     without a rename. Cursor snapshots use write, fsync, rename, fsync dir.
 //   - Every create, rename and removal is followed by an fsync of its directory before it is
-//     relied on: the copy and log directories and the fence and epochs files when open creates
-//     them, a rolled segment (in its group commit), the cursor snapshot's rename, segments removed
-//     by a cut, by recovery or by retention, and a delete's rename and removals.
+//     relied on: what open creates (the log directories, the fence and epochs files: one fsync of
+//     the copy directory for all of them, then one of its parent when the copy directory is new),
+//     a rolled segment (in its group commit), the cursor snapshot's rename, segments removed by a
+//     cut, by recovery or by retention, and a delete's rename and removals.
 //   - Renames, unlinks and directory creation go through the ring (RENAMEAT, UNLINKAT, MKDIRAT).
 //     The directory listing on open and delete (getdents) and fstat of open files are plain
 //     syscalls: io_uring has no operation for the first, and the second reads an inode already
 //     in memory. Both occur only on the rare paths.
 //   - Every file format carries a magic and a version: batches, sidecars, epochs, fence, cursor
 //     snapshot.
-//   - All segment files of a log stay open while retained (reads and digests need them).
+//   - Descriptors: between operations a copy holds four open, its two log directories (a roll
+//     creates the next segment relative to one and fsyncs it in the group commit) and its two
+//     active segments. The copy directory, the epochs and fence files and the cursor snapshot
+//     are opened by path (AT_FDCWD) through the ring for the operation that needs them and
+//     closed after it: a seal opens the fence file, writes and fdatasyncs it (linked), and
+//     closes it. A closed segment keeps its descriptor only until its closing digest and sidecar
+//     are done and no read shares it; a read of a closed segment opens the file for itself and
+//     closes it after (three ring operations instead of one, on the catch-up path only), and the
+//     rare paths open the ones they touch and close them when they end. Recovery stats settled
+//     segments by name (fstatat) without opening them. 10,000 idle copies thus need 40,000
+//     descriptors, not 70,000 or more (BENCHMARKS.md, issue 11 (e)).
 package segment

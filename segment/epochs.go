@@ -2,8 +2,10 @@ package segment
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/cespare/xxhash/v2"
 	"golang.org/x/sys/unix"
@@ -15,7 +17,8 @@ import (
 //	epoch u64 | record start u64 | cursor start u64 | xxhash64 of the 24 bytes before it and the
 //	entry's index (so an entry copied to another slot fails) u64
 //
-// One entry per role change. Appends are written and fdatasynced synchronously (a rare path). A
+// One entry per role change. Appends are written and fdatasynced synchronously (a rare path), the
+// file opened for each and closed after. A
 // torn last entry is cut on open; a bad entry before the last is corruption.
 const (
 	epochsName       = "epochs"
@@ -32,11 +35,12 @@ type EpochEntry struct {
 	CursorStart uint64
 }
 
-// epochLog is the copy's append-only log epochs.
+// epochLog is the copy's append-only log epochs. No descriptor stays open: each append, cut or
+// rewrite opens the file by path and closes it.
 type epochLog struct {
 	sr      *syncRing
-	dirfd   int // the copy directory, not owned
-	fd      int
+	dir     string // the copy directory
+	path    string
 	entries []EpochEntry
 }
 
@@ -91,20 +95,39 @@ func epochFollows(prev, next EpochEntry) bool {
 	return next.Epoch > prev.Epoch && next.RecordStart >= prev.RecordStart && next.CursorStart >= prev.CursorStart
 }
 
-// openEpochs opens (or creates) the epochs file in dirfd and cuts a torn last entry.
-func openEpochs(sr *syncRing, dirfd int, logger *slog.Logger) (*epochLog, error) {
-	fd, err := sr.openat(dirfd, epochsName, unix.O_RDWR|unix.O_CREAT, 0o644)
+// openEpochs opens (or creates) the epochs file in dir, cuts a torn last entry and closes it. A
+// file it creates sets *created: the caller fsyncs dir before the copy is used.
+func openEpochs(sr *syncRing, dir string, logger *slog.Logger, created *bool) (*epochLog, error) {
+	el := &epochLog{sr: sr, dir: dir, path: filepath.Join(dir, epochsName)}
+	fd, err := sr.openat(unix.AT_FDCWD, el.path, unix.O_RDWR, 0)
+	if errors.Is(err, unix.ENOENT) {
+		if fd, err = sr.openat(unix.AT_FDCWD, el.path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o644); err == nil {
+			*created = true
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("segment: open %s: %w", epochsName, err)
 	}
-	el := &epochLog{sr: sr, dirfd: dirfd, fd: fd}
+	err = el.load(fd, logger)
+	if cerr := sr.close(fd); err == nil && cerr != nil {
+		err = fmt.Errorf("segment: close %s: %w", epochsName, cerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return el, nil
+}
+
+// load reads the open epochs file fd, cutting a torn last entry and writing a missing header.
+func (el *epochLog) load(fd int, logger *slog.Logger) error {
+	sr := el.sr
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("segment: fstat %s: %w", epochsName, err)
+		return fmt.Errorf("segment: fstat %s: %w", epochsName, err)
 	}
 	b := make([]byte, st.Size)
 	if _, err := sr.readAt(fd, b, 0); err != nil {
-		return nil, fmt.Errorf("segment: read %s: %w", epochsName, err)
+		return fmt.Errorf("segment: read %s: %w", epochsName, err)
 	}
 	var entries []EpochEntry
 	valid := 0
@@ -112,8 +135,9 @@ func openEpochs(sr *syncRing, dirfd int, logger *slog.Logger) (*epochLog, error)
 		// A file no longer than its header holds no entry: its header is rewritten below,
 		// whatever a crash during its creation left in it. Entries are appended only after the
 		// header is durable, so past it a bad header is corruption.
+		var err error
 		if entries, valid, err = decodeEpochs(b); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if st.Size > int64(max(valid, epochsHeaderSize)) {
@@ -124,23 +148,20 @@ func openEpochs(sr *syncRing, dirfd int, logger *slog.Logger) (*epochLog, error)
 		binary.LittleEndian.PutUint32(hdr[0:], epochsMagic)
 		binary.LittleEndian.PutUint32(hdr[4:], epochsVersion)
 		if err := sr.writeAt(fd, hdr[:], 0); err != nil {
-			return nil, fmt.Errorf("segment: write %s: %w", epochsName, err)
+			return fmt.Errorf("segment: write %s: %w", epochsName, err)
 		}
 		valid = epochsHeaderSize
 	}
 	if int64(valid) != st.Size || st.Size < epochsHeaderSize {
 		if err := sr.ftruncate(fd, int64(valid)); err != nil {
-			return nil, fmt.Errorf("segment: truncate %s: %w", epochsName, err)
+			return fmt.Errorf("segment: truncate %s: %w", epochsName, err)
 		}
 		if err := sr.fsync(fd, false); err != nil {
-			return nil, fmt.Errorf("segment: fsync %s: %w", epochsName, err)
-		}
-		if err := sr.fsync(dirfd, false); err != nil {
-			return nil, fmt.Errorf("segment: fsync dir: %w", err)
+			return fmt.Errorf("segment: fsync %s: %w", epochsName, err)
 		}
 	}
 	el.entries = entries
-	return el, nil
+	return nil
 }
 
 // follows says whether e may be appended (ErrEpochOrder otherwise).
@@ -160,13 +181,31 @@ func (el *epochLog) append(e EpochEntry) error {
 	var b [epochEntrySize]byte
 	i := len(el.entries)
 	encodeEpochEntry(b[:], i, e)
-	if err := el.sr.writeAt(el.fd, b[:], int64(epochsHeaderSize+i*epochEntrySize)); err != nil {
-		return fmt.Errorf("segment: write %s: %w", epochsName, err)
-	}
-	if err := el.sr.fsync(el.fd, true); err != nil {
-		return fmt.Errorf("segment: fsync %s: %w", epochsName, err)
+	if err := el.update(func(fd int) error {
+		if err := el.sr.writeAt(fd, b[:], int64(epochsHeaderSize+i*epochEntrySize)); err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		return el.sr.fsync(fd, true)
+	}); err != nil {
+		return err
 	}
 	el.entries = append(el.entries, e)
+	return nil
+}
+
+// update opens the epochs file, runs f on it and closes it.
+func (el *epochLog) update(f func(fd int) error) error {
+	fd, err := el.sr.openat(unix.AT_FDCWD, el.path, unix.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("segment: open %s: %w", epochsName, err)
+	}
+	err = f(fd)
+	if cerr := el.sr.close(fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("segment: %s: %w", epochsName, err)
+	}
 	return nil
 }
 
@@ -199,17 +238,19 @@ func (el *epochLog) cut(recordOff, cursorOff uint64) error {
 	case k == len(el.entries):
 		return nil
 	}
-	if err := el.sr.ftruncate(el.fd, int64(epochsHeaderSize+k*epochEntrySize)); err != nil {
-		return fmt.Errorf("segment: truncate %s: %w", epochsName, err)
-	}
-	if err := el.sr.fsync(el.fd, false); err != nil {
-		return fmt.Errorf("segment: fsync %s: %w", epochsName, err)
+	if err := el.update(func(fd int) error {
+		if err := el.sr.ftruncate(fd, int64(epochsHeaderSize+k*epochEntrySize)); err != nil {
+			return fmt.Errorf("truncate: %w", err)
+		}
+		return el.sr.fsync(fd, false)
+	}); err != nil {
+		return err
 	}
 	el.entries = el.entries[:k]
 	return nil
 }
 
-// replace writes entries as the whole epochs file atomically and keeps the new file open.
+// replace writes entries as the whole epochs file atomically.
 func (el *epochLog) replace(entries []EpochEntry) error {
 	b := make([]byte, epochsHeaderSize+len(entries)*epochEntrySize)
 	binary.LittleEndian.PutUint32(b[0:], epochsMagic)
@@ -217,31 +258,12 @@ func (el *epochLog) replace(entries []EpochEntry) error {
 	for i, e := range entries {
 		encodeEpochEntry(b[epochsHeaderSize+i*epochEntrySize:], i, e)
 	}
-	const tmp = epochsName + ".tmp"
-	fd, err := el.sr.openat(el.dirfd, tmp, unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("segment: create %s: %w", tmp, err)
-	}
-	if err = el.sr.writeAt(fd, b, 0); err == nil {
-		err = el.sr.fsync(fd, false)
-	}
-	if err == nil {
-		err = el.sr.rename(el.dirfd, tmp, el.dirfd, epochsName)
-	}
-	if err != nil {
-		_ = el.sr.close(fd)
+	if err := el.sr.renameInto(el.dir, epochsName, b); err != nil {
 		return fmt.Errorf("segment: rewrite %s: %w", epochsName, err)
 	}
 	// The name now holds the new file: later appends go there, whatever the directory fsync says.
-	old := el.fd
-	el.fd, el.entries = fd, entries
-	if err := el.sr.close(old); err != nil {
-		return fmt.Errorf("segment: close old %s: %w", epochsName, err)
-	}
-	if err := el.sr.fsync(el.dirfd, false); err != nil {
-		return fmt.Errorf("segment: fsync dir: %w", err)
-	}
-	return nil
+	el.entries = entries
+	return el.sr.fsyncDir(el.dir)
 }
 
 // last is the newest entry: the last epoch this copy followed.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/cespare/xxhash/v2"
 	"golang.org/x/sys/unix"
@@ -25,9 +26,9 @@ const (
 	fenceSlotSize = 32
 )
 
-// fenceFile is the copy's persisted fence epoch.
+// fenceFile is the copy's persisted fence epoch. Its file is open only while a seal writes it.
 type fenceFile struct {
-	fd    int
+	path  string
 	gen   uint64
 	epoch uint64
 	slot  [fenceSlotSize]byte // the slot being written; stays alive until its completion
@@ -58,17 +59,15 @@ func decodeFence(b []byte) (gen, epoch uint64) {
 	return gen, epoch
 }
 
-// openFence opens or creates the fence file and reads the fence epoch. A file it creates is made
-// durable with a directory fsync, so a fence written later cannot vanish with its directory entry.
-func openFence(sr *syncRing, dirfd int) (*fenceFile, error) {
-	fd, err := sr.openat(dirfd, fenceName, unix.O_RDWR, 0)
+// openFence opens or creates the fence file in dir, reads the fence epoch and closes it. A file it
+// creates sets *created: the caller fsyncs dir before the copy is used, so a fence written later
+// cannot vanish with its directory entry.
+func openFence(sr *syncRing, dir string, created *bool) (*fenceFile, error) {
+	f := &fenceFile{path: filepath.Join(dir, fenceName)}
+	fd, err := sr.openat(unix.AT_FDCWD, f.path, unix.O_RDONLY, 0)
 	if errors.Is(err, unix.ENOENT) {
-		fd, err = sr.openat(dirfd, fenceName, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o644)
-		if err == nil {
-			if err = sr.fsync(dirfd, false); err != nil {
-				_ = sr.close(fd)
-				return nil, fmt.Errorf("segment: fsync dir after creating %s: %w", fenceName, err)
-			}
+		if fd, err = sr.openat(unix.AT_FDCWD, f.path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o644); err == nil {
+			*created = true
 		}
 	}
 	if err != nil {
@@ -76,19 +75,24 @@ func openFence(sr *syncRing, dirfd int) (*fenceFile, error) {
 	}
 	var b [2 * fenceSlotSize]byte
 	n, err := sr.readAt(fd, b[:], 0)
+	cerr := sr.close(fd)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("segment: read %s: %w", fenceName, err)
 	}
-	f := &fenceFile{fd: fd}
+	if cerr != nil {
+		return nil, fmt.Errorf("segment: close %s: %w", fenceName, cerr)
+	}
 	f.gen, f.epoch = decodeFence(b[:n])
 	return f, nil
 }
 
 // prepare sets the in-memory fence to epoch and fills the slot to write; the caller writes
-// f.slot at the returned position and fdatasyncs.
-func (f *fenceFile) prepare(epoch uint64) int64 {
+// f.slot at slotPos and fdatasyncs.
+func (f *fenceFile) prepare(epoch uint64) {
 	f.gen++
 	f.epoch = epoch
 	encodeFenceSlot(f.slot[:], f.gen, epoch)
-	return int64(f.gen%2) * fenceSlotSize
 }
+
+// slotPos is the position of the slot prepare filled.
+func (f *fenceFile) slotPos() int64 { return int64(f.gen%2) * fenceSlotSize }

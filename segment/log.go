@@ -38,21 +38,23 @@ func (k LogKind) String() string {
 // segment is one file of a log. The fields without a w prefix describe durable bytes; the w
 // fields include bytes queued or in flight.
 type segment struct {
-	base         uint64 // offset of the first record
-	end          uint64 // offset after the last durable record
-	size         int64  // durable bytes
-	wEnd         uint64 // offset after the last queued record
-	wSize        int64  // bytes including queued ones
-	fd           int    // -1 until the file is created
-	index        []indexEntry
-	maxTimestamp int64  // largest batch max timestamp (retention age)
-	digest       uint64 // xxhash64 of the whole file, valid when digestKnown
-	digestKnown  bool
-	digestQueued bool
-	sidecarSaved bool
-	filled       int64  // bytes of the file known written: data, prewritten zeros, a spare's old bytes
-	spareName    string // the spare this new segment's file is renamed from (recycling), until open
-	spareSize    int64
+	base          uint64 // offset of the first record
+	end           uint64 // offset after the last durable record
+	size          int64  // durable bytes
+	wEnd          uint64 // offset after the last queued record
+	wSize         int64  // bytes including queued ones
+	fd            int    // -1 until the file is created, and for a closed segment nothing uses
+	readers       int    // reads in flight on fd
+	digestPending bool   // its closing digest (and sidecar) is queued or running: fd stays open
+	index         []indexEntry
+	maxTimestamp  int64  // largest batch max timestamp (retention age)
+	digest        uint64 // xxhash64 of the whole file, valid when digestKnown
+	digestKnown   bool
+	digestQueued  bool
+	sidecarSaved  bool
+	filled        int64  // bytes of the file known written: data, prewritten zeros, a spare's old bytes
+	spareName     string // the spare this new segment's file is renamed from (recycling), until open
+	spareSize     int64
 }
 
 // active says whether s is the log's last segment, the one appends go to; every other segment is
@@ -83,10 +85,11 @@ type Log struct {
 	broken brokenRules   // test-only bugs (export_test.go); zero otherwise
 	spares []spare       // retired segments kept for reuse, oldest first
 
-	commit commitState
-	reads  readTable
-	dig    digestState
-	pw     prewriteState
+	commit  commitState
+	reads   readTable
+	closing int // closes of closed segments' descriptors in flight
+	dig     digestState
+	pw      prewriteState
 }
 
 // Head is the retained head: the lowest offset still in the log.
@@ -125,21 +128,17 @@ type RecoveryReport struct {
 	StaleTailBytes int64
 }
 
-// openLog opens or creates the log in the directory name under parentfd (parentDir) and
-// recovers its tail. A directory it creates is made durable with an fsync of the parent.
-func openLog(kind LogKind, r ring.Ring, sr *syncRing, parentfd int, parentDir, name string, cfg Config, ev Events) (*Log, RecoveryReport, error) {
+// openLog opens or creates the log in the directory name under parentDir and recovers its tail.
+// A directory it creates sets *created: the caller fsyncs parentDir before the log is used.
+func openLog(kind LogKind, r ring.Ring, sr *syncRing, parentDir, name string, cfg Config, ev Events, created *bool) (*Log, RecoveryReport, error) {
 	var rep RecoveryReport
 	dir := filepath.Join(parentDir, name)
-	created, err := sr.makeDir(parentfd, name)
+	made, err := sr.makeDir(unix.AT_FDCWD, dir)
 	if err != nil {
 		return nil, rep, err
 	}
-	if created {
-		if err := sr.fsync(parentfd, false); err != nil {
-			return nil, rep, fmt.Errorf("segment: fsync %s: %w", parentDir, err)
-		}
-	}
-	dirfd, err := sr.openat(parentfd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	*created = *created || made
+	dirfd, err := sr.openat(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, rep, fmt.Errorf("segment: open dir %s: %w", dir, err)
 	}
@@ -185,11 +184,8 @@ func (l *Log) load(rep *RecoveryReport) error {
 		return l.createFirst()
 	}
 	for _, b := range bases {
-		fd, err := l.sr.openat(l.dirfd, segmentName(b), unix.O_RDWR, 0)
-		if err != nil {
-			return fmt.Errorf("segment: open %s: %w", l.path(b), err)
-		}
-		l.segs = append(l.segs, &segment{base: b, fd: fd})
+		// Opened when recovery reads or changes one (segFd); only the active one stays open.
+		l.segs = append(l.segs, &segment{base: b, fd: -1})
 	}
 	last := l.segs[len(l.segs)-1]
 	if err := l.sr.unlink(l.dirfd, sidecarName(last.base), false); err != nil && !errors.Is(err, unix.ENOENT) {
@@ -225,7 +221,24 @@ func (l *Log) load(rep *RecoveryReport) error {
 	}
 	last.digestKnown, last.digestQueued, last.sidecarSaved = false, false, false
 	l.reserveIndex(last)
+	if _, err := l.segFd(last); err != nil {
+		return err
+	}
+	l.closeIdle()
 	return nil
+}
+
+// closeIdle closes, on a rare path, the descriptor of every closed segment that nothing uses:
+// closed segments are opened when read (see Read) or when a rare path needs them (segFd).
+func (l *Log) closeIdle() {
+	for _, s := range l.segs {
+		if !l.active(s) && s.fd >= 0 && s.readers == 0 && !s.digestPending {
+			if err := l.sr.close(s.fd); err != nil {
+				l.log.Warn("segment: close failed", "file", l.path(s.base), "err", err)
+			}
+			s.fd = -1
+		}
+	}
 }
 
 // createFirst creates the first, empty segment of a new log at offset 0.

@@ -231,14 +231,8 @@ func closeFilesRaw(c *Copy) {
 			_ = unix.Close(l.dirfd)
 		}
 	}
-	if c.epochs != nil && c.epochs.fd >= 0 {
-		_ = unix.Close(c.epochs.fd)
-	}
-	if c.fence != nil && c.fence.fd >= 0 {
-		_ = unix.Close(c.fence.fd)
-	}
-	if c.dirfd >= 0 {
-		_ = unix.Close(c.dirfd)
+	if c.seal.active && c.seal.fenceFd >= 0 {
+		_ = unix.Close(c.seal.fenceFd)
 	}
 }
 

@@ -4,24 +4,33 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ringstream/ringstream/internal/assert"
 	"github.com/ringstream/ringstream/ring"
 )
 
-// readSlot is one asynchronous read in flight.
+// readSlot is one asynchronous read in flight. A read of a segment whose descriptor is open (the
+// active one, or a closed one its digest still holds) shares it (segment.readers); a read of a
+// closed segment opens the file for itself, reads, and closes it: an idle copy keeps no closed
+// segment open.
 type readSlot struct {
 	seg  *segment
 	tag  uint64
 	buf  []byte
+	pos  int64
 	from uint64
+	fd   int  // own: the descriptor this read opened, once open
+	own  bool // the read opened its own descriptor
 	busy bool
 }
 
 // readTable is a fixed table of read slots, allocated at open.
 type readTable struct {
-	slots []readSlot
-	free  []int
-	used  int
+	slots  []readSlot
+	free   []int
+	parked []int // own reads whose open completed on a full ring: readKick queues their read
+	used   int
 }
 
 func (t *readTable) init(n int) {
@@ -30,6 +39,7 @@ func (t *readTable) init(n int) {
 	for i := range t.free {
 		t.free[i] = n - 1 - i
 	}
+	t.parked = make([]int, 0, n)
 }
 
 // Read reads durable batches starting at or before offset from into buf, through the ring. It
@@ -57,7 +67,13 @@ func (l *Log) Read(tag uint64, from uint64, buf []byte) error {
 	n := min(int64(len(buf)), s.size-pos)
 	t := &l.reads
 	slot := t.free[len(t.free)-1]
-	if err := l.r.Read(l, makeTag(tagRead, uint64(slot)), s.fd, buf[:n], pos, 0); err != nil {
+	var err error
+	if s.fd >= 0 {
+		err = l.r.Read(l, makeTag(tagRead, uint64(slot)), s.fd, buf[:n], pos, 0)
+	} else {
+		err = l.r.Openat(l, makeTag(tagReadOpen, uint64(slot)), l.dirfd, segmentName(s.base), unix.O_RDONLY, 0, 0)
+	}
+	if err != nil {
 		if errors.Is(err, ring.ErrQueueFull) {
 			return ErrBackpressure
 		}
@@ -65,21 +81,108 @@ func (l *Log) Read(tag uint64, from uint64, buf []byte) error {
 	}
 	t.free = t.free[:len(t.free)-1]
 	t.used++
-	t.slots[slot] = readSlot{seg: s, tag: tag, buf: buf[:n], from: from, busy: true}
+	t.slots[slot] = readSlot{seg: s, tag: tag, buf: buf[:n], pos: pos, from: from, fd: -1, own: s.fd < 0, busy: true}
+	if s.fd >= 0 {
+		s.readers++
+	}
 	return nil
 }
 
-func (l *Log) onRead(c ring.Completion) {
-	t := &l.reads
+// onReadOpen queues the read of a slot whose own open completed.
+func (l *Log) onReadOpen(c ring.Completion) {
 	i := tagIndex(c.Tag)
-	assert.True(i < len(t.slots) && t.slots[i].busy, "segment: read completion without read")
+	slot := &l.reads.slots[i]
+	assert.True(i < len(l.reads.slots) && slot.busy && slot.own, "segment: read open without read")
+	if err := c.Err(); err != nil {
+		l.readEnded(i, 0, fmt.Errorf("open %s: %w", l.path(slot.seg.base), err))
+		return
+	}
+	slot.fd = int(c.Res)
+	l.readQueue(i)
+}
+
+// readQueue queues the read of slot i on its own descriptor, or parks it on a full ring.
+func (l *Log) readQueue(i int) {
+	slot := &l.reads.slots[i]
+	if !l.room(1) {
+		l.reads.parked = append(l.reads.parked, i)
+		return
+	}
+	if err := l.r.Read(l, makeTag(tagRead, uint64(i)), slot.fd, slot.buf, slot.pos, 0); err != nil {
+		l.readEnded(i, 0, fmt.Errorf("queue read: %w", err))
+	}
+}
+
+// readKick queues the reads parked on a full ring (from Flush).
+func (l *Log) readKick() {
+	t := &l.reads
+	for len(t.parked) > 0 && l.room(1) {
+		i := t.parked[0]
+		copy(t.parked, t.parked[1:])
+		t.parked = t.parked[:len(t.parked)-1]
+		l.readQueue(i)
+	}
+}
+
+func (l *Log) onRead(c ring.Completion) {
+	i := tagIndex(c.Tag)
+	assert.True(i < len(l.reads.slots) && l.reads.slots[i].busy, "segment: read completion without read")
+	l.readEnded(i, int(c.Res), c.Err())
+}
+
+// readEnded frees slot i, releases or closes the descriptor it read from, and reports the read.
+func (l *Log) readEnded(i int, n int, err error) {
+	t := &l.reads
 	slot := t.slots[i]
 	t.slots[i] = readSlot{}
 	t.free = append(t.free, i)
 	t.used--
-	if err := c.Err(); err != nil {
+	if slot.own {
+		if slot.fd >= 0 {
+			l.closeFd(slot.fd)
+		}
+	} else {
+		slot.seg.readers--
+		l.releaseSeg(slot.seg)
+	}
+	if err != nil {
 		l.events.ReadDone(l.kind, slot.tag, nil, fmt.Errorf("segment: read %s from %d: %w", l.kind, slot.from, err))
 		return
 	}
-	l.events.ReadDone(l.kind, slot.tag, slot.buf[:c.Res], nil)
+	l.events.ReadDone(l.kind, slot.tag, slot.buf[:n], nil)
+}
+
+// releaseSeg closes the descriptor of closed segment s once no read and no closing digest uses it.
+// It runs on the asynchronous paths (completions, Flush).
+func (l *Log) releaseSeg(s *segment) {
+	if s.fd < 0 || l.active(s) || s.readers > 0 || s.digestPending {
+		return
+	}
+	if l.dig.running && l.dig.seg == s {
+		return
+	}
+	l.closeFd(s.fd)
+	s.fd = -1
+}
+
+// closeFd closes fd through the ring, or with a plain close(2) on a full ring: nothing in flight
+// or queued uses fd any more, and a descriptor is never leaked.
+func (l *Log) closeFd(fd int) {
+	if l.room(1) {
+		if err := l.r.CloseFile(l, makeTag(tagSegClose, 0), fd, 0); err == nil {
+			l.closing++
+			return
+		}
+	}
+	if err := unix.Close(fd); err != nil {
+		l.log.Warn("segment: close failed", "log", l.kind.String(), "err", err)
+	}
+}
+
+func (l *Log) onSegClose(c ring.Completion) {
+	assert.True(l.closing > 0, "segment: close completion without close")
+	l.closing--
+	if err := c.Err(); err != nil {
+		l.log.Warn("segment: close failed", "log", l.kind.String(), "err", err)
+	}
 }

@@ -54,9 +54,39 @@ func (l *Log) recoverTail(settled int, rep *RecoveryReport) error {
 		}
 		// What open read may still sit only in the page cache (the writer was killed before its
 		// fdatasync): make it durable before reporting it as the durable tail.
-		if err := l.sr.fsync(s.fd, true); err != nil {
+		if s.size == 0 {
+			continue // nothing read, nothing to make durable
+		}
+		fd, err := l.segFd(s)
+		if err != nil {
+			return err
+		}
+		if err := l.sr.fsync(fd, true); err != nil {
 			return fmt.Errorf("segment: fsync %s: %w", l.path(s.base), err)
 		}
+	}
+	return nil
+}
+
+// segFd is s's descriptor on a rare path, opened (read-write) if s has none; the log's rare paths
+// close the descriptors of closed segments when they end (closeIdle).
+func (l *Log) segFd(s *segment) (int, error) {
+	if s.fd >= 0 {
+		return s.fd, nil
+	}
+	fd, err := l.sr.openat(l.dirfd, segmentName(s.base), unix.O_RDWR, 0)
+	if err != nil {
+		return -1, fmt.Errorf("segment: open %s: %w", l.path(s.base), err)
+	}
+	s.fd = fd
+	return fd, nil
+}
+
+// statSeg is fstatat of s's file (a plain syscall on an inode the directory lookup brings into
+// memory: no descriptor is opened for it).
+func (l *Log) statSeg(s *segment, st *unix.Stat_t) error {
+	if err := unix.Fstatat(l.dirfd, segmentName(s.base), st, 0); err != nil {
+		return fmt.Errorf("segment: stat %s: %w", l.path(s.base), err)
 	}
 	return nil
 }
@@ -75,8 +105,8 @@ func (l *Log) loadSidecar(s *segment) (bool, error) {
 		return false, nil
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(s.fd, &st); err != nil {
-		return false, fmt.Errorf("segment: fstat %s: %w", l.path(s.base), err)
+	if err := l.statSeg(s, &st); err != nil {
+		return false, err
 	}
 	if st.Size < sc.size {
 		return false, fmt.Errorf("%w: %s is %d bytes, its sidecar says %d were durable", ErrCorrupt, l.path(s.base), st.Size, sc.size)
@@ -97,11 +127,15 @@ func (l *Log) loadSidecar(s *segment) (bool, error) {
 // returns the byte position of the first bad batch; s then describes the valid prefix.
 func (l *Log) scan(s *segment) (int64, error) {
 	var st unix.Stat_t
-	if err := unix.Fstat(s.fd, &st); err != nil {
-		return 0, fmt.Errorf("segment: fstat %s: %w", l.path(s.base), err)
+	if err := l.statSeg(s, &st); err != nil {
+		return 0, err
+	}
+	fd, err := l.segFd(s)
+	if err != nil {
+		return 0, err
 	}
 	buf := make([]byte, st.Size)
-	n, err := l.sr.readAt(s.fd, buf, 0)
+	n, err := l.sr.readAt(fd, buf, 0)
 	if err != nil && n != len(buf) {
 		return 0, fmt.Errorf("segment: read %s: %w", l.path(s.base), err)
 	}
@@ -156,14 +190,18 @@ func allZero(b []byte) bool {
 // makes it durable, counting the bytes in count.
 func (l *Log) truncateZeroTail(s *segment, pos int64, count *int64) error {
 	var st unix.Stat_t
-	if err := unix.Fstat(s.fd, &st); err != nil {
-		return fmt.Errorf("segment: fstat %s: %w", l.path(s.base), err)
+	if err := l.statSeg(s, &st); err != nil {
+		return err
 	}
 	*count += st.Size - pos
-	if err := l.sr.ftruncate(s.fd, pos); err != nil {
+	fd, err := l.segFd(s)
+	if err != nil {
+		return err
+	}
+	if err := l.sr.ftruncate(fd, pos); err != nil {
 		return fmt.Errorf("segment: truncate %s: %w", l.path(s.base), err)
 	}
-	if err := l.sr.fsync(s.fd, false); err != nil {
+	if err := l.sr.fsync(fd, false); err != nil {
 		return fmt.Errorf("segment: fsync %s: %w", l.path(s.base), err)
 	}
 	return nil
@@ -179,13 +217,13 @@ func (l *Log) cutTail(i int, pos int64, rep *RecoveryReport) error {
 	}
 	s := l.segs[i]
 	var st unix.Stat_t
-	if err := unix.Fstat(s.fd, &st); err != nil {
-		return fmt.Errorf("segment: fstat %s: %w", l.path(s.base), err)
+	if err := l.statSeg(s, &st); err != nil {
+		return err
 	}
 	rep.CutFile, rep.CutPosition = l.path(s.base), pos
 	rep.CutBytes += st.Size - pos
 	for _, later := range l.segs[i+1:] {
-		if err := unix.Fstat(later.fd, &st); err == nil {
+		if err := l.statSeg(later, &st); err == nil {
 			rep.CutBytes += st.Size
 		}
 		rep.CutSegments++
@@ -194,10 +232,14 @@ func (l *Log) cutTail(i int, pos int64, rep *RecoveryReport) error {
 		}
 	}
 	l.segs = l.segs[:i+1]
-	if err := l.sr.ftruncate(s.fd, pos); err != nil {
+	fd, err := l.segFd(s)
+	if err != nil {
+		return err
+	}
+	if err := l.sr.ftruncate(fd, pos); err != nil {
 		return fmt.Errorf("segment: truncate %s: %w", l.path(s.base), err)
 	}
-	if err := l.sr.fsync(s.fd, false); err != nil {
+	if err := l.sr.fsync(fd, false); err != nil {
 		return fmt.Errorf("segment: fsync %s: %w", l.path(s.base), err)
 	}
 	if err := l.sr.fsync(l.dirfd, false); err != nil {

@@ -69,10 +69,12 @@ func (l *Log) retire(s *segment) error {
 	if !l.recycles() || len(l.spares) >= l.cfg.RecycleSegments || s.size < l.cfg.SegmentBytes/2 {
 		return l.removeSegment(s)
 	}
-	if err := l.sr.close(s.fd); err != nil {
-		return fmt.Errorf("segment: close %s: %w", l.path(s.base), err)
+	if s.fd >= 0 {
+		if err := l.sr.close(s.fd); err != nil {
+			return fmt.Errorf("segment: close %s: %w", l.path(s.base), err)
+		}
+		s.fd = -1
 	}
-	s.fd = -1
 	if err := l.sr.unlink(l.dirfd, sidecarName(s.base), false); err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("segment: remove %s: %w", sidecarName(s.base), err)
 	}

@@ -185,11 +185,21 @@ func (s *syncRing) readFile(dirfd int, name string, sizeMax int) ([]byte, error)
 	return buf[:n], cerr
 }
 
-// writeFileAtomic replaces name in the directory dirfd with data: write a temporary file, fsync
-// it, rename it over name, fsync the directory.
-func (s *syncRing) writeFileAtomic(dirfd int, name string, data []byte) error {
-	tmp := name + ".tmp"
-	fd, err := s.openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o644)
+// writeFileAtomic replaces the file name in directory dir with data: write a temporary file,
+// fsync it, rename it over name, fsync the directory. Every path is absolute (AT_FDCWD): no
+// descriptor of dir stays open.
+func (s *syncRing) writeFileAtomic(dir, name string, data []byte) error {
+	if err := s.renameInto(dir, name, data); err != nil {
+		return err
+	}
+	return s.fsyncDir(dir)
+}
+
+// renameInto is writeFileAtomic without the directory fsync: once it returns nil, name holds
+// data (a crash may still bring the old file back until the directory is fsynced).
+func (s *syncRing) renameInto(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, name+".tmp")
+	fd, err := s.openat(unix.AT_FDCWD, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("segment: create %s: %w", tmp, err)
 	}
@@ -203,10 +213,10 @@ func (s *syncRing) writeFileAtomic(dirfd int, name string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("segment: write %s: %w", tmp, err)
 	}
-	if err := s.rename(dirfd, tmp, dirfd, name); err != nil {
+	if err := s.rename(unix.AT_FDCWD, tmp, unix.AT_FDCWD, filepath.Join(dir, name)); err != nil {
 		return fmt.Errorf("segment: rename %s: %w", tmp, err)
 	}
-	return s.fsync(dirfd, false)
+	return nil
 }
 
 // rename renames oldName in oldDirfd to newName in newDirfd (RENAMEAT).
@@ -247,18 +257,21 @@ func (s *syncRing) makeDir(dirfd int, name string) (bool, error) {
 
 // fsyncDirOf fsyncs the directory holding path, making a create, rename or removal of path
 // durable.
-func (s *syncRing) fsyncDirOf(path string) error {
-	parent := filepath.Dir(path)
-	fd, err := s.openat(unix.AT_FDCWD, parent, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+func (s *syncRing) fsyncDirOf(path string) error { return s.fsyncDir(filepath.Dir(path)) }
+
+// fsyncDir opens dir, fsyncs it and closes it: a copy keeps no descriptor of its directory open
+// (see the package doc), so each rare operation that changes it opens it for the fsync.
+func (s *syncRing) fsyncDir(dir string) error {
+	fd, err := s.openat(unix.AT_FDCWD, dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
-		return fmt.Errorf("segment: open dir %s: %w", parent, err)
+		return fmt.Errorf("segment: open dir %s: %w", dir, err)
 	}
 	err = s.fsync(fd, false)
 	if cerr := s.close(fd); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("segment: fsync dir %s: %w", parent, err)
+		return fmt.Errorf("segment: fsync dir %s: %w", dir, err)
 	}
 	return nil
 }

@@ -1,0 +1,95 @@
+package segment
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// openUnder counts this process's descriptors open on dir or a file under it.
+func openUnder(t *testing.T, dir string) int {
+	t.Helper()
+	list, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list {
+		p, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err == nil && (p == dir || strings.HasPrefix(p, dir+"/")) {
+			n++
+		}
+	}
+	return n
+}
+
+// activeDescriptors is what a copy keeps open between operations: its two log directories (the
+// roll's file creation and directory fsync) and the two active segments.
+const activeDescriptors = 4
+
+// TestCopy_KeepsOnlyActiveSegmentsAndLogDirsOpen: issue 11 (e), at most 4 descriptors per copy.
+// Between operations a copy holds its two log directories and its two active segments open, never
+// its directory, epochs or fence file, nor a closed segment: those are opened for the operation
+// that needs them (a seal, a log epoch, a read of a closed segment, recovery) and closed after.
+func TestCopy_KeepsOnlyActiveSegmentsAndLogDirsOpen(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		e.cfg.SegmentBytes = 8 << 10
+		c := e.open()
+		check := func(when string) {
+			t.Helper()
+			e.until(c, func() bool { return !c.Records().Busy() && !c.Cursors().Busy() })
+			if n := openUnder(t, e.dir); n != activeDescriptors {
+				t.Fatalf("%s: %d descriptors open under the copy, want %d", when, n, activeDescriptors)
+			}
+		}
+		check("after open")
+		e.appendBatches(c, 40, 1, 1000, 1)
+		if c.Records().Segments() < 4 {
+			t.Fatalf("%d segments, want several closed ones", c.Records().Segments())
+		}
+		check("after rolls")
+		if got := e.readAll(c, 1000); got != 40 {
+			t.Fatalf("read %d records from closed and active segments, want 40", got)
+		}
+		check("after reads of closed segments")
+		if err := c.AppendEpochSync(EpochEntry{Epoch: 2, RecordStart: 40}); err != nil {
+			t.Fatal(err)
+		}
+		check("after a log epoch")
+		if _, err := c.CommitCursor(1, 2, "reader", 7); err != nil {
+			t.Fatal(err)
+		}
+		s := e.seal(c, 3)
+		check("after a seal")
+		if err := c.WriteCursorSnapshotSync(); err != nil {
+			t.Fatal(err)
+		}
+		check("after a cursor snapshot")
+		if _, _, err := c.VerifySync(); err != nil {
+			t.Fatal(err)
+		}
+		check("after verify")
+		e.close(c)
+		if n := openUnder(t, e.dir); n != 0 {
+			t.Fatalf("%d descriptors open after close", n)
+		}
+		c, rep := e.openReport()
+		defer e.close(c)
+		if rep.Fence != 3 || lastEpoch(c) != 2 {
+			t.Fatalf("reopened with fence %d, last epoch %d: want 3 and 2", rep.Fence, lastEpoch(c))
+		}
+		check("after reopen")
+		if again := e.seal(c, 3); again.Digest != s.Digest || again.RecordTail != 40 {
+			t.Fatalf("seal after reopen %+v, before %+v", again, s)
+		}
+		if got := e.readAll(c, 1000); got != 40 {
+			t.Fatalf("read %d records after reopen, want 40", got)
+		}
+		check("after reads and a seal on the reopened copy")
+	})
+}
+
+func lastEpoch(c *Copy) uint64 {
+	e, _ := c.LastEpoch()
+	return e.Epoch
+}
