@@ -43,8 +43,12 @@ func exitCode(err error) int {
 func newRootCommand() *cobra.Command {
 	var logLevel string
 	root := &cobra.Command{
-		Use:           "ringstream",
-		Short:         "ringstream: a replicated, durable stream engine on io_uring",
+		Use:   "ringstream",
+		Short: "ringstream: a replicated, durable stream engine on io_uring",
+		Long: "ringstream: a replicated, durable stream engine on io_uring.\n\n" +
+			"The client commands (stream, produce, consume) reach the nodes' client listeners (--addr, --cluster,\n" +
+			"and the cluster secret from RINGSTREAM_SECRET, --secret-file or --secret); status and attention read\n" +
+			"a node's admin HTTP listener (--admin).\n\n" + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: false,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -64,6 +68,11 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newConfigCommand())
 	root.AddCommand(newServeCommand())
 	root.AddCommand(newClusterCommand())
+	root.AddCommand(newStreamCommand())
+	root.AddCommand(newProduceCommand())
+	root.AddCommand(newConsumeCommand())
+	root.AddCommand(newStatusCommand())
+	root.AddCommand(newAttentionCommand())
 	return root
 }
 

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringstream/ringstream/client"
+	"github.com/ringstream/ringstream/engine/adminapi"
+	"github.com/ringstream/ringstream/internal/localcluster"
+)
+
+// runCLI runs `ringstream args...` in this process with stdin and returns stdout and the exit status.
+func runCLI(t *testing.T, stdin string, args ...string) (string, int) {
+	t.Helper()
+	root := newRootCommand()
+	var out, errOut bytes.Buffer
+	root.SetArgs(args)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	code := exitCode(root.Execute())
+	if code != 0 {
+		t.Logf("ringstream %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
+	}
+	return out.String(), code
+}
+
+// TestClientCommands_AgainstRealCluster: three `ringstream serve` processes; the Go client creates a
+// stream, produces with confirm (zstd), fetches the records back and commits and reads a cursor; then the
+// commands do the same by hand (stream create|list|lookup|delete, produce from stdin, consume to stdout
+// with a consumer's cursor, status, attention) and their exit statuses are the documented ones.
+func TestClientCommands_AgainstRealCluster(t *testing.T) {
+	bin := buildBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	lc, err := localcluster.Start(ctx, localcluster.Options{Binary: bin, Dir: t.TempDir(), ClusterID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+
+	c, err := client.Dial(ctx, client.Config{Addrs: lc.ClientAddrs(), Cluster: 7, Secret: []byte(lc.Secret())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateStream(ctx, "orders", client.StreamOptions{Copies: 3}); err != nil {
+		t.Fatal(err)
+	}
+	var confirmed []client.Confirmed
+	p, err := c.Producer(client.ProducerConfig{Stream: "orders", Codec: client.CodecZstd, BatchBytes: 4096,
+		OnConfirm: func(cf client.Confirmed) { confirmed = append(confirmed, cf) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	for i := range n {
+		if err := p.Append(ctx, fmt.Appendf(nil, "order-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(confirmed) < 2 || confirmed[len(confirmed)-1].BaseOffset+uint64(confirmed[len(confirmed)-1].Count) != n {
+		t.Fatalf("confirms %+v, want batches covering 0..%d", confirmed, n)
+	}
+	cs, err := c.Consumer("orders", 0, client.FetchOptions{BytesMax: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for want := uint64(0); want < n; {
+		recs, err := cs.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for recs.Next() {
+			if recs.Offset() != want || string(recs.Value()) != fmt.Sprintf("order-%d", want) {
+				t.Fatalf("record %d %q, want %d", recs.Offset(), recs.Value(), want)
+			}
+			want++
+		}
+		if recs.Err() != nil {
+			t.Fatal(recs.Err())
+		}
+	}
+	if err := c.CommitCursor(ctx, "orders", "billing", 123); err != nil {
+		t.Fatal(err)
+	}
+	if off, found, err := c.Cursor(ctx, "orders", "billing"); err != nil || !found || off != 123 {
+		t.Fatalf("cursor %d %v %v, want 123", off, found, err)
+	}
+	if _, err := c.CreateStream(ctx, "orders", client.StreamOptions{}); !errors.Is(err, client.ErrStreamExists) {
+		t.Fatalf("second create: %v, want ErrStreamExists", err)
+	}
+
+	addr := lc.Node(2).ClientAddr
+	flags := []string{"--addr", addr, "--cluster", "7", "--secret", lc.Secret()}
+	cli := func(stdin string, args ...string) (string, int) { return runCLI(t, stdin, append(args, flags...)...) }
+	if out, code := cli("", "stream", "create", "demo", "--copies", "3"); code != 0 || !strings.Contains(out, `created stream "demo"`) {
+		t.Fatalf("stream create: %d %q", code, out)
+	}
+	if _, code := cli("", "stream", "create", "demo"); code != exitExists {
+		t.Fatalf("stream create of a taken name: exit %d, want %d", code, exitExists)
+	}
+	out, code := cli("hello\nworld\n\nlast", "produce", "demo")
+	if code != 0 || out != "produced 4 records to \"demo\" at offsets 0..3 (1 batch(es), all confirmed)\n" {
+		t.Fatalf("produce: %d %q", code, out)
+	}
+	if out, code := cli("", "consume", "demo"); code != 0 || out != "hello\nworld\n\nlast\n" {
+		t.Fatalf("consume: %d %q", code, out)
+	}
+	if out, code := cli("", "consume", "demo", "--consumer", "c1", "--count", "2"); code != 0 || out != "hello\nworld\n" {
+		t.Fatalf("consume --consumer: %d %q", code, out)
+	}
+	if out, code := cli("", "consume", "demo", "--consumer", "c1", "--json"); code != 0 ||
+		out != "{\"offset\":2,\"value\":\"\"}\n{\"offset\":3,\"value\":\"last\"}\n" {
+		t.Fatalf("consume from the cursor: %d %q", code, out)
+	}
+	out, code = cli("", "stream", "list", "--json")
+	var list []streamJSON
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 2 || list[1].Name != "demo" {
+		t.Fatalf("stream list: %d %q", code, out)
+	}
+	if _, code := cli("", "consume", "nosuch"); code != exitNotFound {
+		t.Fatalf("consume of an unknown stream: exit %d, want %d", code, exitNotFound)
+	}
+	if _, code := runCLI(t, "", "stream", "list", "--addr", addr, "--cluster", "7", "--secret", "not-the-secret-0123"); code != exitAuth {
+		t.Fatalf("wrong secret: exit %d, want %d", code, exitAuth)
+	}
+	if _, code := cli("", "stream", "create", "x", "--policy", "most"); code != exitUsage {
+		t.Fatalf("bad policy: exit %d, want %d", code, exitUsage)
+	}
+
+	admin := lc.Node(1).AdminAddr
+	out, code = runCLI(t, "", "status", "--admin", admin, "--json")
+	var st adminapi.Status
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Node != 1 {
+		t.Fatalf("status --json: %d %q", code, out)
+	}
+	if out, code := runCLI(t, "", "status", "--admin", admin); code != 0 || !strings.Contains(out, "demo") {
+		t.Fatalf("status: %d %q", code, out)
+	}
+	if _, code := runCLI(t, "", "attention", "--admin", admin); code != 0 {
+		t.Fatalf("attention: exit %d", code)
+	}
+	if out, code := cli("", "stream", "delete", "demo"); code != 0 || out != "deleted stream \"demo\"\n" {
+		t.Fatalf("stream delete: %d %q", code, out)
+	}
+	if _, code := cli("", "stream", "delete", "demo"); code != exitNotFound {
+		t.Fatalf("delete of a deleted stream: exit %d, want %d", code, exitNotFound)
+	}
+}

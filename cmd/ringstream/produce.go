@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ringstream/ringstream/client"
+)
+
+// produceResult is what `produce` prints at the end (--json: as JSON).
+type produceResult struct {
+	Stream     string `json:"stream"`
+	Records    uint64 `json:"records"`
+	Batches    int    `json:"batches"`
+	Duplicates int    `json:"duplicate_batches"`
+	FirstOff   uint64 `json:"first_offset"`
+	NextOff    uint64 `json:"next_offset"`
+	ProducerID uint64 `json:"producer_id"`
+}
+
+func newProduceCommand() *cobra.Command {
+	var f clientFlags
+	var codec string
+	var linger time.Duration
+	var batchBytes int
+	cmd := clientCommand(&cobra.Command{
+		Use:   "produce STREAM",
+		Short: "Append stdin's lines to a stream, one record a line, and wait for their confirm",
+		Long: "Read stdin until its end and append each line (without its newline) as one record, in batches\n" +
+			"sent with a producer id and sequence, so a batch retried across a failover is never appended twice.\n" +
+			"It exits once every record is confirmed and prints how many there were and their offsets. --timeout\n" +
+			"bounds each wait for the cluster (a batch's confirm), not the time spent reading stdin.",
+		Args: exactArgs("STREAM"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := client.ParseCodec(codec)
+			if err != nil {
+				return usageErr(err)
+			}
+			if batchBytes < 16 || batchBytes > 1<<20 {
+				return usageErr(fmt.Errorf("--batch-bytes %d: want 16..1048576", batchBytes))
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runProduce(ctx, cmd, &f, args[0], client.ProducerConfig{Stream: args[0], Codec: c, Linger: linger,
+				BatchBytes: batchBytes})
+		},
+	})
+	f.register(cmd.Flags(), true)
+	cmd.Flags().StringVar(&codec, "codec", "none", "batch compression: none, zstd or s2")
+	cmd.Flags().DurationVar(&linger, "linger", 5*time.Millisecond, "how long a batch's first record waits for more")
+	cmd.Flags().IntVar(&batchBytes, "batch-bytes", 1<<20, "send a batch once its records reach this many bytes (also the largest record)")
+	return cmd
+}
+
+func runProduce(ctx context.Context, cmd *cobra.Command, f *clientFlags, stream string, pc client.ProducerConfig) error {
+	dialCtx, cancel := context.WithTimeout(ctx, f.timeout)
+	c, err := f.dial(dialCtx, cmd)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res := produceResult{Stream: stream}
+	var mu sync.Mutex
+	pc.OnConfirm = func(cf client.Confirmed) {
+		mu.Lock()
+		defer mu.Unlock()
+		if res.Batches == 0 {
+			res.FirstOff = cf.BaseOffset
+		}
+		res.Batches++
+		res.Records += uint64(cf.Count)
+		res.NextOff = cf.BaseOffset + uint64(cf.Count)
+		if cf.Duplicate {
+			res.Duplicates++
+		}
+	}
+	p, err := c.Producer(pc)
+	if err != nil {
+		return clientErr(err)
+	}
+	res.ProducerID = p.ID()
+	in := bufio.NewReaderSize(cmd.InOrStdin(), 64<<10)
+	var line []byte
+	for {
+		line, err = readLine(in, line[:0], pc.BatchBytes)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			_ = p.Close(ctx)
+			return &exitError{code: exitFailure, err: fmt.Errorf("produce: read stdin: %w", err)}
+		}
+		opCtx, cancel := context.WithTimeout(ctx, f.timeout)
+		err = p.Append(opCtx, line)
+		cancel()
+		if err != nil {
+			_ = p.Close(ctx)
+			return clientErr(err)
+		}
+	}
+	closeCtx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	if err := p.Close(closeCtx); err != nil {
+		return clientErr(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if f.asJSON {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	if res.Records == 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "produced no records to %q (stdin was empty)\n", stream)
+		return nil
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "produced %d records to %q at offsets %d..%d (%d batch(es), all confirmed)\n",
+		res.Records, stream, res.FirstOff, res.NextOff-1, res.Batches)
+	return nil
+}
+
+// readLine reads one line into dst without its "\n" (or "\r\n"); io.EOF once nothing is left. A line
+// longer than limit is an error naming the limit.
+func readLine(r *bufio.Reader, dst []byte, limit int) ([]byte, error) {
+	for {
+		chunk, err := r.ReadSlice('\n')
+		dst = append(dst, chunk...)
+		if len(dst) > limit+2 {
+			return nil, fmt.Errorf("a line of more than %d bytes (the largest record; see --batch-bytes)", limit)
+		}
+		switch {
+		case err == nil:
+			dst = dst[:len(dst)-1]
+			if n := len(dst); n > 0 && dst[n-1] == '\r' {
+				dst = dst[:n-1]
+			}
+			return dst, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(dst) > 0:
+			return dst, nil // a last line without a newline
+		default:
+			return nil, err
+		}
+	}
+}
