@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/ringstream/ringstream/engine/adminapi"
@@ -108,18 +107,15 @@ func streamStatus(state *meta.State, s meta.Stream) adminapi.Stream {
 	return out
 }
 
-// copyStatus lists this node's copies of the streams in st.Streams (the ones its replica knows of),
-// each read on its shard.
+// copyStatus lists this node's serving copies (as the stream host last published them for the node
+// heartbeats), each read again on its shard for its tails.
 func (n *Node) copyStatus(ctx context.Context, st *adminapi.Status) {
 	shards := n.shard.Shards()
-	for _, s := range st.Streams {
-		if s.Owner != n.id && !slices.Contains(s.Followers, n.id) {
-			continue
-		}
-		i := shard.ShardOf(s.ID, len(shards))
+	for _, t := range n.streams.AppendCopyTails(nil) {
+		i := shard.ShardOf(t.Stream, len(shards))
 		var cs streamhost.CopyState
 		done := make(chan struct{})
-		if err := n.shard.Run(i, func(sh *shard.Shard) { cs = n.streams.State(sh, s.ID); close(done) }); err != nil {
+		if err := n.shard.Run(i, func(sh *shard.Shard) { cs = n.streams.State(sh, t.Stream); close(done) }); err != nil {
 			return
 		}
 		select {
@@ -127,9 +123,9 @@ func (n *Node) copyStatus(ctx context.Context, st *adminapi.Status) {
 		case <-ctx.Done():
 			return
 		}
-		st.Copies = append(st.Copies, adminapi.Copy{Stream: s.ID, Incarnation: s.Incarnation, Shard: i, Open: cs.Open,
-			Role: roleName(cs.Role, cs.Open), Epoch: s.Epoch, Appended: cs.Appended, Durable: cs.Durable,
-			Confirmed: cs.Confirmed})
+		st.Copies = append(st.Copies, adminapi.Copy{Stream: t.Stream, Incarnation: t.Incarnation, Shard: i, Open: cs.Open,
+			Role: roleName(cs.Role, cs.Open), Epoch: t.Epoch, Appended: cs.Appended, Durable: cs.Durable,
+			Confirmed: cs.Confirmed, CursorTail: t.CursorTail})
 	}
 }
 

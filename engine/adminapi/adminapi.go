@@ -11,9 +11,9 @@
 //   - Streams, owners, epochs and recoveries come from the node's own metadata replica, as applied on
 //     it: a backup's view may trail the primary's by the ops in flight. A node that holds no replica
 //     lists its own copies only; ask a replica for the cluster's streams.
-//   - Copies are this node's stream copies as their shards see them (tails, confirmed tail, role);
-//     the controller's view of other nodes' tails is in Heartbeats (node liveness as the metadata
-//     primary's controller sees it) only where this node runs the active controller.
+//   - Copies are this node's serving copies as their shards see them (tails, confirmed tail, role),
+//     on every node, replica or not; copies still opening or closed are not listed (failed ones are
+//     in Failures).
 //   - Policies and roles are strings (meta.Policy.String, engine/stream roles) so that a reader needs
 //     no table of numbers.
 package adminapi
@@ -103,6 +103,7 @@ type Copy struct {
 	Appended    uint64 `json:"appended_tail"`
 	Durable     uint64 `json:"durable_tail"`
 	Confirmed   uint64 `json:"confirmed_tail"`
+	CursorTail  uint64 `json:"cursor_tail"` // the cursor event log's durable tail
 }
 
 // Failure is a copy that did not open, or whose log failed.
@@ -113,7 +114,8 @@ type Failure struct {
 	Error       string `json:"error"`
 }
 
-// Heartbeats is this node's heartbeat sender and, on the active controller, its view of every node.
+// Heartbeats is this node's heartbeat sender and, on a metadata replica, every registered node with
+// this node's shard 0 link to it.
 type Heartbeats struct {
 	Sent     uint64     `json:"sent"`
 	Failures uint64     `json:"failures"`
