@@ -150,10 +150,116 @@ func TestClientCommands_AgainstRealCluster(t *testing.T) {
 	if _, code := runCLI(t, "", "attention", "--admin", admin); code != 0 {
 		t.Fatalf("attention: exit %d", code)
 	}
+	if _, code := runCLI(t, "", "recovery", "withdraw", "demo", "--admin", admin); code != exitNotFound {
+		t.Fatalf("withdraw without a pending recovery: exit %d, want %d", code, exitNotFound)
+	}
+	if _, code := runCLI(t, "", "recovery", "accept-loss", "demo", "--admin", admin); code != exitUsage {
+		t.Fatalf("accept-loss without --yes: exit %d, want %d", code, exitUsage)
+	}
 	if out, code := cli("", "stream", "delete", "demo"); code != 0 || out != "deleted stream \"demo\"\n" {
 		t.Fatalf("stream delete: %d %q", code, out)
 	}
 	if _, code := cli("", "stream", "delete", "demo"); code != exitNotFound {
 		t.Fatalf("delete of a deleted stream: exit %d, want %d", code, exitNotFound)
+	}
+}
+
+// TestClient_FollowsOwnerAcrossSIGKILL: a producer keeps producing while the stream's owner process is
+// SIGKILLed; it finds the new owner by itself, and every confirmed record is read back exactly once, at
+// the offset its confirm named.
+func TestClient_FollowsOwnerAcrossSIGKILL(t *testing.T) {
+	bin := buildBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	lc, err := localcluster.Start(ctx, localcluster.Options{Binary: bin, Dir: t.TempDir(), ClusterID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	c, err := client.Dial(ctx, client.Config{Addrs: lc.ClientAddrs(), Cluster: 7, Secret: []byte(lc.Secret()),
+		Retries: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateStream(ctx, "orders", client.StreamOptions{Copies: 3}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64]string{} // offset -> record, from the confirms
+	var pending []string
+	p, err := c.Producer(client.ProducerConfig{Stream: "orders", BatchBytes: 512, Linger: -1,
+		OnConfirm: func(cf client.Confirmed) {
+			for i := range cf.Count {
+				want[cf.BaseOffset+uint64(i)] = pending[i]
+			}
+			pending = pending[cf.Count:]
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			rec := fmt.Sprintf("r%04d", i)
+			pending = append(pending, rec) // appended in order, confirmed in order
+			if err := p.Append(ctx, []byte(rec)); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(0, 50)
+	before, err := c.Lookup(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.Kill(before.Owner); err != nil {
+		t.Fatal(err)
+	}
+	produce(50, 100)
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := c.Lookup(ctx, "orders")
+	if err != nil || after.Owner == before.Owner || after.Epoch <= before.Epoch {
+		t.Fatalf("after the kill: %+v %v (before %+v)", after, err, before)
+	}
+	got := map[uint64]string{}
+	cs, err := c.Consumer("orders", 0, client.FetchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		recs, err := cs.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for recs.Next() {
+			if _, dup := got[recs.Offset()]; dup {
+				t.Fatalf("offset %d read twice", recs.Offset())
+			}
+			got[recs.Offset()] = string(recs.Value())
+			n++
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if len(want) != 100 {
+		t.Fatalf("%d records confirmed, want 100", len(want))
+	}
+	seen := map[string]uint64{}
+	for off, rec := range got {
+		if prev, ok := seen[rec]; ok {
+			t.Fatalf("record %s at offsets %d and %d", rec, prev, off)
+		}
+		seen[rec] = off
+	}
+	for off, rec := range want {
+		if got[off] != rec {
+			t.Fatalf("offset %d holds %q, its confirm said %q", off, got[off], rec)
+		}
 	}
 }

@@ -47,8 +47,8 @@ func newRootCommand() *cobra.Command {
 		Short: "ringstream: a replicated, durable stream engine on io_uring",
 		Long: "ringstream: a replicated, durable stream engine on io_uring.\n\n" +
 			"The client commands (stream, produce, consume) reach the nodes' client listeners (--addr, --cluster,\n" +
-			"and the cluster secret from RINGSTREAM_SECRET, --secret-file or --secret); status and attention read\n" +
-			"a node's admin HTTP listener (--admin).\n\n" + exitCodesHelp,
+			"and the cluster secret from RINGSTREAM_SECRET, --secret-file or --secret); status, attention and\n" +
+			"recovery use a node's admin HTTP listener (--admin).\n\n" + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: false,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -73,6 +73,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newConsumeCommand())
 	root.AddCommand(newStatusCommand())
 	root.AddCommand(newAttentionCommand())
+	root.AddCommand(newRecoveryCommand())
 	return root
 }
 
