@@ -133,8 +133,8 @@ func metaPolicy(p wire.ConfirmPolicy, count uint8) meta.Policy {
 	return meta.Policy{Kind: meta.PolicyLocalDurable}
 }
 
-// create places a new stream and proposes it. Placement: the registered nodes holding the fewest
-// copies, then the lowest ids; the first is the owner. A replicated stream's assignment is stamped
+// create places a new stream and proposes it. Placement: the registered nodes this node reaches
+// (its shard 0 link is up) holding the fewest copies, then the lowest ids; the first is the owner. A replicated stream's assignment is stamped
 // with the cluster's assignment policy (the controller's rule), a single copy with the stream's own.
 func (m *metaService) create(ctx context.Context, req wire.CreateStream) []byte {
 	rid, name := req.RequestID, string(req.Name)
@@ -153,9 +153,10 @@ func (m *metaService) create(ctx context.Context, req wire.CreateStream) []byte 
 			refusal = m.refusal(rid, wire.CodeStreamExists, fmt.Sprintf("a stream is named %q already", name))
 			return
 		}
-		nodes := placeNodes(st)
+		nodes := placeNodes(st, m.n.reachable())
 		if len(nodes) < int(req.Copies) {
-			refusal = m.refusal(rid, wire.CodeUnavailable, fmt.Sprintf("%d copies asked, %d nodes registered", req.Copies, len(nodes)))
+			refusal = m.refusal(rid, wire.CodeUnavailable, fmt.Sprintf("%d copies asked, %d registered nodes reachable",
+				req.Copies, len(nodes)))
 			return
 		}
 		nodes = nodes[:req.Copies]
@@ -181,12 +182,13 @@ func (m *metaService) create(ctx context.Context, req wire.CreateStream) []byte 
 	return m.createdReply(ctx, rid, name)
 }
 
-// placeNodes lists the registered nodes, fewest copies held first, then lowest id (shard 0).
-func placeNodes(st *meta.State) []uint16 {
+// placeNodes lists the registered nodes that reachable reports, fewest copies held first, then
+// lowest id (shard 0).
+func placeNodes(st *meta.State, reachable func(uint16) bool) []uint16 {
 	load := map[uint16]int{}
 	var nodes []uint16
 	for _, nd := range st.Nodes() {
-		if nd.Status == meta.NodeRegistered {
+		if nd.Status == meta.NodeRegistered && reachable(nd.ID) {
 			nodes = append(nodes, nd.ID)
 			load[nd.ID] = 0
 		}
@@ -310,4 +312,16 @@ func (n *Node) register(ctx context.Context) {
 		}
 		done, doneView = !failed, st.View
 	}
+}
+
+// reachable reports whether node id is this node or one its shard 0 link is up to: a stream is never
+// placed on a node the primary cannot reach (its copy would start with a failover).
+func (n *Node) reachable() func(uint16) bool {
+	up := map[uint16]bool{n.id: true}
+	for _, l := range n.shard.Status() {
+		if l.Shard == 0 && l.Up {
+			up[l.Peer] = true
+		}
+	}
+	return func(id uint16) bool { return up[id] }
 }

@@ -67,8 +67,9 @@ type NodeOptions struct {
 //     answer; a forward never takes a second hop from a replica. A request that found no primary, or
 //     whose answer did not come within NodeOptions.MetaRequestTimeout, is answered CodeUnavailable:
 //     the client retries. At most metaRequestsMax run at once per node; more are CodeOverloaded.
-//   - A create places the copies on the registered nodes holding the fewest copies, then the lowest
-//     ids; the first is the owner. A replicated stream's assignment carries the cluster's
+//   - A create places the copies on the registered nodes the primary's node reaches (shard 0 link
+//     up) holding the fewest copies, then the lowest ids; the first is the owner. Too few reachable
+//     nodes is CodeUnavailable. A replicated stream's assignment carries the cluster's
 //     assignment_policy (the controller stamps that policy anyway), one copy the stream's own.
 //   - The node of the metadata primary registers every node of cluster.peers at its cluster.clients
 //     address (meta.RegisterNode) and again when the address changed, checking every registerEvery:

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -490,6 +491,56 @@ func BenchmarkNode_Produce3Copies(b *testing.B) {
 		}
 		if wire.Command(binary.LittleEndian.Uint16(reply[46:])) != wire.CommandProduceReply {
 			b.Fatalf("reply command %d", binary.LittleEndian.Uint16(reply[46:]))
+		}
+	}
+}
+
+// TestNode_MetadataRequestsFollowANewPrimary: the node of the metadata primary is killed; a create
+// sent to a survivor is answered CodeUnavailable while the group changes view (never lost, never
+// applied twice), then commits through the new primary, forwarded or served locally, on the two
+// nodes it reaches: never on the killed one.
+func TestNode_MetadataRequestsFollowANewPrimary(t *testing.T) {
+	c := newTestCluster(t, "")
+	c.waitRegistered()
+	var old *Node
+	for _, n := range c.nodes {
+		if n.Meta().Status().Primary {
+			old = n
+		}
+	}
+	old.Kill()
+	survivor := c.nodes[old.ID()%3+1]
+	tc := dialNode(t, survivor.ClientAddr(), "")
+	unavailable := 0
+	var created wire.StreamIDReply
+	waitForTB(t, "a create through the new primary", func() bool {
+		r, e := tc.create("after-failover", 2)
+		if e != nil {
+			if e.Code != wire.CodeUnavailable {
+				t.Fatalf("create: %v %s", e.Code, e.Message)
+			}
+			unavailable++
+			return false
+		}
+		created = r
+		return true
+	})
+	t.Logf("created stream %d after %d unavailable answers", created.Stream, unavailable)
+	if _, e := tc.create("after-failover", 2); e == nil || e.Code != wire.CodeStreamExists {
+		t.Fatalf("second create: %+v", e)
+	}
+	var primary *Node
+	for _, n := range c.nodes {
+		if n != old && n.Meta().Status().Primary {
+			primary = n
+		}
+	}
+	if primary == nil || primary.Meta().Status().View == 0 {
+		t.Fatal("no new primary")
+	}
+	for _, s := range primary.Status().Streams {
+		if s.Owner == old.ID() || slices.Contains(s.Followers, old.ID()) {
+			t.Fatalf("stream placed on the killed node %d: %+v", old.ID(), s)
 		}
 	}
 }
