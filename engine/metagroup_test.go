@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -289,83 +288,6 @@ func TestMetaGroup_ThreeNodesOpsSurvivePrimaryKillAndItsRestart(t *testing.T) {
 		}
 		if st.Op > last {
 			t.Errorf("node %d reopened at op %d, past the last op %d", n.id, st.Op, last)
-		}
-	}
-}
-
-// BenchmarkMetaGroupCommit is one metadata op proposed on the primary of three real nodes over
-// loopback and committed: two backups persist it (write + fdatasync through shard 0's ring) and
-// acknowledge, the primary persists and commits. Proposals wake shard 0 and persists reach the replica
-// in the loop turn they complete in, so the tick (1 ms) is not on the path: the target is one
-// fdatasync plus one round trip. BenchmarkFdatasyncBaseline (one 4 KiB pwrite + fdatasync on the same
-// file system) and BenchmarkLoopbackRoundTrip (one 64-byte TCP ping-pong on 127.0.0.1) are the
-// baselines, to run in the same invocation.
-func BenchmarkMetaGroupCommit(b *testing.B) {
-	dirs := []string{b.TempDir(), b.TempDir(), b.TempDir()}
-	nodes := startMetaClusterTB(b, dirs, time.Millisecond, nil, nil)
-	alive := map[uint16]bool{1: true, 2: true, 3: true}
-	for primaryOf(nodes, alive) == nil {
-		time.Sleep(time.Millisecond)
-	}
-	op := meta.AppendOp(nil, meta.RegisterNode{Node: 500, Address: "10.0.0.1:7000"})
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		commitOp(b, nodes, alive, 9, uint64(i+1), op)
-	}
-}
-
-func BenchmarkLoopbackRoundTrip(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		buf := make([]byte, 64)
-		for {
-			if _, err := io.ReadFull(c, buf); err != nil {
-				return
-			}
-			if _, err := c.Write(buf); err != nil {
-				return
-			}
-		}
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	buf := make([]byte, 64)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := c.Write(buf); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.ReadFull(c, buf); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkFdatasyncBaseline(b *testing.B) {
-	f, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	for i := 0; i < b.N; i++ {
-		if _, err := f.WriteAt(buf, int64(i%256)*4096); err != nil {
-			b.Fatal(err)
-		}
-		if err := unix.Fdatasync(int(f.Fd())); err != nil {
-			b.Fatal(err)
 		}
 	}
 }
