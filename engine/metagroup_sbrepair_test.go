@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ringstream/ringstream/engine/vsr"
@@ -145,5 +147,22 @@ func TestMetaStorage_RepairAtOpen(t *testing.T) {
 			t.Fatalf("broken=%v: two persists later %+v recovering %v (%v)", broken, d.Superblock, d.Recovering,
 				d.Cause)
 		}
+	}
+}
+
+// A directory of the layout before one fdatasync per persist (a separate superblock file, the log
+// file without a header) is refused with an error that says so, not as unformatted.
+func TestMetaStorage_LegacyLayoutNamed(t *testing.T) {
+	dir := t.TempDir()
+	if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 1, Node: 1}); err != nil {
+		t.Fatal(err)
+	}
+	patchLogFile(t, dir, 0, nil)
+	if err := os.WriteFile(filepath.Join(dir, metaLegacySuperblockFile), []byte("old copies"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := openMetaStore(dir, vsr.Identity{Cluster: 1, Node: 1}, 64<<20, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if !errors.Is(err, ErrMetaStorage) || errors.Is(err, ErrMetaUnformatted) || !strings.Contains(err.Error(), "layout") {
+		t.Fatalf("open: %v, want ErrMetaStorage naming the old layout", err)
 	}
 }

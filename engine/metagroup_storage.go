@@ -26,6 +26,9 @@ var ErrMetaUnformatted = errors.New("engine: metadata storage not formatted")
 const (
 	metaLogFile      = "log" // the superblock copies' header area, then the log records
 	metaSnapshotFile = "snapshot.%d"
+	// metaLegacySuperblockFile held the copies before they moved into the log file's header; open
+	// names it when it finds one, rather than calling the directory unformatted.
+	metaLegacySuperblockFile = "superblock"
 )
 
 // metaHeaderSize is the log file's header area: vsr.SuperblockSlots copy slots of vsr.CopySlotSize
@@ -150,6 +153,11 @@ func openMetaStoreWith(dir string, id vsr.Identity, compactBytes int64, logger *
 	}
 	d, valid, err := vsr.Recover(copies, snaps, records)
 	if errors.Is(err, vsr.ErrUnformatted) {
+		if _, serr := os.Stat(filepath.Join(dir, metaLegacySuperblockFile)); serr == nil {
+			return nil, vsr.Durable{}, fmt.Errorf("%w: %s has the layout before one fdatasync per persist (a %q file; "+
+				"the superblock copies now head the %q file): format a new directory and let the replica recover",
+				ErrMetaStorage, dir, metaLegacySuperblockFile, metaLogFile)
+		}
 		return nil, vsr.Durable{}, fmt.Errorf("%w: %s holds no superblock (%w): format it with `ringstream format`, "+
 			"with --recover if this replica's disk was lost or replaced", ErrMetaUnformatted, dir, err)
 	}
