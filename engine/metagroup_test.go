@@ -391,7 +391,7 @@ func testPersist(id uint64, logBytes int) metaPersist {
 }
 
 // settle waits for and dispatches every operation on rg, as the shard's loop would.
-func settle(t *testing.T, rg ring.Ring) {
+func settle(t testing.TB, rg ring.Ring) {
 	t.Helper()
 	for rg.InFlight() > 0 {
 		if err := rg.Wait(1); err != nil {
