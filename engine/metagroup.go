@@ -427,7 +427,9 @@ func (g *MetaGroup) pump() {
 
 // persist hands the effects' storage writes to the store, as bytes in a reused buffer.
 func (g *MetaGroup) persist(fx *vsr.Effects) {
-	g.store.submit(buildPersist(g.store.buffer(), fx, g.store.brokenNoInline))
+	p := buildPersist(g.store.buffer(), fx, g.store.brokenNoInline || g.store.twoSync)
+	p.split = p.split || g.store.twoSync
+	g.store.submit(p)
 }
 
 // buildPersist lays out a persist's bytes in buf: the snapshot record, the log records, and the

@@ -86,6 +86,9 @@ type metaStore struct {
 	brokenNoDirSync   bool
 	brokenNoInline    bool
 	brokenNoLogRepair bool
+	// twoSync (benchmarks only, and safe): every persist takes the split path, the log synced before
+	// the copies, which is what a persist cost before one fdatasync per persist.
+	twoSync bool
 }
 
 // metaChainMax is the longest persist chain: snapshot write and fsync, log write, fdatasync (split),
