@@ -202,10 +202,13 @@ func (cg *copyGroup) stepApply() {
 	if len(cg.reading) > 0 {
 		return // ReadDone comes back here: the next copy must not get the old one's reads
 	}
+	if r, c := cg.seg.Records(), cg.seg.Cursors(); r.NextOffset() != r.DurableTail() || c.NextOffset() != c.DurableTail() {
+		return // AppendDone comes back here: the next copy starts at durable tails that no longer move
+	}
 	rec, cur := cg.seg.Tails()
 	cut, ok := meta.CutPoint(cg.h.h.cfg.Node, cg.metaEpochs(), ap.asg.Epoch, ap.starts)
 	if ok && (cut.Record < rec || cut.Cursor < cur) {
-		err := cg.seg.Cut(tagApplyCut, min(cut.Record, rec), min(cut.Cursor, cur))
+		err := cg.startCut(tagApplyCut, min(cut.Record, rec), min(cut.Cursor, cur))
 		switch {
 		case err == nil:
 			ap.phase = applyCutting

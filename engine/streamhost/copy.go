@@ -35,6 +35,7 @@ const (
 	tagApplyCut = 7
 	tagEpoch    = 1 << 40 // + epoch
 	tagScan     = 1 << 62
+	tagBoundary = tagScan - 1 // the read of the batch a cut fell inside
 )
 
 // copyGroup is one stream copy on its shard: a shard.Group (the owner is a primary on the heartbeat
@@ -76,6 +77,7 @@ type copyGroup struct {
 	starts []meta.HistoryStart // the stream's history starts with the assignment applied
 	seal   sealWork
 	apply  applyWork
+	cut    cutWork
 	silent bool // a follower whose owner was silent for the shard's timeout (published in heartbeats)
 }
 
@@ -110,11 +112,7 @@ func (cg *copyGroup) Done(r segment.Result) {
 		}
 		cg.startScan()
 	case segment.OpCut:
-		if r.Tag == tagSealCut {
-			cg.sealCutDone(r.Err)
-		} else {
-			cg.applyCutDone(r.Err)
-		}
+		cg.cutDone(r)
 	case segment.OpAppendEpoch:
 		if cg.c != nil {
 			cg.c.EpochDone(uint32(r.Tag-tagEpoch), r.Err)
@@ -210,6 +208,15 @@ func (cg *copyGroup) AppendDone(log segment.LogKind, _ uint64, end uint64, err e
 			cg.held = cg.held[1:]
 		}
 	}
+	if cg.state == stateApplying {
+		switch {
+		case err != nil && cg.apply.phase == applyWaiting:
+			cg.applyFailed(err) // the old copy's appends failed: its logs match no role
+		case err == nil:
+			cg.stepApply() // it waited for the old copy's appends to be durable
+		}
+		return
+	}
 	if cg.c == nil || cg.state != stateServing {
 		return
 	}
@@ -227,7 +234,11 @@ func (cg *copyGroup) AppendDone(log segment.LogKind, _ uint64, end uint64, err e
 // alias.
 func (cg *copyGroup) ReadDone(_ segment.LogKind, tag uint64, data []byte, err error) {
 	b := cg.takeRead(tag)
-	if tag >= tagScan {
+	switch {
+	case tag == tagBoundary:
+		cg.boundaryDone(b, data, err)
+		return
+	case tag >= tagScan:
 		cg.scanDone(b, data, err)
 		return
 	}

@@ -83,10 +83,11 @@
 //     start of an earlier epoch (only an accepted owner loss does that) logs a warning and counts it.
 //   - The cut of an assignment runs before any role change at the new epoch, so a restarted old owner
 //     (reopened in its own epoch, refusing everything) rejoins as a follower by the next assignment
-//     that names it, with no recovery of its own. A cut that falls inside a batch or below the
-//     retained head is refused by segment: a seal is then not answered, an assignment reports the
-//     copy and leaves it closed (the spec's cut at the batch boundary below, and its emptied copy
-//     that fetches again, are not built).
+//     that names it, with no recovery of its own. A cut that falls inside a batch (segment refuses
+//     it) reads that batch and cuts at its start: the copy fetches the rest from its owner. A cut
+//     below the retained head is refused by segment: a seal is then not answered, an assignment
+//     reports the copy and leaves it closed (the spec's emptied copy that fetches everything again is
+//     not built).
 //   - Each shard publishes its copies' roles, epochs and durable tails every few ticks for the node
 //     heartbeats (Host.AppendCopyTails, engine.CopyTailSource); a follower whose owner went silent
 //     (OnPrimarySilent) carries wire.CopyOwnerSilent until its owner is heard again. OnQuorumLost is

@@ -162,3 +162,28 @@ func TestFailover_AcceptedLossBelowPrefixWarns(t *testing.T) {
 		t.Fatalf("%d warnings logged, want 1:\n%s", got, logs.String())
 	}
 }
+
+// A history start that falls inside one of the copy's batches (another owner's batching) cuts the
+// copy at that batch's start: the seal reports the tail there, and the copy, released as a
+// follower, fetches the rest from its owner.
+func TestFailover_CutInsideBatchCutsAtItsStart(t *testing.T) {
+	policy := meta.Policy{Kind: meta.PolicyMajorityDurable}
+	c := newCluster(t, majority(1, 2, 3))
+	n1, n3 := c.nodes[1], c.nodes[3]
+	at := produceConfirmed(t, n1, 0, 10, 0)
+	waitDurable(t, n3, at)
+	inside := 5*recordsPerBatch + recordsPerBatch/2
+	r := sealOn(t, n3, 3, 1, []wire.HistoryStart{{Epoch: 2, Node: 2, RecordStart: uint64(inside)}})
+	if r.Status != wire.SealSealed || r.RecordTail != 5*recordsPerBatch {
+		t.Fatalf("seal with a start inside a batch answered %+v, want the tail at that batch's start %d", r, 5*recordsPerBatch)
+	}
+	if hs := stats(c, 3); hs.Cuts != 1 || hs.CutsInsideBatch != 1 {
+		t.Fatalf("node 3 stats %+v", hs)
+	}
+	e3 := meta.Assignment{Epoch: 3, Owner: 1, Followers: []uint16{3}, Policy: policy}
+	starts := []wire.HistoryStart{{Epoch: 3, Node: 1, RecordStart: at}}
+	assignOn(t, n1, e3, starts)
+	assignOn(t, n3, e3, starts)
+	at = produceConfirmed(t, n1, 10, 12, at)
+	waitDurable(t, n3, at)
+}

@@ -127,7 +127,7 @@ func (cg *copyGroup) SealDone(_ uint64, res segment.Seal, err error) {
 		cg.sealAnswer(res)
 		return
 	}
-	if err := cg.seg.Cut(tagSealCut, min(cut.Record, rec), min(cut.Cursor, cur)); err != nil {
+	if err := cg.startCut(tagSealCut, min(cut.Record, rec), min(cut.Cursor, cur)); err != nil {
 		cg.sealFailed(err)
 		return
 	}

@@ -53,6 +53,7 @@ type Stats struct {
 	SealsStale         uint64 // seals answered stale (an older fence or transition)
 	SealsFailed        uint64 // seals storage failed (not answered: the controller seals again)
 	Cuts               uint64 // cuts onto the history starts (by seals and by assignments)
+	CutsInsideBatch    uint64 // cuts that fell inside a batch, made at the batch's start instead
 	Applied            uint64 // assignments applied (the copy reopened in its new role)
 	AssignmentsStale   uint64 // assignments at or below the copy's epoch or fence
 	AssignmentsLeftOut uint64 // assignments that leave this node out (its copy stays as it is)
