@@ -1,12 +1,17 @@
 package engine
 
 import (
+	"flag"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/stream"
 )
+
+var failoverStreams = flag.Int("failover.streams", 0, "BenchmarkFailoverStreams: also this many streams (1000: about a minute to create)")
 
 // timeline keeps the controller hosts' events with the time each was heard.
 type timeline struct {
@@ -135,3 +140,85 @@ func BenchmarkFailoverGap(b *testing.B) { benchFailover(b, false) }
 // BenchmarkFailoverGapWithPrimary: the same when the lost node also held the metadata primary
 // (detection then includes the view change and the new controller's start).
 func BenchmarkFailoverGapWithPrimary(b *testing.B) { benchFailover(b, true) }
+
+// measureManyStreams creates streams three-copy streams (all owned by node 1, whose node does not
+// hold the metadata primary), kills node 1, and times until every stream's recovery committed a new
+// owner, and until every new owner's copy serves at its new epoch.
+func measureManyStreams(b *testing.B, streams int) (committed, serving time.Duration) {
+	c := newFailoverCluster(b, 200)
+	defer c.stop()
+	waitForTB(b, "a metadata primary", func() bool { return c.primary(0) != nil })
+	c.nodes[1].Kill()
+	waitForTB(b, "a metadata primary on 2 or 3", func() bool { return c.primary(1) != nil })
+	c.restart(1)
+	var ids []uint64
+	for i := range streams {
+		ids = append(ids, c.createStream(fmt.Sprintf("s%d", i)))
+	}
+	var owners []uint16
+	c.metaState(c.primary(1).ID(), func(s *meta.State) {
+		for _, id := range ids {
+			a, _ := s.Assignment(id)
+			owners = append(owners, a.Owner)
+		}
+	})
+	for i, o := range owners {
+		if o != 1 {
+			b.Fatalf("stream %d owned by %d, want node 1", ids[i], o)
+		}
+	}
+	killed := time.Now()
+	c.nodes[1].Kill()
+	asgs := make([]meta.Assignment, len(ids))
+	waitForTB(b, "every stream's new owner committed", func() bool {
+		p := c.primary(1)
+		if p == nil {
+			return false
+		}
+		done := true
+		c.metaState(p.ID(), func(s *meta.State) {
+			for i, id := range ids {
+				_, recovering := s.RecoveryOf(id)
+				asgs[i], _ = s.Assignment(id)
+				done = done && !recovering && asgs[i].Owner != 1
+			}
+		})
+		return done
+	})
+	committed = time.Since(killed)
+	waitForTB(b, "every new owner serving", func() bool {
+		for i, id := range ids {
+			st := c.copyState(asgs[i].Owner, id)
+			if !st.Open || st.Role != stream.RoleOwner || st.Epoch < asgs[i].Epoch {
+				return false
+			}
+		}
+		return true
+	})
+	return committed, time.Since(killed)
+}
+
+// BenchmarkFailoverStreams: 1 and 100 streams lose their owner at once (node 1 killed; the
+// metadata primary elsewhere), three real nodes, default grace: the time until every recovery
+// committed, and until every new owner serves. Run with -benchtime=1x; -failover.streams=1000 adds
+// a run of that many.
+func BenchmarkFailoverStreams(b *testing.B) {
+	counts := []int{1, 100}
+	if *failoverStreams > 0 {
+		counts = append(counts, *failoverStreams)
+	}
+	for _, n := range counts {
+		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
+			var committed, serving time.Duration
+			for b.Loop() {
+				c, s := measureManyStreams(b, n)
+				committed += c
+				serving += s
+				b.Logf("%d streams: every recovery committed %v, every new owner serving %v after the kill", n, c, s)
+			}
+			b.ReportMetric(float64(committed.Milliseconds())/float64(b.N), "committed-ms")
+			b.ReportMetric(float64(serving.Milliseconds())/float64(b.N), "serving-ms")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
