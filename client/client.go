@@ -128,11 +128,15 @@ func (c *Client) connTo(ctx context.Context, addr string) (*conn, error) {
 	}
 	c.conns[addr] = cn
 	c.nodes[cn.node] = addr
-	c.workers.Add(1)
+	c.workers.Add(2)
 	c.mu.Unlock()
 	go func() {
 		defer c.workers.Done()
 		cn.readLoop()
+	}()
+	go func() {
+		defer c.workers.Done()
+		cn.watch(min(max(c.cfg.RequestTimeout/10, 10*time.Millisecond), 500*time.Millisecond))
 	}()
 	c.log.Debug("client: connected", "addr", addr, "node", cn.node)
 	return cn, nil

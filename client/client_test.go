@@ -284,3 +284,21 @@ func TestHandshakeRefusals(t *testing.T) {
 		t.Fatalf("no addresses: %v, want ErrConfig", err)
 	}
 }
+
+// A node that answers nothing is given up after RequestTimeout, and the request goes to another node.
+func TestSilentNodeIsLeftAfterRequestTimeout(t *testing.T) {
+	silent := startFake(t, 1, func(h *wire.Header, body []byte) ([]byte, bool) { return nil, false })
+	var good *fakeNode
+	good = startFake(t, 2, func(h *wire.Header, body []byte) ([]byte, bool) { return good.lookupReply(h, 2, good.addr), false })
+	cfg := testConfig(silent.addr, good.addr)
+	cfg.RequestTimeout = 50 * time.Millisecond
+	c := dialTest(t, cfg)
+	r, err := c.Lookup(testCtx(t), "orders")
+	if err != nil || r.Owner != 2 {
+		t.Fatalf("lookup %+v %v, want node 2's answer", r, err)
+	}
+	if silent.count(wire.CommandLookupStream) != 1 || good.count(wire.CommandLookupStream) != 1 {
+		t.Fatalf("lookups: silent node %d, other %d; want 1 each", silent.count(wire.CommandLookupStream),
+			good.count(wire.CommandLookupStream))
+	}
+}

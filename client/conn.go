@@ -24,13 +24,15 @@ const (
 // call is one request in flight and, once done, its reply: the header and a copy of the body. A call is
 // reused (a Producer and a Consumer each keep one), so body keeps its capacity.
 type call struct {
-	id    uint64
-	done  chan struct{} // one token per reply
-	h     wire.Header
-	body  []byte
-	err   error
-	out   []byte // the request frame, built here
-	timer *time.Timer
+	id      uint64
+	done    chan struct{} // one token per reply
+	h       wire.Header
+	body    []byte
+	err     error
+	out     []byte    // the request frame, built here
+	expires time.Time // when the node counts as silent (zero: never); read by the watchdog under conn.mu
+	route   Route     // the route of the current attempt
+	timer   *time.Timer
 }
 
 func newCall() *call {
@@ -235,9 +237,14 @@ func (cn *conn) failed() error {
 	return cn.err
 }
 
-// roundTrip sends c.out (a request with id c.id) and waits for its reply, ctx, or timeout (0: none).
-// A write that fails or is cut short fails the whole connection (the stream of frames is misaligned).
+// roundTrip sends c.out (a request with id c.id) and waits for its reply or ctx. A reply not there
+// within timeout (0: none) fails the whole connection (watch), as does a write that fails or is cut
+// short (the stream of frames is misaligned).
 func (cn *conn) roundTrip(ctx context.Context, c *call, timeout time.Duration) error {
+	c.expires = time.Time{}
+	if timeout > 0 {
+		c.expires = time.Now().Add(timeout)
+	}
 	cn.mu.Lock()
 	if cn.err != nil {
 		cn.mu.Unlock()
@@ -247,32 +254,35 @@ func (cn *conn) roundTrip(ctx context.Context, c *call, timeout time.Duration) e
 	cn.mu.Unlock()
 
 	cn.wmu.Lock()
-	stop := context.AfterFunc(ctx, func() { _ = cn.nc.SetWriteDeadline(time.Unix(1, 0)) })
-	_, err := cn.nc.Write(c.out)
-	stop()
+	err := cn.write(ctx, c.out)
 	cn.wmu.Unlock()
 	if err != nil {
 		cn.fail(fmt.Errorf("client: write to %s: %w", cn.addr, err))
 	}
 
-	var expired <-chan time.Time
-	if timeout > 0 {
-		c.timer.Reset(timeout)
-		defer c.timer.Stop()
-		expired = c.timer.C
-	}
 	select {
 	case <-c.done:
 		return c.err
 	case <-ctx.Done():
 		return cn.abandon(c, ctx.Err())
-	case <-expired:
-		err := cn.abandon(c, fmt.Errorf("client: %s answered nothing within %v", cn.addr, timeout))
-		if err != nil {
-			cn.fail(err) // a node that stopped answering: its connection goes, the retry dials again
-		}
-		return err
 	}
+}
+
+// write writes one frame, bounded by ctx: its deadline becomes the write deadline, and a context that
+// can be cancelled without one interrupts the write through context.AfterFunc (which allocates, so the
+// common cases, a deadline or no end at all, avoid it). cn.wmu is held.
+func (cn *conn) write(ctx context.Context, frame []byte) error {
+	dl, hasDeadline := ctx.Deadline()
+	switch {
+	case hasDeadline:
+		_ = cn.nc.SetWriteDeadline(dl)
+		defer cn.nc.SetWriteDeadline(time.Time{})
+	case ctx.Done() != nil:
+		stop := context.AfterFunc(ctx, func() { _ = cn.nc.SetWriteDeadline(time.Unix(1, 0)) })
+		defer stop()
+	}
+	_, err := cn.nc.Write(frame)
+	return err
 }
 
 // abandon takes c out of the pending calls. If the reader had already taken it, c's reply is on its
@@ -287,6 +297,37 @@ func (cn *conn) abandon(c *call, why error) error {
 	}
 	<-c.done
 	return c.err
+}
+
+// watch fails the connection when a pending call waited past its expiry: the node went silent (a
+// partition, a stopped process), and the call's retry dials again. It checks every tick, so no request
+// arms a timer of its own (a timer per request allocates in the runtime's timer heap), and it ends
+// with the connection's reader.
+func (cn *conn) watch(tick time.Duration) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-cn.readerDone:
+			return
+		case now := <-t.C:
+			if cn.expired(now) {
+				cn.fail(fmt.Errorf("client: %s left a request unanswered past its timeout (a silent node)", cn.addr))
+			}
+		}
+	}
+}
+
+// expired reports whether a pending call is past its expiry at now.
+func (cn *conn) expired(now time.Time) bool {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	for _, c := range cn.pending {
+		if !c.expires.IsZero() && now.After(c.expires) {
+			return true
+		}
+	}
+	return false
 }
 
 // close fails the connection (idempotent) and waits for its reader to end.

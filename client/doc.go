@@ -46,7 +46,14 @@
 //     longer be trusted, and retrying elsewhere would hide the fault.
 //   - Records of a fetch alias the client's buffers and stay valid until the Consumer's next Poll;
 //     compressed batches are decoded into one buffer per Consumer that keeps its capacity, so Poll
-//     allocates nothing in steady state. Decompressed payloads are capped at 64 MiB per batch.
+//     allocates nothing in steady state (TestPollAllocatesNothing), nor does Producer.Append per
+//     record. Decompressed payloads are capped at 64 MiB per batch.
+//   - RequestTimeout is enforced by one watchdog per connection that checks its pending requests
+//     every RequestTimeout/10 (10 to 500 ms), not by a timer per request; a request past it fails
+//     its whole connection, since a node that stopped answering one request answers none.
+//   - A write is bounded by the context's deadline (the socket's write deadline); a context that
+//     can only be cancelled interrupts a blocked write through context.AfterFunc. Either way a cut
+//     write fails the connection.
 //   - The handshake's nonce comes from crypto/rand; with an empty Secret the client sends zero
 //     nonces and a node with a secret refuses it (ErrInvalidRequest naming the secret). The client
 //     checks the node's proof before it sends its own, so a node with another secret is

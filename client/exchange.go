@@ -30,8 +30,9 @@ func (c *Client) exchange(ctx context.Context, stream string, req request, cl *c
 				return fmt.Errorf("%w (last error: %w)", err, last)
 			}
 		}
-		var r Route
-		cn, err := c.target(ctx, stream, cl, attempt, &prefer, &r)
+		r := &cl.route // in the call, not on the heap per request
+		*r = Route{}
+		cn, err := c.target(ctx, stream, cl, attempt, &prefer, r)
 		if err != nil {
 			if !mayRetry(ctx, err) {
 				return err
@@ -41,7 +42,7 @@ func (c *Client) exchange(ctx context.Context, stream string, req request, cl *c
 			continue
 		}
 		cl.id = c.id()
-		cl.out = req.appendTo(cl.out[:0], wire.From{Cluster: c.cfg.Cluster}, cl.id, &r)
+		cl.out = req.appendTo(cl.out[:0], wire.From{Cluster: c.cfg.Cluster}, cl.id, r)
 		err = cn.roundTrip(ctx, cl, c.cfg.RequestTimeout+wait)
 		if err == nil {
 			err = c.checkReply(cn, cl, want)

@@ -28,6 +28,8 @@ type fakeNode struct {
 	addr   string
 	handle func(h *wire.Header, body []byte) (reply []byte, drop bool)
 	quit   chan struct{} // closed by stop: long polls end
+	// raw, if set, serves each connection after the handshake instead of handle (allocation tests).
+	raw func(c net.Conn)
 
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
@@ -123,6 +125,10 @@ func (n *fakeNode) serve(c net.Conn) {
 		_ = c.Close()
 	}()
 	if !n.handshake(c) {
+		return
+	}
+	if n.raw != nil {
+		n.raw(c)
 		return
 	}
 	var wmu sync.Mutex
