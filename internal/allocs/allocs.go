@@ -11,8 +11,9 @@
 // that asserts an interface's type allocates once at an unforeseeable call. In records every
 // allocation with its call stack (MemProfileRate 1) and leaves out only those whose every frame is
 // in package runtime and those made inside the runtime's type assertion or type switch cache
-// builders: anything else reached from the measured function, or from any other goroutine of the
-// test, still counts.
+// builders, its channel waiter cache (acquireSudog, emptied by every GC) or a P's timer heap (grown
+// the first time that P holds more timers): anything else reached from the measured function, or
+// from any other goroutine of the test, still counts.
 //
 // Decisions where the design is silent:
 //   - Which tests use In: every allocation test in a package whose test binary starts rings, shard
@@ -114,6 +115,10 @@ func ownFunctions(fns []string) bool {
 		switch {
 		case fn == "runtime.buildTypeAssertCache", fn == "runtime.buildInterfaceSwitchCache":
 			return true // the runtime's own caches, grown at calls drawn at random
+		case fn == "runtime.acquireSudog", fn == "runtime.(*timers).addHeap":
+			// a channel operation's waiter records, whose central cache each GC empties, and a P's timer
+			// heap, grown the first time that P holds more timers: refilled by whichever P runs the code
+			return true
 		case fn != "" && !strings.HasPrefix(fn, "runtime."):
 			all = false
 		}

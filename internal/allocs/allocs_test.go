@@ -78,6 +78,9 @@ func TestOwnFunctions(t *testing.T) {
 		{[]string{"runtime.mallocgc", "runtime/pprof.f", "runtime.goexit"}, false},
 		{[]string{"runtime.mallocgc", "runtime.buildTypeAssertCache", "runtime.typeAssert", "x.f"}, true},
 		{[]string{"runtime.mallocgc", "runtime.buildInterfaceSwitchCache", "runtime.interfaceSwitch", "x.f"}, true},
+		{[]string{"runtime.mallocgc", "runtime.newobject", "runtime.acquireSudog", "runtime.selectgo", "x.f"}, true},
+		{[]string{"runtime.mallocgc", "runtime.growslice", "runtime.(*timers).addHeap", "runtime.(*timer).maybeAdd",
+			"runtime.blockTimerChan", "runtime.selectgo", "x.f"}, true},
 	} {
 		if got := ownFunctions(c.fns); got != c.want {
 			t.Errorf("%v: own %v, want %v", c.fns, got, c.want)
