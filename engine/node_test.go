@@ -36,6 +36,16 @@ func quietLogger() *slog.Logger {
 // ticks. The peers' addresses in the file are placeholders.
 func nodeTestConfig(t testing.TB, id uint16, dir, secret string, graceMs int, clusterExtra ...string) *config.Config {
 	t.Helper()
+	return nodeTestConfigN(t, 3, id, dir, secret, graceMs, clusterExtra...)
+}
+
+// nodeTestConfigN is nodeTestConfig in a cluster of count nodes (replicas 1, 2 and 3).
+func nodeTestConfigN(t testing.TB, count int, id uint16, dir, secret string, graceMs int, clusterExtra ...string) *config.Config {
+	t.Helper()
+	var peers []string
+	for i := 1; i <= count; i++ {
+		peers = append(peers, fmt.Sprintf("%d = \"127.0.0.1:%d\"", i, i))
+	}
 	toml := fmt.Sprintf(`
 [node]
 id = %d
@@ -43,7 +53,7 @@ data_dir = %q
 listen = "127.0.0.1:0"
 [cluster]
 id = %d
-peers = { 1 = "127.0.0.1:1", 2 = "127.0.0.1:2", 3 = "127.0.0.1:3" }
+peers = { %s }
 secret = %q
 tick_ms = 2
 eager_failover_grace = %d
@@ -56,7 +66,7 @@ segment_bytes = 8388608
 listen = "127.0.0.1:0"
 [client]
 listen = "127.0.0.1:0"
-`, id, dir, nodeTestCluster, secret, graceMs, strings.Join(clusterExtra, "\n"))
+`, id, dir, nodeTestCluster, strings.Join(peers, ", "), secret, graceMs, strings.Join(clusterExtra, "\n"))
 	cfg, err := config.Parse([]byte(toml), dir)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +74,7 @@ listen = "127.0.0.1:0"
 	return cfg
 }
 
-// testCluster is three engine.Nodes on loopback with real disks.
+// testCluster is three (or more) engine.Nodes on loopback with real disks.
 type testCluster struct {
 	t     testing.TB
 	root  string
@@ -81,14 +91,23 @@ func newTestCluster(t testing.TB, secret string) *testCluster {
 // lines.
 func newTestClusterGrace(t testing.TB, secret string, graceMs int, clusterExtra ...string) *testCluster {
 	t.Helper()
+	return newTestClusterN(t, 3, secret, graceMs, clusterExtra...)
+}
+
+// newTestClusterN is newTestClusterGrace with count nodes; nodes 1 to 3 are the metadata replicas.
+func newTestClusterN(t testing.TB, count int, secret string, graceMs int, clusterExtra ...string) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t, root: t.TempDir(), nodes: map[uint16]*Node{}}
-	for id := uint16(1); id <= 3; id++ {
+	for id := uint16(1); id <= uint16(count); id++ {
 		dir := c.dir(id)
-		if err := FormatMeta(MetaFormat{Dir: filepath.Join(dir, "meta"), Cluster: nodeTestCluster, Node: id,
-			Replica: uint8(id - 1)}); err != nil {
-			t.Fatal(err)
+		if id <= 3 {
+			if err := FormatMeta(MetaFormat{Dir: filepath.Join(dir, "meta"), Cluster: nodeTestCluster, Node: id,
+				Replica: uint8(id - 1)}); err != nil {
+				t.Fatal(err)
+			}
 		}
-		n, err := NewNodeWithOptions(nodeTestConfig(t, id, dir, secret, graceMs, clusterExtra...), quietLogger(), NodeOptions{DrainTimeout: 50 * time.Millisecond})
+		n, err := NewNodeWithOptions(nodeTestConfigN(t, count, id, dir, secret, graceMs, clusterExtra...), quietLogger(),
+			NodeOptions{DrainTimeout: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,9 +142,9 @@ func (c *testCluster) waitRegistered() {
 	c.t.Helper()
 	waitForTB(c.t, "every node registered", func() bool {
 		for _, n := range c.nodes {
-			if n.Meta().Status().Primary {
+			if n.Meta() != nil && n.Meta().Status().Primary {
 				st := n.Status()
-				return len(st.Heartbeats.Nodes) == 3
+				return len(st.Heartbeats.Nodes) == len(c.nodes)
 			}
 		}
 		return false
@@ -362,5 +381,52 @@ func TestNode_MetadataRequestsFollowANewPrimary(t *testing.T) {
 		if s.Owner == old.ID() || slices.Contains(s.Followers, old.ID()) {
 			t.Fatalf("stream placed on the killed node %d: %+v", old.ID(), s)
 		}
+	}
+}
+
+// TestNode_NodeWithoutReplicaForwardsAndServes: node 4 holds no metadata replica. Its metadata
+// requests reach the primary through a backup replica (its guess): a second hop, which only a request
+// from a node without a replica may take; node 4 is registered, placed, and opens its copies; a produce for a stream it holds no copy of
+// sends the client to look the owner up; its status lists its copies without a metadata part.
+func TestNode_NodeWithoutReplicaForwardsAndServes(t *testing.T) {
+	c := newTestClusterN(t, 4, "", 50)
+	c.waitRegistered()
+	n4 := c.nodes[4]
+	if n4.Meta() != nil || n4.Controller() != nil {
+		t.Fatal("node 4 holds a metadata replica")
+	}
+	// Node 4 forwards to a backup replica: the backup forwards once more, to its primary.
+	var backup *Node
+	for id := uint16(1); id <= 3; id++ {
+		if !c.nodes[id].Meta().Status().Primary {
+			backup = c.nodes[id]
+		}
+	}
+	n4.metaSvc.guess.Store(uint32(backup.ID() - 1))
+	tc := dialNode(t, n4.ClientAddr(), "")
+	for i := range 4 {
+		name := fmt.Sprintf("s%d", i)
+		if _, e := tc.create(name, 4); e != nil {
+			t.Fatalf("create %s through node 4: %v %s", name, e.Code, e.Message)
+		}
+		if _, e := tc.lookup(name); e != nil {
+			t.Fatalf("lookup %s through node 4: %v %s", name, e.Code, e.Message)
+		}
+	}
+	var m dto.Metric
+	if err := backup.metrics.forwards.Write(&m); err != nil || m.GetCounter().GetValue() < 8 {
+		t.Fatalf("backup node %d forwarded %v requests, want the 8 node 4 sent it: %v", backup.ID(), m.GetCounter().GetValue(), err)
+	}
+	waitForTB(t, "node 4 holding its four copies", func() bool { return len(n4.Status().Copies) == 4 })
+	st := n4.Status()
+	if st.Meta != nil || st.Controller != nil || len(st.Streams) != 0 {
+		t.Fatalf("node 4 status: %+v", st)
+	}
+	rid := tc.next()
+	tc.write(wire.AppendProduce(nil, wire.From{Cluster: nodeTestCluster}, &wire.Produce{RequestID: rid, Stream: 999,
+		Count: 1, Batch: []byte("x")}))
+	h, body := tc.read()
+	if e := errorOf(t, h, body); e == nil || e.Code != wire.CodeNotOwner || e.Owner != 0 {
+		t.Fatalf("produce to a stream node 4 holds no copy of: %s %+v", h.Command, e)
 	}
 }
