@@ -97,7 +97,7 @@ func (c *Client) target(ctx context.Context, stream string, cl *call, attempt in
 
 // mayRetry reports whether err may clear on another attempt.
 func mayRetry(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrProtocol) || handshakeRefusedNotOwner(err) {
+	if ctx.Err() != nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrProtocol) || authRefused(err) {
 		return false
 	}
 	var refused *Error
@@ -108,8 +108,9 @@ func mayRetry(ctx context.Context, err error) bool {
 	return true // a lost connection, a silent node, no owner yet
 }
 
-// handshakeRefusedNotOwner reports a handshake refusal (secret, cluster, revision): no retry clears it.
-func handshakeRefusedNotOwner(err error) bool {
+// authRefused reports a handshake the client itself refused (the node's proof, cluster or revision):
+// no retry clears it. A node's own refusal is an *Error, judged by its code.
+func authRefused(err error) bool {
 	var refused *Error
 	if errors.As(err, &refused) {
 		return false // refusals are judged by their code

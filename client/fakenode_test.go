@@ -3,7 +3,6 @@ package client
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"io"
 	"net"
 	"sync"
@@ -384,5 +383,3 @@ func testConfig(addrs ...string) Config {
 	return Config{Addrs: addrs, Cluster: testCluster, Retries: 4, BackoffMin: time.Millisecond,
 		BackoffMax: 5 * time.Millisecond, RequestTimeout: 5 * time.Second}
 }
-
-var errTest = errors.New("test")
