@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -57,6 +58,10 @@ type Config struct {
 	KillNode           uint16  `json:"kill_node,omitempty"`
 	PauseOwnerAt       float64 `json:"pause_owner_at_secs"`
 	PauseFor           float64 `json:"pause_for_secs"`
+
+	// Script, if set, runs beside the load from its start (cluster tests script their faults with
+	// it); the load stops at Duration whatever it does, and the run waits for it before verifying.
+	Script func(ctx context.Context, c Controls) `json:"-"`
 
 	// Outputs.
 	JSONPath   string `json:"-"`
@@ -122,7 +127,7 @@ func (c *Config) Validate() error {
 		{c.PauseOwnerAt > 0 && c.PauseFor <= 0, "--pause-for-secs", "above 0"},
 		{c.RestartAfter < 0 && c.RestartAfter != -1, "--restart-after-secs", "-1 (never) or 0 and up"},
 		{c.OwnerOnMetaPrimary && c.KillOwnerAt == 0, "--owner-on-metadata-primary", "needs --kill-owner-at-secs"},
-		{c.Addrs != nil && c.faults(), "--cluster", "a running cluster takes no faults (the bench cannot kill its nodes)"},
+		{c.Addrs != nil && (c.faults() || c.Script != nil), "--cluster", "a running cluster takes no faults (the bench cannot kill its nodes)"},
 	}
 	for _, ch := range checks {
 		if ch.bad {

@@ -74,6 +74,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newStatusCommand())
 	root.AddCommand(newAttentionCommand())
 	root.AddCommand(newRecoveryCommand())
+	root.AddCommand(newBenchCommand())
 	return root
 }
 

@@ -1,0 +1,219 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringstream/ringstream/client"
+)
+
+// pending is a record appended and not confirmed yet: its id and when it was appended (or due, with
+// --rate).
+type pending struct {
+	id   recordID
+	sent time.Time
+}
+
+// producer is one bench producer: it appends records to one stream through a client Producer,
+// records every confirmation in its recorder and its stream's ledger, and opens a new client
+// Producer (a new producer id) when one fails.
+type producer struct {
+	index  uint32
+	stream string
+	cl     *client.Client
+	cfg    *Config
+	rec    *recorder
+	pad    []byte
+	watch  *watches
+	errors *atomic.Int64
+
+	mu        sync.Mutex
+	queue     []pending // appended, not confirmed, in append order
+	confirmed []confirmation
+	lastEpoch uint32
+	seq       uint64
+}
+
+// newPad is the bytes after each record's id: random, so that compression has a fair case.
+func newPad(n int) []byte {
+	pad := make([]byte, max(n, 0))
+	rand.Read(pad)
+	return pad
+}
+
+// producerConfig is the client Producer of one bench producer.
+func (p *producer) producerConfig(codec client.Codec) client.ProducerConfig {
+	batchBytes := min(p.cfg.Batch*(p.cfg.RecordSize+5), 1<<20)
+	return client.ProducerConfig{Stream: p.stream, BatchBytes: max(batchBytes, 16), Linger: time.Millisecond,
+		Codec: codec, OnConfirm: p.onConfirm}
+}
+
+// onConfirm takes the batch's records off the queue, in order, and records them.
+func (p *producer) onConfirm(c client.Confirmed) {
+	now := time.Now()
+	p.mu.Lock()
+	n := min(int(c.Count), len(p.queue))
+	first := p.queue[:n]
+	for i, pr := range first {
+		p.confirmed = append(p.confirmed, confirmation{id: pr.id, offset: c.BaseOffset + uint64(i)})
+	}
+	var oldest time.Time
+	if n > 0 {
+		oldest = first[0].sent
+		p.rec.confirm(first[0].sent, now, n, n*p.cfg.RecordSize)
+	}
+	p.queue = p.queue[n:]
+	p.lastEpoch = c.Epoch
+	p.mu.Unlock()
+	p.watch.confirmed(now, oldest, c.Epoch)
+}
+
+// run appends records until ctx ends, then closes its client Producer, waiting up to drain for the
+// confirmations of what it holds.
+func (p *producer) run(ctx context.Context, codec client.Codec, pacer *pacer, drain time.Duration) {
+	buf := make([]byte, p.cfg.RecordSize)
+	for ctx.Err() == nil {
+		prod, err := p.cl.Producer(p.producerConfig(codec))
+		if err != nil {
+			p.errors.Add(1)
+			return
+		}
+		err = p.appendUntilError(ctx, prod, buf, pacer)
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
+		if cerr := prod.Close(closeCtx); cerr != nil && err == nil {
+			err = cerr
+		}
+		cancel()
+		if err != nil && !errors.Is(err, context.Canceled) {
+			p.errors.Add(1)
+		}
+		// What the failed producer held was never confirmed: forget it, and go on with a new producer id.
+		p.mu.Lock()
+		p.queue = p.queue[:0]
+		p.mu.Unlock()
+	}
+}
+
+// appendUntilError appends records to prod until ctx ends or prod fails.
+func (p *producer) appendUntilError(ctx context.Context, prod *client.Producer, buf []byte, pacer *pacer) error {
+	for {
+		due, ok := pacer.next(ctx)
+		if !ok {
+			return ctx.Err()
+		}
+		p.mu.Lock()
+		id := recordID{producer: p.index, seq: p.seq}
+		p.seq++
+		p.queue = append(p.queue, pending{id: id, sent: due})
+		p.mu.Unlock()
+		putRecord(buf, id, p.pad)
+		if err := prod.Append(ctx, buf); err != nil {
+			p.mu.Lock()
+			p.queue = p.queue[:len(p.queue)-1] // not taken by the producer
+			p.mu.Unlock()
+			return err
+		}
+	}
+}
+
+// pacer gives each append its due time: now in a closed loop; with --rate, one every 1/rate seconds
+// from the start whatever happened before (open loop), so that a stall shows in the latency of the
+// records due during it instead of being hidden by coordinated omission.
+type pacer struct {
+	start    time.Time
+	interval time.Duration // 0: closed loop
+	n        int64
+	timer    *time.Timer
+}
+
+func newPacer(start time.Time, ratePerProducer float64) *pacer {
+	p := &pacer{start: start}
+	if ratePerProducer > 0 {
+		p.interval = time.Duration(float64(time.Second) / ratePerProducer)
+		p.timer = time.NewTimer(time.Hour)
+		p.timer.Stop()
+	}
+	return p
+}
+
+// next waits for the next append's due time and returns it; false once ctx ended.
+func (p *pacer) next(ctx context.Context) (time.Time, bool) {
+	if ctx.Err() != nil {
+		return time.Time{}, false
+	}
+	if p.interval == 0 {
+		return time.Now(), true
+	}
+	due := p.start.Add(time.Duration(p.n) * p.interval)
+	p.n++
+	if wait := time.Until(due); wait > 0 {
+		p.timer.Reset(wait)
+		select {
+		case <-p.timer.C:
+		case <-ctx.Done():
+			return time.Time{}, false
+		}
+	}
+	return due, true
+}
+
+// watches measures the gaps the faults open: from a fault to the first confirmation that shows the
+// stream serving again. Producers report every confirmation; a watch is armed by the fault.
+type watches struct {
+	mu     sync.Mutex
+	active []*watch
+}
+
+// watch is one gap: armed at since, it ends at the first confirmation at an epoch above epochAbove
+// (a failover: the old owner cannot confirm at a newer epoch) or, with appendedAfter set, of a record
+// appended after since (a pause).
+type watch struct {
+	since         time.Time
+	epochAbove    uint32
+	appendedAfter bool
+	end           time.Time // zero until it ended
+	done          chan struct{}
+}
+
+func (w *watches) arm(since time.Time, epochAbove uint32, appendedAfter bool) *watch {
+	wt := &watch{since: since, epochAbove: epochAbove, appendedAfter: appendedAfter, done: make(chan struct{})}
+	w.mu.Lock()
+	w.active = append(w.active, wt)
+	w.mu.Unlock()
+	return wt
+}
+
+// confirmed ends every armed watch this confirmation satisfies; oldest is when its first record was
+// appended.
+func (w *watches) confirmed(now, oldest time.Time, epoch uint32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kept := w.active[:0]
+	for _, wt := range w.active {
+		ok := epoch > wt.epochAbove
+		if wt.appendedAfter {
+			ok = oldest.After(wt.since)
+		}
+		if ok {
+			wt.end = now
+			close(wt.done)
+			continue
+		}
+		kept = append(kept, wt)
+	}
+	w.active = kept
+}
+
+// gapMs is the watch's gap in milliseconds, or nil if it never ended.
+func (wt *watch) gapMs() *float64 {
+	select {
+	case <-wt.done:
+		return ptr(msSince(wt.since, wt.end))
+	default:
+		return nil
+	}
+}

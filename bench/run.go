@@ -1,0 +1,298 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringstream/ringstream/client"
+	"github.com/ringstream/ringstream/engine/config"
+	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/internal/localcluster"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// Time bounds of a run's steps after the load.
+const (
+	drainTimeout  = 10 * time.Second // a producer's Close, for the confirmations of what it holds
+	verifyTimeout = 60 * time.Second // reading every stream back
+	placeAttempts = 20               // streams created to find one owned by the metadata primary
+)
+
+// run is one bench run's state.
+type run struct {
+	cfg     Config
+	lc      *localcluster.Cluster // nil with --cluster
+	cl      *client.Client
+	admin   *admin
+	admins  []string // admin addresses of every node
+	events  *events
+	watches *watches
+	log     *slog.Logger
+}
+
+// Run runs one bench: it starts a local cluster (or dials cfg.Addrs), creates the streams, drives
+// the load with the faults, reads every stream back, and returns the report. progress, if not nil,
+// receives the live progress line. An error means the run could not be carried out; a run that was
+// carried out and failed (a missing record, no failover) returns a Report whose Failures say why.
+func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &run{cfg: cfg, admin: newAdmin(), watches: &watches{}, log: log}
+	if err := r.connect(ctx); err != nil {
+		return nil, err
+	}
+	defer r.close()
+	names, err := r.createStreams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.drive(ctx, names, progress)
+}
+
+// connect starts the local cluster (or takes cfg.Addrs) and dials it.
+func (r *run) connect(ctx context.Context) error {
+	addrs, secret, clusterID := r.cfg.Addrs, r.cfg.Secret, uint64(1)
+	r.admins = r.cfg.Admins
+	if addrs == nil {
+		lc, err := localcluster.Start(ctx, localcluster.Options{Binary: r.cfg.Binary, Dir: r.cfg.Dir,
+			Nodes: r.cfg.Nodes, Shards: r.cfg.Shards, Logger: r.log})
+		if err != nil {
+			return err
+		}
+		r.lc = lc
+		addrs, secret, clusterID = lc.ClientAddrs(), lc.Secret(), lc.ClusterID()
+		for _, n := range lc.Nodes() {
+			r.admins = append(r.admins, n.AdminAddr)
+		}
+	}
+	cl, err := client.Dial(ctx, client.Config{Addrs: addrs, Cluster: clusterID, Secret: []byte(secret),
+		Logger: r.log})
+	if err != nil {
+		return fmt.Errorf("bench: connect to the cluster: %w", err)
+	}
+	r.cl = cl
+	return nil
+}
+
+func (r *run) close() {
+	if r.cl != nil {
+		r.cl.Close()
+	}
+	if r.lc != nil {
+		r.lc.Close()
+	}
+}
+
+// liveAdmins is the admin addresses of the nodes running now.
+func (r *run) liveAdmins() []string {
+	if r.lc == nil {
+		return r.admins
+	}
+	var out []string
+	for _, n := range r.lc.Nodes() {
+		if n.Running() {
+			out = append(out, n.AdminAddr)
+		}
+	}
+	return out
+}
+
+// clientPolicy is the stream policy for cfg.Policy.
+func clientPolicy(s string) (client.Policy, error) {
+	p, err := config.ParsePolicy(s)
+	if err != nil {
+		return client.Policy{}, err
+	}
+	switch p.Kind {
+	case meta.PolicyMajorityDurable:
+		return client.Policy{Kind: wire.PolicyMajority}, nil
+	case meta.PolicyLocalDurable:
+		return client.Policy{Kind: wire.PolicyAll}, nil
+	case meta.PolicyCountDurable:
+		return client.Policy{Kind: wire.PolicyCount, Count: p.Count}, nil
+	}
+	return client.Policy{}, fmt.Errorf("%w: --policy %s: streams are created with majority_durable, "+
+		"local_durable or count_durable(N)", ErrConfig, s)
+}
+
+// createStreams creates bench-0 .. bench-N-1 and waits until each has an owner. With
+// --owner-on-metadata-primary, the first stream is created again under new names until its owner is
+// the metadata primary's node.
+func (r *run) createStreams(ctx context.Context) ([]string, error) {
+	pol, err := clientPolicy(r.cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	opts := client.StreamOptions{Copies: uint8(r.cfg.Copies), Policy: pol}
+	names := make([]string, r.cfg.Streams)
+	for i := range names {
+		names[i] = "bench-" + strconv.Itoa(i)
+		if _, err := r.cl.CreateStream(ctx, names[i], opts); err != nil {
+			return nil, fmt.Errorf("bench: create stream %s: %w", names[i], err)
+		}
+	}
+	for _, name := range names {
+		if _, err := r.cl.Lookup(ctx, name); err != nil {
+			return nil, fmt.Errorf("bench: stream %s has no owner: %w", name, err)
+		}
+	}
+	if r.cfg.OwnerOnMetaPrimary {
+		name, err := r.placeOnPrimary(ctx, names[0], opts)
+		if err != nil {
+			return nil, err
+		}
+		names[0] = name
+	}
+	return names, nil
+}
+
+// placeOnPrimary returns a stream owned by the metadata primary's node: first, if it already is, or
+// one of first-1, first-2, ... created until one is (the others deleted).
+func (r *run) placeOnPrimary(ctx context.Context, first string, opts client.StreamOptions) (string, error) {
+	primary, err := r.admin.metaPrimary(ctx, r.liveAdmins())
+	if err != nil {
+		return "", err
+	}
+	name := first
+	for i := 1; i <= placeAttempts; i++ {
+		route, err := r.cl.Lookup(ctx, name)
+		if err != nil {
+			return "", fmt.Errorf("bench: stream %s has no owner: %w", name, err)
+		}
+		if route.Owner == primary {
+			return name, nil
+		}
+		if err := r.cl.DeleteStream(ctx, name); err != nil {
+			return "", fmt.Errorf("bench: delete stream %s: %w", name, err)
+		}
+		name = first + "-" + strconv.Itoa(i)
+		if _, err := r.cl.CreateStream(ctx, name, opts); err != nil {
+			return "", fmt.Errorf("bench: create stream %s: %w", name, err)
+		}
+	}
+	return "", fmt.Errorf("bench: --owner-on-metadata-primary: no stream of %d created landed on node %d",
+		placeAttempts, primary)
+}
+
+// drive runs the load and the faults, then verifies and reports.
+func (r *run) drive(ctx context.Context, names []string, progress io.Writer) (*Report, error) {
+	codec, err := client.ParseCodec(r.cfg.Compression)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --compression: %w", ErrConfig, err)
+	}
+	before, _ := r.admin.scrapeAll(ctx, r.liveAdmins())
+	start := time.Now()
+	r.events = &events{start: start}
+	var live, prodErrors atomic.Int64
+	count := r.cfg.Producers * r.cfg.InFlight
+	pad := newPad(r.cfg.RecordSize - recordHeaderBytes)
+	prods := make([]*producer, count)
+	for i := range prods {
+		prods[i] = &producer{index: uint32(i), stream: names[i%len(names)], cl: r.cl, cfg: &r.cfg, pad: pad,
+			rec: newRecorder(start, r.cfg.Warmup, &live), watch: r.watches, errors: &prodErrors}
+	}
+	loadCtx, stopLoad := context.WithTimeout(ctx, r.cfg.Duration)
+	defer stopLoad()
+	f := &faults{r: r, stream: names[0]}
+	if r.lc != nil {
+		f.schedule(loadCtx, start)
+	}
+	prof := r.startProfiles(ctx)
+	var wg sync.WaitGroup
+	for _, p := range prods {
+		pc := newPacer(start, r.cfg.Rate/float64(count))
+		wg.Go(func() { p.run(loadCtx, codec, pc, drainTimeout) })
+	}
+	consumed := r.startConsumers(loadCtx, names, &wg)
+	stopProgress := showProgress(progress, start, r.cfg.Duration, &live)
+	wg.Wait()
+	stopProgress()
+	elapsed := time.Since(start)
+	f.wait()
+	rep := r.report(ctx, prods, f, elapsed)
+	rep.ProduceErrors = prodErrors.Load()
+	rep.Consumed = consumed.Load()
+	if after, err := r.admin.scrapeAll(ctx, r.liveAdmins()); err == nil && before != nil {
+		rep.FailoverGapPartsMs = gapParts(delta(before, after))
+	}
+	prof.finish(ctx, rep)
+	return rep, nil
+}
+
+// report merges the producers' measures, reads the streams back and fills in the report.
+func (r *run) report(ctx context.Context, prods []*producer, f *faults, elapsed time.Duration) *Report {
+	recs := make([]*recorder, len(prods))
+	ledgers := map[string]*ledger{}
+	for i, p := range prods {
+		recs[i] = p.rec
+		l := ledgers[p.stream]
+		if l == nil {
+			l = &ledger{stream: p.stream}
+			ledgers[p.stream] = l
+		}
+		l.confirmed = append(l.confirmed, p.confirmed...)
+	}
+	m := merge(recs)
+	rep := &Report{Config: r.cfg, DurationS: elapsed.Seconds(), LatencyMs: latency(m.hist), Timeline: m.timeline}
+	loadS := r.cfg.Duration.Seconds()
+	rep.ThroughputRecordsPerS = float64(m.records) / loadS
+	rep.ThroughputMBPerS = float64(m.bytes) / loadS / 1e6
+	rep.RejoinedWithoutRecovery = f.rejoined(ctx)
+	f.mu.Lock()
+	if f.gap != nil {
+		rep.FailoverGapMs = f.gap.gapMs()
+		if rep.FailoverGapMs == nil {
+			f.failures = append(f.failures, "owner kill: no produce was confirmed at a newer epoch after the kill")
+		}
+	}
+	if f.stall != nil {
+		rep.StallMs = f.stall.gapMs()
+	}
+	rep.NewAssignmentMs, rep.CatchUpMs = f.assignMs, f.catchUpMs
+	rep.Failures = append(rep.Failures, f.failures...)
+	f.mu.Unlock()
+	rep.Verification = r.verify(ctx, ledgers)
+	v := rep.Verification
+	rep.Confirmed, rep.ReadBack, rep.Missing, rep.Misplaced, rep.Duplicated = v.Confirmed, v.ReadBack, v.Missing,
+		v.Misplaced, v.Duplicated
+	if err := v.Err(); err != nil {
+		rep.Failures = append(rep.Failures, err.Error())
+	}
+	if v.Confirmed == 0 {
+		rep.Failures = append(rep.Failures, "no produce was confirmed")
+	}
+	rep.Events = r.events.all()
+	rep.Nodes = r.nodeUsage()
+	return rep
+}
+
+// nodeUsage reads each running node's CPU time and peak RSS.
+func (r *run) nodeUsage() []NodeUsage {
+	if r.lc == nil {
+		return nil
+	}
+	var out []NodeUsage
+	for _, n := range r.lc.Nodes() {
+		u := NodeUsage{Node: n.ID, Restarts: n.Starts() - 1}
+		if pid := n.PID(); pid != 0 && n.Running() {
+			if pu, err := readProcUsage(pid); err == nil {
+				u.CPUSeconds, u.RSSMaxMB = pu.cpuSeconds, pu.rssMaxMB
+			}
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// profileFile is where --profile puts one node's profile of kind (cpu, heap).
+func profileFile(dir string, node int, kind string) string {
+	return filepath.Join(dir, fmt.Sprintf("node%d-%s.pprof", node, kind))
+}
