@@ -1,5 +1,11 @@
 // Package engine is the node: it composes the shards with the protocol packages below it.
 //
+// Node (node*.go) builds one node from its engine/config value: shards, the metadata replica and
+// controller host on a metadata member, the node heartbeat, the stream host, the client request
+// handler (clientreq*.go: metadata requests served on the primary's node and forwarded there from the
+// others, data requests handed to the stream's copy) and the admin HTTP listener (admin*.go, JSON
+// documents in engine/adminapi). Its decisions are listed in Node's doc comment.
+//
 // The metagroup*.go files are the metadata group's adapter (owned by the VSR work): MetaGroup runs one
 // vsr.Replica over engine/meta's State as a shard.Group on shard 0, and persists the replica's log,
 // superblock and checkpoints to files of engine/vsr's format. It never interprets metadata ops (meta
