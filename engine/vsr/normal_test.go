@@ -227,3 +227,28 @@ func TestFresh_NothingLeavesBeforeTheFirstSuperblockIsDurable(t *testing.T) {
 		t.Fatalf("after the first persist: %+v, want the two prepares", fx.Messages)
 	}
 }
+
+// The primary's persist of an op overlaps its backups': once its first superblock is durable, the
+// effects of a proposal carry the op's persist and both prepares together, so the driver starts the
+// disk write and the sends at once (the op commits when the primary's persist and one backup's
+// prepare-ok are in, not after the primary's persist and then a round trip and a backup's persist).
+func TestPrimary_PreparesLeaveWithItsOwnPersist(t *testing.T) {
+	r, err := New(testConfig(3, 0), newCounterMachine(), Durable{Fresh: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Propose(1, 1, counterOp(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	r.Advance(r.Ready().PersistID)
+	r.Ready()
+	if err := r.Propose(1, 2, counterOp(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	fx := r.Ready()
+	if fx.PersistID == 0 || len(fx.Messages) != 2 || fx.Messages[0].Msg.Command != wire.CommandVSRPrepare ||
+		fx.Messages[0].Msg.Op != 2 {
+		t.Fatalf("persist %d with %d messages, want op 2's persist and its two prepares in one Ready",
+			fx.PersistID, len(fx.Messages))
+	}
+}
