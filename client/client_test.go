@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -300,5 +301,24 @@ func TestSilentNodeIsLeftAfterRequestTimeout(t *testing.T) {
 	if silent.count(wire.CommandLookupStream) != 1 || good.count(wire.CommandLookupStream) != 1 {
 		t.Fatalf("lookups: silent node %d, other %d; want 1 each", silent.count(wire.CommandLookupStream),
 			good.count(wire.CommandLookupStream))
+	}
+}
+
+// An owner the metadata names but nobody can reach is reported as ErrOwnerUnreachable, naming the
+// stream, the node and its address.
+func TestOwnerUnreachableIsAClearError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now
+	var n *fakeNode
+	n = startFake(t, 1, func(h *wire.Header, body []byte) ([]byte, bool) { return n.lookupReply(h, 3, dead), false })
+	c := dialTest(t, testConfig(n.addr))
+	err = c.CommitCursor(testCtx(t), "orders", "billing", 1)
+	if !errors.Is(err, ErrOwnerUnreachable) || !strings.Contains(err.Error(), `"orders"`) ||
+		!strings.Contains(err.Error(), "node 3 at "+dead) || !strings.Contains(err.Error(), "gave up after 5 attempts") {
+		t.Fatalf("err %v, want ErrOwnerUnreachable naming the stream and node 3 at %s", err, dead)
 	}
 }

@@ -15,7 +15,9 @@
 // Config.Retries times, waiting BackoffMin doubled per attempt up to BackoffMax (with jitter); all but
 // CodeOverloaded look the owner up again first. Other refusals return at once as *Error, which
 // matches its sentinel (ErrUnknownStream, ErrStreamExists, ...) with errors.Is. A stream still without
-// an owner after the retries is ErrNoOwner, naming the stream.
+// an owner after the retries is ErrNoOwner; one whose owner the metadata names but the client cannot
+// reach (its node is down and the stream was not moved, as a one-copy stream waits for its node) is
+// ErrOwnerUnreachable. Both name the stream.
 //
 // Batches. A produce's body is a batch payload the nodes store without reading: the producer's
 // records, each a uvarint length and its bytes, compressed whole by the batch's codec (CodecNone,

@@ -17,6 +17,10 @@ var (
 	// ErrNoOwner: the cluster has no owner for the stream (a recovery is pending, or the owner's address
 	// is unknown) and none appeared within the retries.
 	ErrNoOwner = errors.New("client: the stream has no owner")
+	// ErrOwnerUnreachable: the cluster's metadata names an owner for the stream, but the client could
+	// not reach it (refused or lost connections, a silent node) within the retries: the owner's node is
+	// down and the cluster has not moved the stream (a one-copy stream waits for its node).
+	ErrOwnerUnreachable = errors.New("client: the stream's owner cannot be reached")
 	// ErrProtocol: a node sent bytes that are not a valid reply (bad frame, checksum, wrong command or
 	// request id, contents that break the protocol). The connection is closed.
 	ErrProtocol = errors.New("client: protocol error from the node")

@@ -38,7 +38,7 @@ func (c *Client) exchange(ctx context.Context, stream string, req request, cl *c
 				return err
 			}
 			c.forget(stream) // the owner may have moved while it could not be reached
-			last = err
+			last = c.unreachable(stream, r, err)
 			continue
 		}
 		cl.id = c.id()
@@ -67,6 +67,7 @@ func (c *Client) exchange(ctx context.Context, stream string, req request, cl *c
 		} else {
 			c.dropConn(cn, err)
 			c.forget(stream)
+			err = c.unreachable(stream, r, err)
 		}
 		c.log.Debug("client: retrying", "stream", stream, "attempt", attempt+1, "err", err)
 		last = err
@@ -93,6 +94,16 @@ func (c *Client) target(ctx context.Context, stream string, cl *call, attempt in
 		return nil, err
 	}
 	return c.connTo(ctx, r.OwnerAddr)
+}
+
+// unreachable names the stream's owner in a connection error of an attempt that had one (r), as
+// ErrOwnerUnreachable; other errors pass unchanged.
+func (c *Client) unreachable(stream string, r *Route, err error) error {
+	var refused *Error
+	if stream == "" || r.Owner == 0 || errors.Is(err, ErrNoOwner) || errors.As(err, &refused) {
+		return err
+	}
+	return fmt.Errorf("%w: stream %q's owner is node %d at %s: %w", ErrOwnerUnreachable, stream, r.Owner, r.OwnerAddr, err)
 }
 
 // mayRetry reports whether err may clear on another attempt.

@@ -13,6 +13,7 @@ import (
 	"github.com/ringstream/ringstream/client"
 	"github.com/ringstream/ringstream/engine/adminapi"
 	"github.com/ringstream/ringstream/internal/localcluster"
+	"github.com/ringstream/ringstream/wire"
 )
 
 // runCLI runs `ringstream args...` in this process with stdin and returns stdout and the exit status.
@@ -214,10 +215,39 @@ func TestClient_FollowsOwnerAcrossSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	solo := soloStreamOn(ctx, t, c, before.Owner) // one copy, on the node about to die
 	if err := lc.Kill(before.Owner); err != nil {
 		t.Fatal(err)
 	}
 	produce(50, 100)
+
+	// The one-copy stream has no other copy to promote: the metadata keeps its dead owner, and the
+	// client says, after its retries, that the owner cannot be reached, naming the stream and the node;
+	// the command exits "unavailable".
+	r, err := c.Lookup(ctx, solo)
+	if err != nil || r.Owner != before.Owner {
+		t.Fatalf("lookup of %s: %+v %v, want its dead owner %d", solo, r, err, before.Owner)
+	}
+	short, err := client.Dial(ctx, client.Config{Addrs: lc.ClientAddrs(), Cluster: 7, Secret: []byte(lc.Secret()),
+		Retries: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close()
+	err = short.CommitCursor(ctx, solo, "c", 1)
+	if !errors.Is(err, client.ErrOwnerUnreachable) || !strings.Contains(err.Error(), solo) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("node %d", before.Owner)) {
+		t.Fatalf("cursor commit on %s after its only copy died: %v, want ErrOwnerUnreachable naming it", solo, err)
+	}
+	var alive string
+	for _, nd := range lc.Nodes() {
+		if nd.ID != before.Owner {
+			alive = nd.ClientAddr
+		}
+	}
+	if _, code := runCLI(t, "x\n", "produce", solo, "--addr", alive, "--cluster", "7", "--secret", lc.Secret()); code != exitUnavailable {
+		t.Fatalf("produce to a stream without an owner: exit %d, want %d", code, exitUnavailable)
+	}
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -262,4 +292,24 @@ func TestClient_FollowsOwnerAcrossSIGKILL(t *testing.T) {
 			t.Fatalf("offset %d holds %q, its confirm said %q", off, got[off], rec)
 		}
 	}
+}
+
+// soloStreamOn creates one-copy streams until one is placed on node, and returns its name.
+func soloStreamOn(ctx context.Context, t *testing.T, c *client.Client, node uint16) string {
+	t.Helper()
+	for i := range 20 {
+		name := fmt.Sprintf("solo-%d", i)
+		if _, err := c.CreateStream(ctx, name, client.StreamOptions{Copies: 1, Policy: client.Policy{Kind: wire.PolicyAll}}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.Lookup(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Owner == node {
+			return name
+		}
+	}
+	t.Fatalf("no one-copy stream of 20 was placed on node %d", node)
+	return ""
 }

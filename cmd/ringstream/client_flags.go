@@ -146,7 +146,7 @@ func clientErr(err error) error {
 		code = exitAuth
 	case errors.Is(err, client.ErrProtocol), errors.Is(err, client.ErrCorruptBatch):
 		code = exitFailure
-	case errors.Is(err, client.ErrNoOwner), errors.Is(err, client.ErrUnavailable), errors.Is(err, client.ErrOverloaded),
+	case errors.Is(err, client.ErrNoOwner), errors.Is(err, client.ErrOwnerUnreachable), errors.Is(err, client.ErrUnavailable), errors.Is(err, client.ErrOverloaded),
 		errors.Is(err, client.ErrNotOwner), errors.Is(err, client.ErrFenced), errors.Is(err, context.DeadlineExceeded),
 		isNetError(err):
 		code = exitUnavailable
