@@ -19,8 +19,9 @@ import (
 type clientHandler struct {
 	n        *Node
 	shards   []clientShard
-	produces atomic.Int64 // produces handed to a copy and not yet answered
-	draining atomic.Bool  // Shutdown: new produces are refused
+	produces atomic.Int64  // produces handed to a copy and not yet answered
+	received atomic.Uint64 // client requests received
+	draining atomic.Bool   // Shutdown: new produces are refused
 }
 
 // clientShard is one shard's table of data requests in flight, used on that shard's goroutine only.
@@ -59,6 +60,7 @@ func newClientHandler(n *Node) *clientHandler {
 
 // OnClientRequest implements shard.ClientHandler.
 func (c *clientHandler) OnClientRequest(s *shard.Shard, req shard.ClientRequest, h *wire.Header, body []byte) {
+	c.received.Add(1)
 	c.n.metrics.countRequest(h.Command)
 	switch h.Command {
 	case wire.CommandCreateStream, wire.CommandDeleteStream, wire.CommandListStreams, wire.CommandLookupStream:
@@ -278,7 +280,13 @@ func (n *Node) ownerOf(streamID uint64) (wire.ErrorCode, uint16, string) {
 	return wire.CodeNotOwner, a.Owner, fmt.Sprintf("node %d owns stream %d at epoch %d", a.Owner, streamID, a.Epoch)
 }
 
+// drainQuietMax bounds the wait for client connections to go quiet once the produces are answered.
+const drainQuietMax = 200 * time.Millisecond
+
 // drain refuses new produces and waits until every produce handed to a copy was answered, or ctx ends.
+// Then it waits, at most drainQuietMax, until no client request arrived for three ticks, so requests a
+// client had sent before the shutdown (still in the socket) are read and answered, refused, rather
+// than lost with the connection.
 func (c *clientHandler) drain(ctx context.Context) error {
 	c.draining.Store(true)
 	t := time.NewTicker(2 * time.Millisecond)
@@ -288,6 +296,19 @@ func (c *clientHandler) drain(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("engine: %d produces unanswered: %w", c.produces.Load(), ctx.Err())
 		case <-t.C:
+		}
+	}
+	quiet := 3 * time.Duration(c.n.cfg.File.Cluster.TickMs) * time.Millisecond
+	deadline := time.Now().Add(drainQuietMax)
+	seen, since := c.received.Load(), time.Now()
+	for time.Now().Before(deadline) && (time.Since(since) < quiet || c.produces.Load() > 0) {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if r := c.received.Load(); r != seen {
+			seen, since = r, time.Now()
 		}
 	}
 	return nil

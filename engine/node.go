@@ -83,9 +83,11 @@ type NodeOptions struct {
 //   - A reply the cross-shard queue refuses is kept and sent again on a later turn of the copy's
 //     shard (Node.Run), in order; nothing is dropped while the connection lives.
 //   - Shutdown (SIGTERM): new produces are refused CodeUnavailable, produces already handed to a copy
-//     are waited for (until ctx ends), the shutdown notice goes to the controller (eager failover),
-//     then the shards stop and the copies close their logs while the rings drain. Kill skips the
-//     wait and the notice.
+//     are waited for (until ctx ends), then requests still arriving are read and answered until the
+//     connections were quiet for three ticks (at most drainQuietMax), the shutdown notice goes to the
+//     controller (eager failover), then the shards stop and the copies close their logs while the
+//     rings drain. A request the node never read is not answered: it was not taken either. Kill
+//     skips the waits and the notice.
 //   - The node heartbeat goes every tenth of node_liveness_timeout (at least one tick).
 type Node struct {
 	cfg   *config.Config

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -224,6 +225,32 @@ func (tc *testClient) read() (wire.Header, []byte) {
 		tc.t.Fatal(err)
 	}
 	return h, body
+}
+
+// tryRead reads one frame, checked; false when the node closed the connection first.
+func (tc *testClient) tryRead() (wire.Header, []byte, bool) {
+	tc.t.Helper()
+	_ = tc.c.SetReadDeadline(time.Now().Add(waitBound))
+	buf := make([]byte, wire.HeaderSize)
+	if _, err := io.ReadFull(tc.c, buf); err != nil {
+		if errors.Is(err, io.EOF) || strings.Contains(err.Error(), "reset") {
+			return wire.Header{}, nil, false
+		}
+		tc.t.Fatalf("reading a reply: %v", err)
+	}
+	h, err := wire.ParseHeader(buf)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	buf = append(buf, make([]byte, h.BodySize)...)
+	if _, err := io.ReadFull(tc.c, buf[wire.HeaderSize:]); err != nil {
+		tc.t.Fatal(err)
+	}
+	h, body, err := wire.ParseFrame(buf)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	return h, body, true
 }
 
 // next is the next request id.
