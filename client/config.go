@@ -26,7 +26,8 @@ type Config struct {
 	// that answers nothing within it is treated as gone, and the request is retried elsewhere.
 	RequestTimeout time.Duration
 	// Retries is how many times a request is retried after a refusal that may clear (not the owner, a
-	// failover, a lost connection, an overloaded node) before its error is returned (default 12).
+	// failover, a lost connection, an overloaded node) before its error is returned (default 20: about
+	// 13 s of backoff with the default bounds, longer than a failover takes).
 	Retries int
 	// BackoffMin and BackoffMax bound the wait between retries: it doubles from BackoffMin up to
 	// BackoffMax, with jitter (defaults 20 ms and 1 s).
@@ -39,7 +40,7 @@ type Config struct {
 const (
 	defaultDialTimeout    = 5 * time.Second
 	defaultRequestTimeout = 10 * time.Second
-	defaultRetries        = 12
+	defaultRetries        = 20
 	defaultBackoffMin     = 20 * time.Millisecond
 	defaultBackoffMax     = time.Second
 )
