@@ -145,6 +145,10 @@ func (m *metaService) create(ctx context.Context, req wire.CreateStream) []byte 
 	if req.Copies > meta.CopiesMax {
 		return m.refusal(rid, wire.CodeInvalidRequest, fmt.Sprintf("%d copies; at most %d", req.Copies, meta.CopiesMax))
 	}
+	if int(req.Copies) > len(m.n.clientAddrs) {
+		return m.refusal(rid, wire.CodeInvalidRequest, fmt.Sprintf("%d copies; the cluster has %d nodes",
+			req.Copies, len(m.n.clientAddrs)))
+	}
 	var op meta.CreateStream
 	var refusal []byte
 	err := m.onShard0(ctx, func() {

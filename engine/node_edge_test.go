@@ -92,7 +92,8 @@ func FuzzDecodeIdentity(f *testing.F) {
 
 // TestNode_BadInputAtTheClientEdge: each bad input is answered or closed on its own connection, and
 // a well-behaved client of the same node is served after each: a wrong cluster secret (refused and
-// counted), a request with a sound header and bad contents, a frame past client.frame_bytes_max, a
+// counted), a request with a sound header and bad contents, a create of more copies than nodes, a
+// frame past client.frame_bytes_max, a
 // client that connects and sends nothing (closed after the handshake bound), a produce to a stream
 // that does not exist, and a produce to a node that does not own the stream (CodeNotOwner naming
 // the owner).
@@ -137,6 +138,12 @@ func TestNode_BadInputAtTheClientEdge(t *testing.T) {
 		t.Fatalf("create with 0 copies: %s %+v", h.Command, e)
 	}
 	served("a malformed request")
+
+	// More copies than the cluster has nodes can never be placed: refused, not left to retry.
+	if _, e := good.create("too-wide", 4); e == nil || e.Code != wire.CodeInvalidRequest ||
+		!strings.Contains(string(e.Message), "the cluster has 3 nodes") {
+		t.Fatalf("create with 4 copies on 3 nodes: %+v", e)
+	}
 
 	// A frame past frame_bytes_max: answered with its size and the limit, then the connection closes.
 	big := dialNode(t, n.ClientAddr(), secret)
