@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,12 +82,15 @@ func (p *producer) run(ctx context.Context, codec client.Codec, pacer *pacer, dr
 			return
 		}
 		err = p.appendUntilError(ctx, prod, buf, pacer)
+		if ctx.Err() != nil {
+			err = nil // the end of load, not a failure
+		}
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
 		if cerr := prod.Close(closeCtx); cerr != nil && err == nil {
 			err = cerr
 		}
 		cancel()
-		if err != nil && !errors.Is(err, context.Canceled) {
+		if err != nil {
 			p.errors.Add(1)
 		}
 		// What the failed producer held was never confirmed: forget it, and go on with a new producer id.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -100,12 +101,18 @@ func printCluster(out io.Writer, c *localcluster.Cluster) {
 			n.LogPath())
 	}
 	first := c.Nodes()[0]
+	admins := make([]string, 0, len(c.Nodes()))
+	for _, n := range c.Nodes() {
+		admins = append(admins, n.AdminAddr)
+	}
 	fmt.Fprintf(out, "\nIn another terminal:\n")
+	fmt.Fprintf(out, "  export RINGSTREAM_ADDR=%s\n", strings.Join(c.ClientAddrs(), ","))
+	fmt.Fprintf(out, "  export RINGSTREAM_ADMIN=%s\n", first.AdminAddr)
 	fmt.Fprintf(out, "  export RINGSTREAM_SECRET=%s\n", c.Secret())
-	fmt.Fprintf(out, "  ringstream status --admin %s\n", first.AdminAddr)
-	fmt.Fprintf(out, "  ringstream stream create demo --addr %s\n", first.ClientAddr)
-	fmt.Fprintf(out, "  ringstream produce demo --addr %s     (one record a line from stdin)\n", first.ClientAddr)
-	fmt.Fprintf(out, "  ringstream consume demo --addr %s\n", first.ClientAddr)
-	fmt.Fprintf(out, "  ringstream bench --cluster %s\n", first.ClientAddr)
+	fmt.Fprintf(out, "  ringstream stream create demo\n")
+	fmt.Fprintf(out, "  printf 'hello\\nworld\\n' | ringstream produce demo\n")
+	fmt.Fprintf(out, "  ringstream consume demo\n")
+	fmt.Fprintf(out, "  ringstream status\n")
+	fmt.Fprintf(out, "  ringstream bench --cluster $RINGSTREAM_ADDR --admin %s\n", strings.Join(admins, ","))
 	fmt.Fprintf(out, "\nCtrl-C stops the cluster.\n")
 }
