@@ -45,6 +45,13 @@ import (
 // fsync; then the copies, fsync. The superblock never names records or a snapshot that may be lost
 // without it.
 //
+// Why this layout. A superblock written only when the view, log view or checkpoint changes (one fsync
+// per append, the log alone saying where it ends) was tried and lost committed ops in the simulator
+// (seeds 60074 and 60111): a record lost after the last superblock looks like the end of the log. A log
+// whose lost tail can be told from its end (TigerBeetle's redundant headers and a replica that nacks
+// what it cannot prove) would also do, at the price of protocol changes; carrying the persist's records
+// in the copies proves the tail with the superblock itself and leaves the protocol as it is.
+//
 // The format step (FormatSuperblock, written to every copy of both areas before the replica first
 // starts) records the identity (cluster, node, replica) and tells a member of a new cluster from one that
 // replaces a lost replica: the first starts fresh, the second in recovery. Storage with no superblock at
