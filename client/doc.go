@@ -29,8 +29,10 @@
 // Decisions where the design is silent:
 //   - One batch per Producer is in flight at a time while the next one fills (up to BatchBytes). The
 //     owner's producer table needs each producer's sequences in order with no gap, so a batch refused
-//     while a later one is in flight would make the later one a gap; one in flight keeps retries
-//     simple and never reorders. Use several Producers for more parallelism.
+//     while a later one is in flight would make the later one a gap. Worse, a new owner that does
+//     not know the producer accepts any first sequence, so a later batch reaching it before an
+//     earlier one would be appended first and the earlier one then refused as old. One in flight
+//     keeps retries simple and never reorders. Use several Producers for more parallelism.
 //   - A batch is retried with the same producer id and sequence until it is confirmed or the retries
 //     run out, so a batch the old owner appended before it died is answered from the new owner's table
 //     (Confirmed.Duplicate) rather than appended twice. When the retries run out the Producer fails
