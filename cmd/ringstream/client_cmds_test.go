@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +126,31 @@ func TestClientCommands_AgainstRealCluster(t *testing.T) {
 		out != "{\"offset\":2,\"value\":\"\"}\n{\"offset\":3,\"value\":\"last\"}\n" {
 		t.Fatalf("consume from the cursor: %d %q", code, out)
 	}
+	// consume --follow prints records as they are confirmed, and an interrupt ends it with status 0.
+	followCtx, stopFollow := context.WithCancel(ctx)
+	pr, pw := io.Pipe()
+	root := newRootCommand()
+	root.SetArgs(append([]string{"consume", "demo", "--from", "4", "--follow", "--wait", "200ms"}, flags...))
+	root.SetOut(pw)
+	root.SetErr(io.Discard)
+	followed := make(chan int, 1)
+	go func() {
+		followed <- exitCode(root.ExecuteContext(followCtx))
+		_ = pw.Close()
+	}()
+	if _, code := cli("late\n", "produce", "demo"); code != 0 {
+		t.Fatalf("produce while following: exit %d", code)
+	}
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil || line != "late\n" {
+		t.Fatalf("consume --follow printed %q (%v), want the record produced while it waited", line, err)
+	}
+	stopFollow()
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if code := <-followed; code != 0 {
+		t.Fatalf("consume --follow interrupted: exit %d, want 0", code)
+	}
+
 	out, code = cli("", "stream", "list", "--json")
 	var list []streamJSON
 	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 2 || list[1].Name != "demo" {
