@@ -279,7 +279,14 @@ func (n *Node) Start(ctx context.Context) error {
 		return ErrNodeState
 	}
 	if err := n.shard.Start(n.peers); err != nil {
+		// The shards closed their rings and the listeners; the rest goes now, and Stop returns at once.
+		n.admin.close()
+		n.metaSvc.close()
+		if n.meta != nil {
+			n.meta.Close()
+		}
 		n.state.Store(nodeStopped)
+		close(n.stopDone)
 		return fmt.Errorf("engine: node %d: start: %w", n.id, err)
 	}
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -311,25 +318,34 @@ func (n *Node) Shutdown(ctx context.Context) error {
 // Stop stops the node without the shutdown notice or the produce drain: what is in flight on the
 // rings drains for the shard's DrainTimeout. Stop after Stop waits for the first.
 func (n *Node) Stop(ctx context.Context) error {
-	switch n.state.Swap(nodeStopping) {
-	case nodeNew:
-		n.state.Store(nodeStopped)
-		err := n.shard.Stop()
-		n.admin.close()
-		if n.meta != nil {
-			n.meta.Close()
+	for {
+		switch n.state.Load() {
+		case nodeNew:
+			if !n.state.CompareAndSwap(nodeNew, nodeStopping) {
+				continue
+			}
+			err := n.shard.Stop()
+			n.admin.close()
+			n.metaSvc.close()
+			if n.meta != nil {
+				n.meta.Close()
+			}
+			n.state.Store(nodeStopped)
+			close(n.stopDone)
+			return err
+		case nodeServing:
+			if !n.state.CompareAndSwap(nodeServing, nodeStopping) {
+				continue
+			}
+			return n.stop(ctx)
 		}
-		close(n.stopDone)
-		return err
-	case nodeStopping, nodeStopped:
-		select {
+		select { // stopping or stopped: wait for the stop under way
 		case <-n.stopDone:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	return n.stop(ctx)
 }
 
 // Kill stops the node abruptly, as a crash would look to its peers: no shutdown notice, no drain of

@@ -347,3 +347,33 @@ func TestNode_ShutdownAnswersEveryProduceInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestNode_StopInEveryState: Stop of a node never started, Stop twice, Shutdown after Stop, and Start
+// after Stop all return at once, and the node reports itself stopped.
+func TestNode_StopInEveryState(t *testing.T) {
+	dir := t.TempDir()
+	if err := FormatMeta(MetaFormat{Dir: filepath.Join(dir, "meta"), Cluster: nodeTestCluster, Node: 1}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := NewNode(nodeTestConfig(t, 1, dir, "", 50), quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Stop(ctx); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	if err := n.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown after Stop: %v", err)
+	}
+	if err := n.Start(ctx); !errors.Is(err, ErrNodeState) {
+		t.Fatalf("Start after Stop: %v", err)
+	}
+	if st := n.Status(); st.State != "stopped" {
+		t.Fatalf("state %q", st.State)
+	}
+}
