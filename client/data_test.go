@@ -298,3 +298,39 @@ func TestCloseEndsEverything(t *testing.T) {
 		}
 	}
 }
+
+// A batch refused for good fails the producer: Flush, Append and Close all return that error, and
+// nothing after it is sent.
+func TestProducerFailureIsSticky(t *testing.T) {
+	var n *fakeNode
+	n = startFake(t, 1, func(h *wire.Header, body []byte) ([]byte, bool) {
+		if h.Command == wire.CommandLookupStream {
+			return n.lookupReply(h, 1, n.addr), false
+		}
+		return n.refuse(h, wire.CodeBatchTooLarge, "batch above the stream's limit"), false
+	})
+	c := dialTest(t, testConfig(n.addr))
+	ctx := testCtx(t)
+	p, err := c.Producer(ProducerConfig{Stream: "orders", Linger: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Append(ctx, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Flush(ctx); !errors.Is(err, ErrBatchTooLarge) || !strings.Contains(err.Error(), "not confirmed") {
+		t.Fatalf("Flush: %v, want ErrBatchTooLarge saying the batch was not confirmed", err)
+	}
+	if err := p.Append(ctx, []byte("b")); !errors.Is(err, ErrBatchTooLarge) {
+		t.Fatalf("Append after the failure: %v, want the same error", err)
+	}
+	if err := p.Close(ctx); !errors.Is(err, ErrBatchTooLarge) {
+		t.Fatalf("Close: %v, want the same error", err)
+	}
+	if got := n.count(wire.CommandProduce); got != 1 {
+		t.Fatalf("%d produces sent, want 1 (a refusal for good is not retried, and nothing follows it)", got)
+	}
+	if err := p.Append(ctx, make([]byte, 2<<20)); !errors.Is(err, ErrRecordTooLarge) {
+		t.Fatalf("a 2 MiB record: %v, want ErrRecordTooLarge", err)
+	}
+}

@@ -98,7 +98,7 @@ func runProduce(ctx context.Context, cmd *cobra.Command, f *clientFlags, stream 
 		}
 		if err != nil {
 			_ = p.Close(ctx)
-			return &exitError{code: exitFailure, err: fmt.Errorf("produce: read stdin: %w", err)}
+			return clientErr(fmt.Errorf("produce: read stdin: %w", err))
 		}
 		opCtx, cancel := context.WithTimeout(ctx, f.timeout)
 		err = p.Append(opCtx, line)
@@ -134,7 +134,8 @@ func readLine(r *bufio.Reader, dst []byte, limit int) ([]byte, error) {
 		chunk, err := r.ReadSlice('\n')
 		dst = append(dst, chunk...)
 		if len(dst) > limit+2 {
-			return nil, fmt.Errorf("a line of more than %d bytes (the largest record; see --batch-bytes)", limit)
+			return nil, fmt.Errorf("%w: a line of more than %d bytes (the largest record; see --batch-bytes)",
+				client.ErrRecordTooLarge, limit)
 		}
 		switch {
 		case err == nil:
