@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -332,5 +333,64 @@ func TestProducerFailureIsSticky(t *testing.T) {
 	}
 	if err := p.Append(ctx, make([]byte, 2<<20)); !errors.Is(err, ErrRecordTooLarge) {
 		t.Fatalf("a 2 MiB record: %v, want ErrRecordTooLarge", err)
+	}
+}
+
+// One Client used from many goroutines at once: several producers, one of them appended to from
+// several goroutines, and cursor calls beside them. Every record lands once (run with -race).
+func TestConcurrentUse(t *testing.T) {
+	n, st := ownerCluster(t)
+	c := dialTest(t, testConfig(n.addr))
+	ctx := testCtx(t)
+	shared, err := c.Producer(ProducerConfig{Stream: "orders", BatchBytes: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := range 4 {
+		wg.Add(2)
+		go func() { // appends to the shared producer
+			defer wg.Done()
+			for i := range 50 {
+				if err := shared.Append(ctx, fmt.Appendf(nil, "s%d-%d", g, i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+		go func() { // its own producer, and cursor commits
+			defer wg.Done()
+			p, err := c.Producer(ProducerConfig{Stream: "orders", Codec: Codec(g % 3)})
+			if err != nil {
+				errs <- err
+				return
+			}
+			for i := range 50 {
+				if err := p.Append(ctx, fmt.Appendf(nil, "p%d-%d", g, i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+			if err := c.CommitCursor(ctx, "orders", fmt.Sprintf("c%d", g), uint64(g)); err != nil {
+				errs <- err
+			}
+			errs <- p.Close(ctx)
+		}()
+	}
+	wg.Wait()
+	if err := shared.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.tail != 400 {
+		t.Fatalf("log holds %d records, want 400", st.tail)
 	}
 }
