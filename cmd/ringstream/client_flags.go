@@ -67,7 +67,7 @@ func (f *clientFlags) register(fs *pflag.FlagSet, withJSON bool) {
 	fs.Uint64Var(&f.cluster, "cluster", 1, "the cluster id of the nodes (env "+envCluster+")")
 	fs.StringVar(&f.secret, "secret", "", "the cluster secret (env "+envSecret+"; prefer the env or --secret-file)")
 	fs.StringVar(&f.secretFile, "secret-file", "", "a file holding the cluster secret (trailing newline dropped)")
-	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "give up after this long")
+	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the cluster (per request, retries included)")
 	if withJSON {
 		fs.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
 	}
