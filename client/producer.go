@@ -27,7 +27,9 @@ type ProducerConfig struct {
 	// Codec compresses each batch (CodecNone, CodecZstd, CodecS2).
 	Codec Codec
 	// ProducerID names this producer to the stream's owner, which answers a retried batch (same id and
-	// sequence) with its first offset instead of appending it again. 0 draws a random id.
+	// sequence) with its first offset instead of appending it again. 0 draws a random id. Sequences
+	// start at 1 in each Producer, so an id set here must not be reused by another Producer of the
+	// same stream: the owner would take its batches for retries of the first one's.
 	ProducerID uint64
 	// OnConfirm, if set, is called on the producer's goroutine for each confirmed batch, in order. It
 	// should return quickly: the next batch waits for it.
