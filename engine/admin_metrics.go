@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -105,6 +106,9 @@ func (n *Node) statusGauges(labels prometheus.Labels) []prometheus.Collector {
 			func() float64 { return b2f(n.meta.Status().Recovering) }),
 		counter("ringstream_meta_eager_failovers_total", "View changes started because the primary's link stayed down.",
 			func() float64 { return float64(n.meta.Status().EagerFailovers) }),
+		gauge("ringstream_meta_recoveries", "Recoveries recorded in this replica's metadata state (pending or "+
+			"withdrawn): streams whose owner was lost and that wait for their seal, a decision or an operator.",
+			n.recordedRecoveries),
 		gauge("ringstream_controller_attention", "Attention entries (the active controller only).",
 			func() float64 { return float64(len(n.ctl.Status().Attention)) }),
 		counter("ringstream_controller_nodes_lost_total", "Nodes the controller declared lost (recoveries started).",
@@ -153,4 +157,19 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range m.all {
 		c.Collect(ch)
 	}
+}
+
+// recordedRecoveries counts the recoveries of the applied metadata state, read on shard 0 (at most a
+// second's wait; -1 when the shard did not answer, as when the node is not serving).
+func (n *Node) recordedRecoveries() float64 {
+	if n.state.Load() != nodeServing {
+		return -1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	count := -1
+	if err := n.metaSvc.onShard0(ctx, func() { count = len(n.meta.State().Recoveries()) }); err != nil {
+		return -1
+	}
+	return float64(count)
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -90,6 +91,9 @@ func TestNode_AcceptLossThroughAdminHTTP(t *testing.T) {
 		a := adminGet[adminapi.Attention](t, primary, "/v1/attention")
 		return a.Active && len(a.Entries) == 1 && a.Entries[0].Kind == "fewer_than_r" && a.Entries[0].Stream == created.Stream
 	})
+	if v := metricValue(t, primary, "ringstream_meta_recoveries"); v != "1" {
+		t.Fatalf("ringstream_meta_recoveries %q while the recovery waits", v)
+	}
 	var other *Node
 	for id, n := range c.nodes {
 		if id != look.Owner && n != primary {
@@ -120,4 +124,24 @@ func TestNode_AcceptLossThroughAdminHTTP(t *testing.T) {
 	if len(st.Streams) != 1 || st.Streams[0].Owner != res.Owner || st.Streams[0].Recovery != "" {
 		t.Fatalf("status streams %s", fmt.Sprint(st.Streams))
 	}
+}
+
+// metricValue is the value of the first sample of metric name on n's /metrics ("" when absent).
+func metricValue(t *testing.T, n *Node, name string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + n.AdminAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, name+"{") {
+			return line[strings.LastIndexByte(line, ' ')+1:]
+		}
+	}
+	return ""
 }
