@@ -310,7 +310,7 @@ func idleCopies() int {
 // copies at segment's 4 descriptors each plus the node's own; it skips the benchmark when it may
 // not.
 func raiseFileLimit(b *testing.B, copies int) {
-	need := uint64(4*copies + 4096)
+	need := uint64(4*copies + 512)
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		b.Fatal(err)
