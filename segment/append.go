@@ -212,6 +212,7 @@ func (l *Log) queued(token uint64, seg *segment, h *BatchHeader, start, size int
 	seg.wEnd = h.NextOffset()
 	seg.maxTimestamp = max(seg.maxTimestamp, h.MaxTimestamp)
 	l.next = h.NextOffset()
+	l.pw.armed = true
 	p.acks = append(p.acks, ack{token: token, end: l.next})
 }
 

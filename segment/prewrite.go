@@ -12,11 +12,14 @@ import (
 // has no size change or extent conversion to journal. The zeros reach the disk with the next
 // group commit's fdatasync. One zero write is in flight at a time; no group commit writes into
 // its range until it completes (they would race), and a closed segment is digested only after
-// it completes and the segment has been cut back to its data.
+// it completes and the segment has been cut back to its data. A log prewrites only once it has
+// been appended to since it opened: an idle copy writes no zeros (10,000 idle copies would have
+// written 10 GB of them at each boot, recovery having cut the zero tail of the last run).
 type prewriteState struct {
 	zeros    []byte
 	seg      *segment
 	from, to int64
+	armed    bool // an append was queued since open
 	inFlight bool
 	off      bool // disabled after a failed zero write; the log works on without it
 }
@@ -26,7 +29,7 @@ type prewriteState struct {
 func (l *Log) prewriteKick() {
 	chunk := int64(l.cfg.PrewriteBytes)
 	pw := &l.pw
-	if chunk <= 0 || pw.inFlight || pw.off || l.failed != nil || l.shut {
+	if chunk <= 0 || !pw.armed || pw.inFlight || pw.off || l.failed != nil || l.shut {
 		return
 	}
 	s := l.segs[len(l.segs)-1]

@@ -112,3 +112,38 @@ func TestPrewrite_CutThenAppendThenReopen(t *testing.T) {
 		}
 	})
 }
+
+// An idle copy writes no zeros: prewriting starts with the first append since open, so a node
+// booting 10,000 idle copies does not write 1 MiB into each one's active segment (recovery cut
+// the zero tail of the last run, which the idle copy would otherwise write again).
+func TestPrewrite_IdleCopyWritesNoZeros(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		e.cfg.SegmentBytes = 64 << 10
+		e.cfg.PrewriteBytes = 16 << 10
+		c := e.open()
+		active := func() int64 {
+			segs := c.Records().segs
+			return fileSize(t, c.Records().path(segs[len(segs)-1].base))
+		}
+		for range 10 {
+			c.Flush()
+		}
+		if n := e.r.InFlight(); n != 0 || active() != 0 {
+			t.Fatalf("idle copy: %d operations in flight, active segment file %d bytes; want none and 0", n, active())
+		}
+		e.appendBatches(c, 1, 1, 1000, 1)
+		e.until(c, func() bool { return !c.Records().Busy() })
+		if got, data := active(), c.Records().SizeBytes(); got <= data {
+			t.Fatalf("after an append the active segment file is %d bytes for %d of data: no zeros ahead", got, data)
+		}
+		e.close(c)
+		c = e.open()
+		defer e.close(c)
+		for range 10 {
+			c.Flush()
+		}
+		if got, data := active(), c.Records().SizeBytes(); got != data || e.r.InFlight() != 0 {
+			t.Fatalf("reopened idle copy: active segment file %d bytes for %d of data, %d in flight", got, data, e.r.InFlight())
+		}
+	})
+}
