@@ -213,6 +213,7 @@ func (l *Log) queued(token uint64, seg *segment, h *BatchHeader, start, size int
 	seg.maxTimestamp = max(seg.maxTimestamp, h.MaxTimestamp)
 	l.next = h.NextOffset()
 	l.pw.armed = true
+	l.wake()
 	p.acks = append(p.acks, ack{token: token, end: l.next})
 }
 
@@ -244,6 +245,14 @@ func (l *Log) Flush() {
 func (l *Log) Sync() {
 	if len(l.commit.pend.acks) > 0 {
 		l.commit.wantSync = true
+		l.wake()
+	}
+}
+
+// wake tells the copy that a Flush has work here (Jobs.Poll flushes only such copies).
+func (l *Log) wake() {
+	if l.quiet != nil {
+		l.quiet.wake()
 	}
 }
 

@@ -29,6 +29,7 @@ type Events interface {
 
 // quietListener is what a Log tells its Copy.
 type quietListener interface {
+	wake() // the log has work a Flush starts or resumes
 	logQuiet(l *Log)
 	sealDigestDone(l *Log, d SealDigest, err error)
 }
@@ -71,6 +72,7 @@ type Copy struct {
 	snapBoundary uint64
 	eventBuf     []byte
 	seal         sealState
+	awake        bool // on its Jobs' list of copies Poll flushes
 	ready        bool // open finished
 	held         bool // an exclusive rare operation runs: appends, reads and seals get ErrBusy
 	closed       bool
@@ -268,6 +270,7 @@ func (c *Copy) Seal(tag uint64, epoch uint64) error {
 	c.fence.prepare(epoch)
 	c.records.minEpoch, c.cursors.minEpoch = epoch, epoch
 	c.seal = sealState{active: true, tag: tag, epoch: epoch, fenceFd: -1}
+	c.wake()
 	c.fenceStep(fenceStepOpen)
 	c.records.Sync()
 	c.cursors.Sync()
@@ -371,6 +374,22 @@ func (c *Copy) Complete(comp ring.Completion) {
 }
 
 func (c *Copy) logQuiet(*Log) { c.maybeSealDone() }
+
+// wake puts the copy on its Jobs' list of copies that Poll flushes (see Jobs.Poll).
+func (c *Copy) wake() {
+	if c.js != nil {
+		c.js.wake(c)
+	}
+}
+
+// needsFlush says whether a Flush may still have work to start or resume: anything queued or in
+// flight in either log, or a seal in progress. An idle copy costs Poll nothing.
+func (c *Copy) needsFlush() bool {
+	if !c.ready || c.closed {
+		return false
+	}
+	return c.seal.active || c.records.Busy() || c.cursors.Busy()
+}
 
 func (c *Copy) sealDigestDone(_ *Log, d SealDigest, err error) {
 	if !c.seal.active {

@@ -104,6 +104,8 @@ func (c *Copy) jobEnded(j *job) {
 	c.hold(false)
 	if c.closed {
 		c.js.removeCopy(c)
+	} else {
+		c.wake() // what queued up while the operation held the copy
 	}
 	c.ev.Done(j.res)
 }

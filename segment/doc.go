@@ -19,7 +19,7 @@
 // The host contract: one Jobs per shard, made and used on the ring's thread. Once per loop turn,
 // after Dispatch has run the turn's completions and outside Dispatch, the shard calls Jobs.Poll
 // (the per-turn hook): it resumes the jobs whose operations completed, reports those that ended,
-// and flushes every copy opened on it. Poll queues ring operations and never waits, submits or
+// and flushes every copy opened on it that has work (an idle copy costs a turn nothing). Poll queues ring operations and never waits, submits or
 // dispatches. Any method but the ...Sync ones may be called from inside a completion handler or
 // an Events callback. The ...Sync forms (OpenSync, CutSync, ..., VerifySync) drive the ring with
 // Wait and Dispatch: for tools and tests only, never from inside a handler.

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -92,4 +93,37 @@ func TestCopy_KeepsOnlyActiveSegmentsAndLogDirsOpen(t *testing.T) {
 func lastEpoch(c *Copy) uint64 {
 	e, _ := c.LastEpoch()
 	return e.Epoch
+}
+
+// TestJobs_PollFlushesOnlyCopiesWithWork: a turn costs an idle copy nothing. Once opened and
+// quiet, a copy leaves the list of copies Jobs.Poll flushes; an append puts it back, its group
+// commit completes through Poll alone, and it leaves again.
+func TestJobs_PollFlushesOnlyCopiesWithWork(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		lp := newLoop(t, e.r)
+		const copies = 20
+		cs := make([]*Copy, copies)
+		for i := range cs {
+			var err error
+			if cs[i], err = Open(lp.js, lp.g, fmt.Sprintf("%s-%d", e.dir, i), e.cfg, e.ev, uint64(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lp.until("opens", func() bool { return len(e.ev.done) == copies && lp.g.InFlight() == 0 })
+		lp.turn()
+		if n := len(lp.js.awake); n != 0 {
+			t.Fatalf("%d idle copies on the list Poll flushes, want 0", n)
+		}
+		if _, err := cs[7].Append(1, &BatchHeader{RecordCount: 1, Epoch: 1}, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(lp.js.awake); n != 1 || lp.js.awake[0] != cs[7] {
+			t.Fatalf("after an append %d copies on the list, want the one appended to", n)
+		}
+		lp.until("the append's commit", func() bool { return cs[7].Records().DurableTail() == 1 && lp.g.InFlight() == 0 })
+		lp.turn()
+		if n := len(lp.js.awake); n != 0 {
+			t.Fatalf("%d copies on the list once the commit ended, want 0", n)
+		}
+	})
 }

@@ -69,7 +69,9 @@ type Jobs struct {
 	ready    []*job  // resume in this Poll: an operation completed, or the job is new
 	deferred []*job  // resume in the next Poll: the ring was full, or a log was not quiet yet
 	swap     []*job  // the deferred list being resumed
-	copies   []*Copy // copies opened on this Jobs, flushed every Poll
+	copies   []*Copy // copies opened on this Jobs (Abandon)
+	awake    []*Copy // copies with work a Flush starts or resumes: flushed every Poll
+	flushing []*Copy // the awake list being flushed
 	polling  bool
 	live     int
 }
@@ -83,9 +85,11 @@ func (js *Jobs) Live() int { return js.live }
 // Poll is the shard loop's per-turn hook. The shard calls it once per loop turn, on the ring's
 // thread, after Dispatch has run the turn's completions and outside Dispatch. It resumes every
 // job whose ring operation completed (and new jobs), each until it queues its next operation or
-// ends; reports each job that ended through its copy's Events.Done; then flushes every open
-// copy's logs (Copy.Flush), so the host needs no other per-turn call. Poll queues operations but
-// never submits, waits or dispatches.
+// ends; reports each job that ended through its copy's Events.Done; then flushes the logs of every
+// copy that has work a Flush starts or resumes (Copy.Flush), so the host needs no other per-turn
+// call. A copy joins that list when it is given work (an append, a sync, a read, a seal, the end
+// of a rare operation) and leaves it once a Flush finds both logs quiet and no seal running: idle
+// copies cost a turn nothing. Poll queues operations but never submits, waits or dispatches.
 func (js *Jobs) Poll() {
 	assert.True(!js.polling, "segment: Jobs.Poll re-entered")
 	js.polling = true
@@ -99,10 +103,25 @@ func (js *Jobs) Poll() {
 		j.resume()
 	}
 	js.ready = js.ready[:0]
-	for i := 0; i < len(js.copies); i++ {
-		js.copies[i].Flush()
+	js.flushing, js.awake = js.awake, js.flushing[:0]
+	for i, c := range js.flushing {
+		js.flushing[i] = nil
+		c.awake = false
+		c.Flush()
+		if c.needsFlush() {
+			js.wake(c)
+		}
 	}
+	js.flushing = js.flushing[:0]
 	js.polling = false
+}
+
+// wake puts c on the list of copies the next Poll flushes (see Poll).
+func (js *Jobs) wake(c *Copy) {
+	if !c.awake {
+		c.awake = true
+		js.awake = append(js.awake, c)
+	}
 }
 
 func (js *Jobs) addCopy(c *Copy) { js.copies = append(js.copies, c) }

@@ -85,6 +85,7 @@ func (l *Log) Read(tag uint64, from uint64, buf []byte) error {
 	if s.fd >= 0 {
 		s.readers++
 	}
+	l.wake() // a read parked on a full ring is queued by a Flush
 	return nil
 }
 
