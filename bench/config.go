@@ -52,12 +52,15 @@ type Config struct {
 	// Faults, in seconds since the start of load; 0 is off (RestartAfter: -1 is never).
 	KillOwnerAt        float64 `json:"kill_owner_at_secs"`
 	OwnerOnMetaPrimary bool    `json:"owner_on_metadata_primary"`
-	RestartAfter       float64 `json:"restart_after_secs"`
-	KillFollowerAt     float64 `json:"kill_follower_at_secs"`
-	KillNodeAt         float64 `json:"kill_node_at_secs"`
-	KillNode           uint16  `json:"kill_node,omitempty"`
-	PauseOwnerAt       float64 `json:"pause_owner_at_secs"`
-	PauseFor           float64 `json:"pause_for_secs"`
+	// OwnerOffMetaPrimary places the first stream's owner on a node without the metadata primary, so
+	// that a fault of the owner leaves the controller running.
+	OwnerOffMetaPrimary bool    `json:"owner_off_metadata_primary"`
+	RestartAfter        float64 `json:"restart_after_secs"`
+	KillFollowerAt      float64 `json:"kill_follower_at_secs"`
+	KillNodeAt          float64 `json:"kill_node_at_secs"`
+	KillNode            uint16  `json:"kill_node,omitempty"`
+	PauseOwnerAt        float64 `json:"pause_owner_at_secs"`
+	PauseFor            float64 `json:"pause_for_secs"`
 
 	// Script, if set, runs beside the load from its start (cluster tests script their faults with
 	// it); the load stops at Duration whatever it does, and the run waits for it before verifying.
@@ -127,6 +130,8 @@ func (c *Config) Validate() error {
 		{c.PauseOwnerAt > 0 && c.PauseFor <= 0, "--pause-for-secs", "above 0"},
 		{c.RestartAfter < 0 && c.RestartAfter != -1, "--restart-after-secs", "-1 (never) or 0 and up"},
 		{c.OwnerOnMetaPrimary && c.KillOwnerAt == 0, "--owner-on-metadata-primary", "needs --kill-owner-at-secs"},
+		{c.OwnerOnMetaPrimary && c.OwnerOffMetaPrimary, "--owner-off-metadata-primary",
+			"not with --owner-on-metadata-primary"},
 		{c.Addrs != nil && (c.faults() || c.Script != nil), "--cluster", "a running cluster takes no faults (the bench cannot kill its nodes)"},
 	}
 	for _, ch := range checks {

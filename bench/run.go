@@ -23,6 +23,9 @@ const (
 	drainTimeout  = 10 * time.Second // a producer's Close, for the confirmations of what it holds
 	verifyTimeout = 60 * time.Second // reading every stream back
 	placeAttempts = 20               // streams created to find one owned by the metadata primary
+	// requestTimeout is how long the bench's client waits on a node that answers nothing (a stopped
+	// owner) before it retries elsewhere: short, so that a stall measures the cluster, not the client.
+	requestTimeout = 2 * time.Second
 )
 
 // run is one bench run's state.
@@ -74,7 +77,7 @@ func (r *run) connect(ctx context.Context) error {
 		}
 	}
 	cl, err := client.Dial(ctx, client.Config{Addrs: addrs, Cluster: clusterID, Secret: []byte(secret),
-		Logger: r.log})
+		RequestTimeout: requestTimeout, Logger: r.log})
 	if err != nil {
 		return fmt.Errorf("bench: connect to the cluster: %w", err)
 	}
@@ -144,8 +147,8 @@ func (r *run) createStreams(ctx context.Context) ([]string, error) {
 			return nil, fmt.Errorf("bench: stream %s has no owner: %w", name, err)
 		}
 	}
-	if r.cfg.OwnerOnMetaPrimary {
-		name, err := r.placeOnPrimary(ctx, names[0], opts)
+	if r.cfg.OwnerOnMetaPrimary || r.cfg.OwnerOffMetaPrimary {
+		name, err := r.place(ctx, names[0], opts, r.cfg.OwnerOnMetaPrimary)
 		if err != nil {
 			return nil, err
 		}
@@ -154,32 +157,48 @@ func (r *run) createStreams(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// placeOnPrimary returns a stream owned by the metadata primary's node: first, if it already is, or
-// one of first-1, first-2, ... created until one is (the others deleted).
-func (r *run) placeOnPrimary(ctx context.Context, first string, opts client.StreamOptions) (string, error) {
+// place returns a stream owned by the metadata primary's node (onPrimary) or by another node: first,
+// if it already is, or first-1, first-2, ... Placement puts a stream's owner on the node holding the
+// fewest copies (then the lowest id), so each miss deletes the stream and creates a 1-copy filler
+// stream, which lands on the least loaded node and moves the next owner along; the fillers are
+// deleted once the stream is placed.
+func (r *run) place(ctx context.Context, first string, opts client.StreamOptions, onPrimary bool) (string, error) {
 	primary, err := r.admin.metaPrimary(ctx, r.liveAdmins())
 	if err != nil {
 		return "", err
 	}
+	var fillers []string
+	defer func() {
+		for _, name := range fillers {
+			if err := r.cl.DeleteStream(ctx, name); err != nil && r.log != nil {
+				r.log.Warn("bench: delete of a placement filler failed", "stream", name, "err", err)
+			}
+		}
+	}()
 	name := first
 	for i := 1; i <= placeAttempts; i++ {
 		route, err := r.cl.Lookup(ctx, name)
 		if err != nil {
 			return "", fmt.Errorf("bench: stream %s has no owner: %w", name, err)
 		}
-		if route.Owner == primary {
+		if (route.Owner == primary) == onPrimary {
 			return name, nil
 		}
 		if err := r.cl.DeleteStream(ctx, name); err != nil {
 			return "", fmt.Errorf("bench: delete stream %s: %w", name, err)
 		}
+		filler := first + "-filler-" + strconv.Itoa(i)
+		if _, err := r.cl.CreateStream(ctx, filler, client.StreamOptions{Copies: 1, Policy: opts.Policy}); err != nil {
+			return "", fmt.Errorf("bench: create stream %s: %w", filler, err)
+		}
+		fillers = append(fillers, filler)
 		name = first + "-" + strconv.Itoa(i)
 		if _, err := r.cl.CreateStream(ctx, name, opts); err != nil {
 			return "", fmt.Errorf("bench: create stream %s: %w", name, err)
 		}
 	}
-	return "", fmt.Errorf("bench: --owner-on-metadata-primary: no stream of %d created landed on node %d",
-		placeAttempts, primary)
+	return "", fmt.Errorf("bench: no stream of %d created had its owner on the metadata primary's node %d "+
+		"(wanted: %v)", placeAttempts, primary, onPrimary)
 }
 
 // drive runs the load and the faults, then verifies and reports.

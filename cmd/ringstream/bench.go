@@ -90,6 +90,8 @@ func (bf *benchFlags) register(fs *pflag.FlagSet, shardList *string) {
 		"into the load (0: off; default 40% of --duration when no fault flag is given)")
 	fs.BoolVar(&c.OwnerOnMetaPrimary, "owner-on-metadata-primary", false, "place the first stream on the "+
 		"metadata primary's node, so that the owner kill costs a view change too")
+	fs.BoolVar(&c.OwnerOffMetaPrimary, "owner-off-metadata-primary", false, "place the first stream on a node "+
+		"without the metadata primary, so that a fault of the owner leaves the controller running")
 	fs.Float64Var(&c.RestartAfter, "restart-after-secs", 0, "restart a killed node this many seconds after the "+
 		"kill (-1: never; default 30% of --duration)")
 	fs.Float64Var(&c.KillFollowerAt, "kill-follower-at-secs", 0, "SIGKILL a follower of the first stream (0: off)")
