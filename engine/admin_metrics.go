@@ -30,9 +30,6 @@ type nodeMetrics struct {
 	nodeFramesDropped prometheus.Counter
 }
 
-// latencyBuckets span 50 us to about 6.5 s.
-var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 18)
-
 func newNodeMetrics(n *Node) *nodeMetrics {
 	m := &nodeMetrics{}
 	labels := prometheus.Labels{"node": strconv.Itoa(int(n.id))}
@@ -47,9 +44,10 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 	for c := wire.CodeNotOwner; c <= wire.CodeLogFailed; c++ {
 		m.byCode[c] = errs.WithLabelValues(errorCodeName(c))
 	}
+	buckets := prometheus.ExponentialBuckets(50e-6, 2, 18) // 50 us to about 6.5 s
 	hist := func(name, help string) prometheus.Histogram {
 		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, ConstLabels: labels,
-			Buckets: latencyBuckets})
+			Buckets: buckets})
 	}
 	m.produce = hist("ringstream_produce_confirm_latency_seconds", "From a produce reaching its copy "+
 		"to its confirmed reply (appended on W copies durably).")

@@ -20,8 +20,6 @@ const (
 	identitySize    = 24 // magic u32 | version u32 | cluster u64 | node u16 | reserved [2] | crc32c u32
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // Identity is what a data directory records about its owner.
 type Identity struct {
 	Cluster uint64
@@ -34,7 +32,7 @@ func appendIdentity(dst []byte, id Identity) []byte {
 	binary.LittleEndian.PutUint32(b[4:], identityVersion)
 	binary.LittleEndian.PutUint64(b[8:], id.Cluster)
 	binary.LittleEndian.PutUint16(b[16:], id.Node)
-	binary.LittleEndian.PutUint32(b[20:], crc32.Checksum(b[:20], castagnoli))
+	binary.LittleEndian.PutUint32(b[20:], crc32.Checksum(b[:20], crc32.MakeTable(crc32.Castagnoli)))
 	return append(dst, b[:]...)
 }
 
@@ -46,7 +44,7 @@ func DecodeIdentity(b []byte) (Identity, error) {
 		return Identity{}, fmt.Errorf("%w: %d bytes, want %d", ErrIdentityFile, len(b), identitySize)
 	case binary.LittleEndian.Uint32(b[0:]) != identityMagic:
 		return Identity{}, fmt.Errorf("%w: not an identity file (magic %#x)", ErrIdentityFile, binary.LittleEndian.Uint32(b[0:]))
-	case binary.LittleEndian.Uint32(b[20:]) != crc32.Checksum(b[:20], castagnoli):
+	case binary.LittleEndian.Uint32(b[20:]) != crc32.Checksum(b[:20], crc32.MakeTable(crc32.Castagnoli)):
 		return Identity{}, fmt.Errorf("%w: checksum mismatch", ErrIdentityFile)
 	case binary.LittleEndian.Uint32(b[4:]) != identityVersion:
 		return Identity{}, fmt.Errorf("%w: version %d, this build reads %d", ErrIdentityFile, binary.LittleEndian.Uint32(b[4:]), identityVersion)
