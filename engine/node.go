@@ -165,6 +165,9 @@ func NewNodeWithOptions(cfg *config.Config, logger *slog.Logger, opts NodeOption
 		if n.admin != nil {
 			n.admin.close()
 		}
+		if n.metaSvc != nil {
+			n.metaSvc.close()
+		}
 		if n.meta != nil {
 			n.meta.Close()
 		}
@@ -214,12 +217,8 @@ func (n *Node) compose() error {
 		return fmt.Errorf("engine: node %d: stream host: %w", n.id, err)
 	}
 	n.streams = host
-	var tails CopyTailSource
-	if src, ok := any(host).(CopyTailSource); ok {
-		tails = src
-	}
 	beat, err := NewNodeBeat(NodeBeatConfig{Cluster: cfg.File.Cluster.ID, Node: n.id, Shards: cfg.ShardCount,
-		To: n.replicas, IntervalTicks: beatIntervalTicks(cfg), Copies: tails, Self: self, Logger: n.log})
+		To: n.replicas, IntervalTicks: beatIntervalTicks(cfg), Copies: host, Self: self, Logger: n.log})
 	if err != nil {
 		return fmt.Errorf("engine: node %d: %w", n.id, err)
 	}
