@@ -73,7 +73,8 @@
 //     operation (ErrBusy, ErrBackpressure) keeps the seal queued and tries at each tick.
 //   - An assignment that leaves this node out changes nothing (a sealed copy stays sealed); one at or
 //     below the copy's epoch or fence is stale. Otherwise, once no seal step runs: the protocol copy
-//     stops (what waits is refused), the reads in flight end, the copy is cut onto meta.CutPoint at
+//     stops (what waits is refused), its reads end and its queued appends become durable (the next
+//     copy starts at tails that no longer move), the copy is cut onto meta.CutPoint at
 //     the new epoch (a longer divergent suffix goes; the cursor events cut are forgotten; cursors
 //     above the record tail are clamped), and the copy reopens from its storage at the new
 //     assignment, as at boot (scan, OpenDone, its log epoch): a sealed copy is released in place, the
