@@ -61,6 +61,7 @@ type Copy struct {
 	failed        bool   // a log failed: nothing is served until reopened
 	epochPending  bool   // a log-epoch entry is being made durable
 	restarted     bool   // owner reopened within its own epoch: waits for a new one
+	reassigned    bool   // Reassign ran: OpenDone takes the storage state the copy already knows
 	epochs        []wire.LogEpoch
 	head          uint64 // retained head of the record log
 	observed      bool   // ObserveBatch saw a batch: from observedStart to observedEnd
@@ -105,18 +106,8 @@ func New(cfg Config, a meta.Assignment, starts []meta.HistoryStart) (*Copy, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	switch {
-	case a.Epoch == 0:
-		return nil, fmt.Errorf("%w: assignment at epoch 0", ErrConfig)
-	case a.Owner == 0:
-		return nil, fmt.Errorf("%w: assignment without an owner", ErrConfig)
-	case !a.Includes(cfg.Self):
-		return nil, fmt.Errorf("%w: node %d holds no copy at epoch %d", ErrConfig, cfg.Self, a.Epoch)
-	case !slices.IsSorted(a.Followers) || slices.Contains(a.Followers, a.Owner):
-		return nil, fmt.Errorf("%w: followers not ascending or holding the owner", ErrConfig)
-	}
-	if err := a.Policy.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	if err := checkAssignment(cfg.Self, a); err != nil {
+		return nil, err
 	}
 	c := &Copy{cfg: cfg.withDefaults(), asg: a, starts: slices.Clone(starts), w: a.ConfirmCount()}
 	c.asg.Followers = slices.Clone(a.Followers)
@@ -169,8 +160,13 @@ func (c *Copy) ObserveCursor(name []byte, off uint64) {
 func (c *Copy) OpenDone(o OpenState) {
 	assert.True(c.role == RoleOpening, "stream: OpenDone twice")
 	assert.True(o.RecordHead <= o.RecordTail, "stream: record head past the tail")
-	assert.True(o.RecordHead == o.RecordTail || (c.observed && c.observedStart == o.RecordHead && c.observedEnd == o.RecordTail),
-		"stream: open without every retained batch header fed")
+	if c.reassigned {
+		c.reassigned = false
+		assert.True(o.RecordTail == c.rec.durable && o.CursorTail == c.cur.durable, "stream: reopened at other tails than it knows")
+	} else {
+		assert.True(o.RecordHead == o.RecordTail || (c.observed && c.observedStart == o.RecordHead && c.observedEnd == o.RecordTail),
+			"stream: open without every retained batch header fed")
+	}
 	c.head = o.RecordHead
 	c.rec = logState{appended: o.RecordTail, durable: o.RecordTail}
 	c.cur = logState{appended: o.CursorTail, durable: o.CursorTail}
@@ -342,6 +338,15 @@ func (c *Copy) HeadMoved(head uint64) {
 	assert.True(head >= c.head, "stream: retained head went back")
 	assert.True(head <= c.rec.durable, "stream: retained head past the durable tail")
 	c.head = head
+}
+
+// Failed reports whether a log failed: the copy serves nothing until it is made again.
+func (c *Copy) Failed() bool { return c.failed }
+
+// Quiet reports whether every append the copy asked for was reported durable (AppendDone), on both
+// logs: Reassign needs it.
+func (c *Copy) Quiet() bool {
+	return c.rec.appended == c.rec.durable && c.cur.appended == c.cur.durable
 }
 
 // Role is the copy's role now.

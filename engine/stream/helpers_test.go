@@ -397,3 +397,24 @@ func payload(i int, size int) []byte {
 	}
 	return b
 }
+
+// reassign applies a newer assignment in place as a host does after a seal or for a role change
+// without a cut: appends made durable, Reassign, the cursors storage holds fed again, OpenDone.
+func (n *node) reassign(t tb, a meta.Assignment) {
+	t.Helper()
+	n.sync(t)
+	n.ready(t)
+	if err := n.c.Reassign(a, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, raw := range n.cur[:n.curSync] {
+		_, payload, _, err := segment.DecodeBatch(raw)
+		if err != nil || len(payload) < 8 {
+			t.Fatalf("node %d: cursor event does not decode: %v", n.id, err)
+		}
+		name := payload[:len(payload)-8]
+		n.c.ObserveCursor(name, binary.LittleEndian.Uint64(payload[len(payload)-8:]))
+	}
+	n.c.OpenDone(stream.OpenState{RecordTail: n.recTail(), CursorTail: n.curTail(), LogEpochs: n.epochs})
+	n.ready(t)
+}

@@ -26,6 +26,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //	cut 3 / heal                  drop every message to and from node 3 / stop dropping
 //	nosync 3 / sync 3             node 3's storage stops syncing / syncs what it holds and resumes
 //	crash 3                       node 3 restarts from what it had synced
+//	seal 2 3 epoch=2              nodes 2 and 3 are sealed at epoch 2 (storage fenced them)
+//	reassign epoch=2 owner=2 followers=3  every node the assignment names takes it in place
 //	tick n=5                      n ticks of every node, delivering after each
 //	status                        each node's role, tails and confirmed tail
 //
@@ -152,6 +154,24 @@ func (s *scriptRun) do(t *testing.T, cmd string, args map[string]string, nodes [
 			s.cl.nodes[n] = newNode(t, testConfig(n), s.a, old.rec[:old.recSync], old.cur[:old.curSync], old.epochs)
 			fmt.Fprintf(&s.out, "n%d restarts at %d\n", n, s.cl.nodes[n].recTail())
 		}
+	case "seal":
+		for _, n := range nodes {
+			s.cl.nodes[n].c.Sealed(uint32(arg("epoch", 2)))
+			s.cl.nodes[n].ready(t)
+		}
+	case "reassign":
+		a := meta.Assignment{Epoch: uint32(arg("epoch", 2)), Owner: uint16(arg("owner", 1)), Policy: s.a.Policy}
+		for _, f := range strings.Split(args["followers"], ",") {
+			if f != "" {
+				a.Followers = append(a.Followers, uint16(num(t, f)))
+			}
+		}
+		for _, id := range s.cl.ids {
+			if a.Includes(id) {
+				s.cl.nodes[id].reassign(t, a)
+			}
+		}
+		s.a = a
 	case "tick":
 		s.cl.tick(int(arg("n", 1)))
 	case "status":
@@ -169,7 +189,7 @@ func (s *scriptRun) status() {
 		n := s.cl.nodes[id]
 		app, dur := n.c.Tails()
 		fmt.Fprintf(&s.out, "n%d %v appended=%d durable=%d confirmed=%d cursors=%d", id, n.c.Role(), app, dur, n.c.Confirmed(), n.curTail())
-		if id == 1 {
+		if id == s.a.Owner {
 			for _, f := range s.a.Followers {
 				fmt.Fprintf(&s.out, " n%d@%d", f, n.c.FollowerMatch(f))
 			}

@@ -64,6 +64,7 @@ const (
 	msgLogFailed      = "the copy's log failed; it serves nothing until reopened"
 	msgNotReady       = "the owner's epoch is not durable yet"
 	msgRestarted      = "the owner restarted within its epoch and waits for a new assignment"
+	msgReassigned     = "the copy is taking a new assignment"
 	msgTooLarge       = "batch above the stream's batch limit"
 	msgOverloaded     = "too many produces wait for confirmation"
 	msgSequenceGap    = "producer sequence skips ahead of the last appended batch"

@@ -192,7 +192,6 @@ func (cg *copyGroup) stepApply() {
 		if cg.c != nil {
 			cg.c.Sealed(ap.asg.Epoch)
 			cg.carryOut()
-			cg.c = nil
 		}
 		cg.state = stateApplying
 		if cg.seal.phase == sealQueued {
@@ -202,8 +201,10 @@ func (cg *copyGroup) stepApply() {
 	if len(cg.reading) > 0 {
 		return // ReadDone comes back here: the next copy must not get the old one's reads
 	}
-	if r, c := cg.seg.Records(), cg.seg.Cursors(); r.NextOffset() != r.DurableTail() || c.NextOffset() != c.DurableTail() {
-		return // AppendDone comes back here: the next copy starts at durable tails that no longer move
+	if r, c := cg.seg.Records(), cg.seg.Cursors(); r.NextOffset() != r.DurableTail() || c.NextOffset() != c.DurableTail() ||
+		(cg.c != nil && !cg.c.Failed() && !cg.c.Quiet()) {
+		cg.seg.SyncCursors() // cursor events wait for a sync of their own: ask for it
+		return               // AppendDone comes back here: the next copy starts at durable tails that no longer move
 	}
 	rec, cur := cg.seg.Tails()
 	cut, ok := meta.CutPoint(cg.h.h.cfg.Node, cg.metaEpochs(), ap.asg.Epoch, ap.starts)
@@ -240,7 +241,9 @@ func (cg *copyGroup) applyFailed(err error) {
 	cg.failScan(err)
 }
 
-// reopen starts the copy at the applied assignment from its storage, as at boot.
+// reopen starts the copy at the applied assignment: in place (stream.Copy.Reassign) when its logs
+// were not cut since it read them, else from its storage, as at boot (a new protocol copy fed every
+// retained batch header).
 func (cg *copyGroup) reopen() {
 	ap := &cg.apply
 	cg.setAssignment(ap.asg)
@@ -248,6 +251,11 @@ func (cg *copyGroup) reopen() {
 	ap.phase = applyNone
 	cg.h.stats.Applied++
 	cg.warnBelowPrefix()
+	if c := cg.c; c != nil && !cg.cutSinceScan && !c.Failed() && c.Reassign(cg.spec.Assignment, cg.starts) == nil {
+		cg.h.stats.InPlace++
+		cg.openDone() // what the copy knows of its logs stands: no reread
+		return
+	}
 	cg.startScan()
 }
 

@@ -78,7 +78,10 @@ type copyGroup struct {
 	seal   sealWork
 	apply  applyWork
 	cut    cutWork
-	silent bool // a follower whose owner was silent for the shard's timeout (published in heartbeats)
+	// cutSinceScan: a cut ran since the protocol copy was fed the log, so the next assignment
+	// makes a new copy and feeds it again instead of moving this one in place.
+	cutSinceScan bool
+	silent       bool // a follower whose owner was silent for the shard's timeout (published in heartbeats)
 }
 
 // Attach starts the copy's open on the shard's ring: Done(OpOpen) goes on with the scan.
@@ -213,6 +216,9 @@ func (cg *copyGroup) AppendDone(log segment.LogKind, _ uint64, end uint64, err e
 		case err != nil && cg.apply.phase == applyWaiting:
 			cg.applyFailed(err) // the old copy's appends failed: its logs match no role
 		case err == nil:
+			if cg.c != nil {
+				cg.c.AppendDone(kindOf(log), end) // it may move on in place: it knows its tails
+			}
 			cg.stepApply() // it waited for the old copy's appends to be durable
 		}
 		return
@@ -288,6 +294,7 @@ func (cg *copyGroup) startScan() {
 		return
 	}
 	cg.c = c
+	cg.cutSinceScan = false
 	cg.state = stateScanning
 	cg.scanFrom = cg.seg.Records().Head()
 	cg.scanNext()

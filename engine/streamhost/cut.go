@@ -23,6 +23,9 @@ func (cg *copyGroup) startCut(tag, rec, cur uint64) error {
 // batching) reads the batch that holds it and cuts again at the batch's start: the copy fetches the
 // rest from its owner. Other outcomes go to the seal or the assignment that asked.
 func (cg *copyGroup) cutDone(r segment.Result) {
+	if r.Err == nil {
+		cg.cutSinceScan = true // the protocol copy's knowledge of the logs is stale
+	}
 	if errors.Is(r.Err, segment.ErrNotBoundary) {
 		if err := cg.read(cg.seg.Records(), tagBoundary, cg.cut.rec, scanBytes); err == nil {
 			return // boundaryDone goes on

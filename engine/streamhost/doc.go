@@ -76,8 +76,10 @@
 //     stops (what waits is refused), its reads end and its queued appends become durable (the next
 //     copy starts at tails that no longer move), the copy is cut onto meta.CutPoint at
 //     the new epoch (a longer divergent suffix goes; the cursor events cut are forgotten; cursors
-//     above the record tail are clamped), and the copy reopens from its storage at the new
-//     assignment, as at boot (scan, OpenDone, its log epoch): a sealed copy is released in place, the
+//     above the record tail are clamped), and the copy starts its new role: in place when its logs
+//     were not cut since it read them (stream.Copy.Reassign keeps what it knows: no reread, so the
+//     failover's apply does not grow with the log), else as at boot (a new protocol copy fed every
+//     retained batch header); then OpenDone and its log epoch. A sealed copy is released in place, the
 //     chosen copy becomes owner at its own tails, the others follow, and a member that held no copy is
 //     created on its shard and starts empty. The stream keeps one group: the shard sees the new view
 //     and members at its next tick. A copy promoted with its record tail below the latest history

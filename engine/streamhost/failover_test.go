@@ -215,8 +215,12 @@ func TestFailover_SealPromoteAndReturningCopyCut(t *testing.T) {
 	}
 	var hs streamhost.Stats
 	c.run(1, func(s *shard.Shard) { hs = n1.host.Stats(s) })
-	if hs.Cuts != 1 || hs.Applied != 1 {
-		t.Fatalf("node 1 stats %+v: want one cut and one assignment applied", hs)
+	if hs.Cuts != 1 || hs.Applied != 1 || hs.InPlace != 0 {
+		t.Fatalf("node 1 stats %+v: want one cut and one assignment applied from a reread of its log", hs)
+	}
+	c.run(2, func(s *shard.Shard) { hs = n2.host.Stats(s) })
+	if hs.Applied != 2 || hs.InPlace != 2 {
+		t.Fatalf("node 2 stats %+v: want both assignments applied in place (never cut)", hs)
 	}
 
 	e4 := meta.Assignment{Epoch: 4, Owner: 1, Followers: []uint16{2, 3}, Policy: policy}

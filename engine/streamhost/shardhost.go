@@ -55,6 +55,7 @@ type Stats struct {
 	Cuts               uint64 // cuts onto the history starts (by seals and by assignments)
 	CutsInsideBatch    uint64 // cuts that fell inside a batch, made at the batch's start instead
 	Applied            uint64 // assignments applied (the copy reopened in its new role)
+	InPlace            uint64 // of them, moved in place (no cut since the copy read its log)
 	AssignmentsStale   uint64 // assignments at or below the copy's epoch or fence
 	AssignmentsLeftOut uint64 // assignments that leave this node out (its copy stays as it is)
 	BelowPrefix        uint64 // promotions below the confirmed prefix (accepted owner losses), logged
