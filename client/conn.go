@@ -241,6 +241,20 @@ func (cn *conn) failed() error {
 // within timeout (0: none) fails the whole connection (watch), as does a write that fails or is cut
 // short (the stream of frames is misaligned).
 func (cn *conn) roundTrip(ctx context.Context, c *call, timeout time.Duration) error {
+	if err := cn.send(ctx, c, timeout); err != nil {
+		return err
+	}
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return cn.abandon(c, ctx.Err())
+	}
+}
+
+// send registers c and writes its request without waiting for the reply, which arrives on c.done
+// (with c.err set when the connection fails). An error means c was not registered: no reply comes.
+func (cn *conn) send(ctx context.Context, c *call, timeout time.Duration) error {
 	c.expires = time.Time{}
 	if timeout > 0 {
 		c.expires = time.Now().Add(timeout)
@@ -257,15 +271,9 @@ func (cn *conn) roundTrip(ctx context.Context, c *call, timeout time.Duration) e
 	err := cn.write(ctx, c.out)
 	cn.wmu.Unlock()
 	if err != nil {
-		cn.fail(fmt.Errorf("client: write to %s: %w", cn.addr, err))
+		cn.fail(fmt.Errorf("client: write to %s: %w", cn.addr, err)) // c hears of it through c.done
 	}
-
-	select {
-	case <-c.done:
-		return c.err
-	case <-ctx.Done():
-		return cn.abandon(c, ctx.Err())
-	}
+	return nil
 }
 
 // write writes one frame, bounded by ctx: its deadline becomes the write deadline, and a context that

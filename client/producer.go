@@ -342,25 +342,45 @@ func (p *Producer) take() (batch []byte, count uint32, wait time.Duration, ok bo
 // send sends one batch with the next sequence until it is confirmed, and reports whether the producer
 // goes on.
 func (p *Producer) send(batch []byte, count uint32) bool {
-	payload := batch
-	switch p.cfg.Codec {
-	case CodecZstd:
-		p.zbuf = p.zenc.EncodeAll(batch, p.zbuf[:0])
-		payload = p.zbuf
-	case CodecS2:
-		if n := s2.MaxEncodedLen(len(batch)); cap(p.zbuf) < n {
-			p.zbuf = make([]byte, n)
-		}
-		payload = s2.Encode(p.zbuf[:cap(p.zbuf)], batch)
-	}
 	p.mu.Lock()
 	seq := p.seq
 	p.mu.Unlock()
-	p.q.m.Sequence, p.q.m.Count, p.q.m.Batch = seq, count, payload
+	p.zbuf = p.encode(&p.q, batch, count, seq, p.zbuf)
 	err := p.c.exchange(p.ctx, p.cfg.Stream, &p.q, p.cl, wire.CommandProduceReply, 0)
+	if !p.finish(p.cl, err, count, seq) {
+		return false
+	}
+	p.mu.Lock()
+	p.spare = batch[:0]
+	p.mu.Unlock()
+	return true
+}
+
+// encode fills q with one batch: its records compressed by the codec into zbuf (returned, grown as
+// needed), its count and its sequence.
+func (p *Producer) encode(q *produceRequest, batch []byte, count uint32, seq uint64, zbuf []byte) []byte {
+	payload := batch
+	switch p.cfg.Codec {
+	case CodecZstd:
+		zbuf = p.zenc.EncodeAll(batch, zbuf[:0])
+		payload = zbuf
+	case CodecS2:
+		if n := s2.MaxEncodedLen(len(batch)); cap(zbuf) < n {
+			zbuf = make([]byte, n)
+		}
+		payload = s2.Encode(zbuf[:cap(zbuf)], batch)
+	}
+	q.m.Sequence, q.m.Count, q.m.Batch = seq, count, payload
+	return zbuf
+}
+
+// finish takes the outcome of one batch's produce (err, or the reply in cl): a confirm is handed to
+// OnConfirm and counted, a failure fails the producer for good. It reports whether the batch was
+// confirmed.
+func (p *Producer) finish(cl *call, err error, count uint32, seq uint64) bool {
 	var m wire.ProduceReply
 	if err == nil {
-		m, err = wire.DecodeProduceReply(&p.cl.h, p.cl.body)
+		m, err = wire.DecodeProduceReply(&cl.h, cl.body)
 		if err == nil && m.Count != count {
 			err = fmt.Errorf("confirmed %d records of a batch of %d", m.Count, count)
 		}
@@ -373,19 +393,17 @@ func (p *Producer) send(batch []byte, count uint32) bool {
 			Duplicate: m.Duplicate}) // before the confirm is counted, so a Flush returns after it
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if err != nil {
 		if p.err == nil {
 			p.err = fmt.Errorf("client: produce to %q: batch of %d records (producer %d, sequence %d) not confirmed: %w",
 				p.cfg.Stream, count, p.cfg.ProducerID, seq, err)
 		}
 		p.broadcast()
-		p.mu.Unlock()
 		return false
 	}
 	p.seq++
 	p.confirmed += uint64(count)
-	p.spare = batch[:0]
 	p.broadcast()
-	p.mu.Unlock()
 	return true
 }
