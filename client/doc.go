@@ -27,12 +27,14 @@
 // mismatch as ErrCorruptBatch from Records.Err.
 //
 // Decisions where the design is silent:
-//   - One batch per Producer is in flight at a time while the next one fills (up to BatchBytes). The
-//     owner's producer table needs each producer's sequences in order with no gap, so a batch refused
-//     while a later one is in flight would make the later one a gap. Worse, a new owner that does
-//     not know the producer accepts any first sequence, so a later batch reaching it before an
-//     earlier one would be appended first and the earlier one then refused as old. One in flight
-//     keeps retries simple and never reorders. Use several Producers for more parallelism.
+//   - A Producer keeps one batch in flight while the next one fills, unless InFlight allows up to
+//     four. The owner's producer table needs each producer's sequences in order with no gap, and a
+//     new owner that does not know the producer accepts any first sequence, so a batch must never
+//     reach an owner before an older unconfirmed one. Pipelined batches therefore go out in order on
+//     one connection, and after any failure the sender waits until every batch in flight is answered
+//     or failed, then resends the window oldest first, one at a time, before it pipelines again; a
+//     batch that was not sent holds back every later one. Four is below the table's window of five
+//     batches, so each resent batch the owner holds is answered from the table.
 //   - A batch is retried with the same producer id and sequence until it is confirmed or the retries
 //     run out, so a batch the old owner appended before it died is answered from the new owner's table
 //     (Confirmed.Duplicate) rather than appended twice. When the retries run out the Producer fails

@@ -141,9 +141,7 @@ func (n *fakeNode) serve(c net.Conn) {
 		n.mu.Lock()
 		n.requests[h.Command]++
 		n.mu.Unlock()
-		reqs.Add(1)
-		go func() { // each request on its own, so a long-polled fetch holds up nothing else
-			defer reqs.Done()
+		serve := func() {
 			reply, drop := n.handle(&h, body)
 			if drop {
 				_ = c.Close()
@@ -154,6 +152,15 @@ func (n *fakeNode) serve(c net.Conn) {
 				_, _ = c.Write(reply)
 				wmu.Unlock()
 			}
+		}
+		if h.Command != wire.CommandFetch {
+			serve() // in arrival order, as a node appends one connection's produces
+			continue
+		}
+		reqs.Add(1)
+		go func() { // a long-polled fetch holds up nothing else
+			defer reqs.Done()
+			serve()
 		}()
 	}
 }
@@ -246,6 +253,8 @@ type fakeStream struct {
 	produces []wire.Produce // every produce request, as received (Batch copied)
 	// dropAfterAppend closes the connection instead of answering the next n produces it appended.
 	dropAfterAppend int
+	// overloadAt refuses the produce with this sequence once with CodeOverloaded (0: never).
+	overloadAt uint64
 }
 
 func newFakeStream(n *fakeNode) *fakeStream {
@@ -304,6 +313,10 @@ func (s *fakeStream) produce(h *wire.Header, m wire.Produce) ([]byte, bool) {
 	if base, ok := s.batchAt[key]; ok {
 		reply.BaseOffset, reply.Duplicate = base, true
 		return wire.AppendProduceReply(nil, s.node.from(), &reply), false
+	}
+	if s.overloadAt != 0 && m.Sequence == s.overloadAt {
+		s.overloadAt = 0
+		return s.node.refuse(h, wire.CodeOverloaded, "fake stream: overloaded"), false
 	}
 	if last, ok := s.lastSeq[m.ProducerID]; ok && m.Sequence != last+1 {
 		return s.node.refuse(h, wire.CodeSequenceGap, "fake stream: sequence gap"), false

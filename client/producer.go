@@ -31,6 +31,10 @@ type ProducerConfig struct {
 	// start at 1 in each Producer, so an id set here must not be reused by another Producer of the
 	// same stream: the owner would take its batches for retries of the first one's.
 	ProducerID uint64
+	// InFlight is how many batches may wait for their confirm at once (default 1, at most 4). Above 1
+	// the next batch goes out before the previous one is confirmed, in sequence order on the owner's
+	// connection; after a failure the window is resent oldest first, one batch at a time.
+	InFlight int
 	// OnConfirm, if set, is called on the producer's goroutine for each confirmed batch, in order. It
 	// should return quickly: the next batch waits for it.
 	OnConfirm func(Confirmed)
@@ -57,6 +61,9 @@ func (c ProducerConfig) withDefaults() ProducerConfig {
 	if c.Linger == 0 {
 		c.Linger = defaultLinger
 	}
+	if c.InFlight == 0 {
+		c.InFlight = 1
+	}
 	if c.ProducerID == 0 {
 		for c.ProducerID == 0 {
 			c.ProducerID = rand.Uint64()
@@ -72,6 +79,8 @@ func (c ProducerConfig) validate() error {
 	switch {
 	case c.BatchBytes < 16 || c.BatchBytes > batchBytesMax:
 		return fmt.Errorf("%w: ProducerConfig.BatchBytes %d, want 16..%d", ErrConfig, c.BatchBytes, batchBytesMax)
+	case c.InFlight < 1 || c.InFlight > inflightMax:
+		return fmt.Errorf("%w: ProducerConfig.InFlight %d, want 1..%d", ErrConfig, c.InFlight, inflightMax)
 	case c.Codec > CodecS2:
 		return fmt.Errorf("%w: ProducerConfig.Codec %d", ErrConfig, c.Codec)
 	}
@@ -107,10 +116,11 @@ type Producer struct {
 	changed   chan struct{} // closed and replaced whenever the state above moves
 
 	// The sender's own state.
-	q    produceRequest
-	cl   *call
-	zenc *zstd.Encoder
-	zbuf []byte
+	windowMax int // the most batches a pipelined sender had in flight (read by tests after Close)
+	q         produceRequest
+	cl        *call
+	zenc      *zstd.Encoder
+	zbuf      []byte
 }
 
 type produceRequest struct{ m wire.Produce }
@@ -148,7 +158,11 @@ func (c *Client) Producer(cfg ProducerConfig) (*Producer, error) {
 	c.prods[p] = struct{}{}
 	c.workers.Add(1)
 	c.mu.Unlock()
-	go p.run()
+	if cfg.InFlight > 1 {
+		go p.runPipelined()
+	} else {
+		go p.run()
+	}
 	return p, nil
 }
 

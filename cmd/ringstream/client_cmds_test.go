@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func TestClientCommands_AgainstRealCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	var confirmed []client.Confirmed
-	p, err := c.Producer(client.ProducerConfig{Stream: "orders", Codec: client.CodecZstd, BatchBytes: 4096,
+	p, err := c.Producer(client.ProducerConfig{Stream: "orders", Codec: client.CodecZstd, BatchBytes: 4096, InFlight: 4,
 		OnConfirm: func(cf client.Confirmed) { confirmed = append(confirmed, cf) }})
 	if err != nil {
 		t.Fatal(err)
@@ -215,8 +216,11 @@ func TestClient_FollowsOwnerAcrossSIGKILL(t *testing.T) {
 	}
 	want := map[uint64]string{} // offset -> record, from the confirms
 	var pending []string
-	p, err := c.Producer(client.ProducerConfig{Stream: "orders", BatchBytes: 512, Linger: -1,
+	var mu sync.Mutex // pending is appended to by produce and taken from by OnConfirm
+	p, err := c.Producer(client.ProducerConfig{Stream: "orders", BatchBytes: 512, Linger: -1, InFlight: 4,
 		OnConfirm: func(cf client.Confirmed) {
+			mu.Lock()
+			defer mu.Unlock()
 			for i := range cf.Count {
 				want[cf.BaseOffset+uint64(i)] = pending[i]
 			}
@@ -228,25 +232,28 @@ func TestClient_FollowsOwnerAcrossSIGKILL(t *testing.T) {
 	produce := func(from, to int) {
 		for i := from; i < to; i++ {
 			rec := fmt.Sprintf("r%04d", i)
+			mu.Lock()
 			pending = append(pending, rec) // appended in order, confirmed in order
+			mu.Unlock()
 			if err := p.Append(ctx, []byte(rec)); err != nil {
-				t.Fatal(err)
-			}
-			if err := p.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	produce(0, 50)
+	produce(0, 100)
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	before, err := c.Lookup(ctx, "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
 	solo := soloStreamOn(ctx, t, c, before.Owner) // one copy, on the node about to die
+	produce(100, 150)                             // batches in flight (up to 4) meet the kill
 	if err := lc.Kill(before.Owner); err != nil {
 		t.Fatal(err)
 	}
-	produce(50, 100)
+	produce(150, 300) // resent and produced to the new owner
 
 	// The one-copy stream has no other copy to promote: the metadata keeps its dead owner, and the
 	// client says, after its retries, that the owner cannot be reached, naming the stream and the node;
@@ -304,8 +311,8 @@ func TestClient_FollowsOwnerAcrossSIGKILL(t *testing.T) {
 			break
 		}
 	}
-	if len(want) != 100 {
-		t.Fatalf("%d records confirmed, want 100", len(want))
+	if len(want) != 300 {
+		t.Fatalf("%d records confirmed, want 300", len(want))
 	}
 	seen := map[string]uint64{}
 	for off, rec := range got {

@@ -31,7 +31,7 @@ func newProduceCommand() *cobra.Command {
 	var f clientFlags
 	var codec string
 	var linger time.Duration
-	var batchBytes int
+	var batchBytes, inFlight int
 	cmd := clientCommand(&cobra.Command{
 		Use:   "produce STREAM",
 		Short: "Append stdin's lines to a stream, one record a line, and wait for their confirm",
@@ -45,18 +45,22 @@ func newProduceCommand() *cobra.Command {
 			if err != nil {
 				return usageErr(err)
 			}
+			if inFlight < 1 || inFlight > 4 {
+				return usageErr(fmt.Errorf("--in-flight %d: want 1..4", inFlight))
+			}
 			if batchBytes < 16 || batchBytes > 1<<20 {
 				return usageErr(fmt.Errorf("--batch-bytes %d: want 16..1048576", batchBytes))
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return runProduce(ctx, cmd, &f, args[0], client.ProducerConfig{Stream: args[0], Codec: c, Linger: linger,
-				BatchBytes: batchBytes})
+				BatchBytes: batchBytes, InFlight: inFlight})
 		},
 	})
 	f.register(cmd.Flags(), true)
 	cmd.Flags().StringVar(&codec, "codec", "none", "batch compression: none, zstd or s2")
 	cmd.Flags().DurationVar(&linger, "linger", 5*time.Millisecond, "how long a batch's first record waits for more")
+	cmd.Flags().IntVar(&inFlight, "in-flight", 1, "batches waiting for their confirm at once, 1..4")
 	cmd.Flags().IntVar(&batchBytes, "batch-bytes", 1<<20, "send a batch once its records reach this many bytes (also the largest record)")
 	return cmd
 }
