@@ -9,6 +9,7 @@ import (
 	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/engine/streamhost"
 	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/wire"
 )
 
 // statusWait bounds how long Status waits for a shard to answer its part.
@@ -125,7 +126,8 @@ func (n *Node) copyStatus(ctx context.Context, st *adminapi.Status) {
 		}
 		st.Copies = append(st.Copies, adminapi.Copy{Stream: t.Stream, Incarnation: t.Incarnation, Shard: i, Open: cs.Open,
 			Role: roleName(cs.Role, cs.Open), Epoch: t.Epoch, Appended: cs.Appended, Durable: cs.Durable,
-			Confirmed: cs.Confirmed, CursorTail: t.CursorTail})
+			Confirmed: cs.Confirmed, CursorTail: t.CursorTail, OwnerSilent: t.Flags&wire.CopyOwnerSilent != 0,
+			OwnerRestarted: t.Flags&wire.CopyOwnerRestarted != 0})
 	}
 }
 

@@ -104,6 +104,11 @@ type Copy struct {
 	Durable     uint64 `json:"durable_tail"`
 	Confirmed   uint64 `json:"confirmed_tail"`
 	CursorTail  uint64 `json:"cursor_tail"` // the cursor event log's durable tail
+	// OwnerSilent: a follower that heard nothing from its owner for its heartbeat timeout (reported to
+	// the controller). OwnerRestarted: an owner that reopened within its own epoch and waits for a
+	// recovery before it serves.
+	OwnerSilent    bool `json:"owner_silent,omitempty"`
+	OwnerRestarted bool `json:"owner_restarted,omitempty"`
 }
 
 // Failure is a copy that did not open, or whose log failed.
