@@ -95,7 +95,7 @@ func measureFailover(b *testing.B, ownerIsPrimary bool) gapParts {
 		}
 	}
 	ms := func(from, to time.Time) float64 { return float64(to.Sub(from).Microseconds()) / 1000 }
-	if testing.Verbose() {
+	if testing.Verbose() || p.firstNewAck.Sub(killed) > 400*time.Millisecond {
 		tl.mu.Lock()
 		for _, e := range tl.events {
 			b.Logf("%8.1f ms %+v", ms(killed, e.at), e.ControlEvent)
