@@ -152,14 +152,14 @@ func (cg *copyGroup) onAssign(a meta.Assignment, starts wire.HistoryStarts) {
 		sh.stats.AssignmentsLeftOut++
 		return
 	case a.Epoch <= cg.spec.Assignment.Epoch || (cg.apply.phase != applyNone && a.Epoch <= cg.apply.asg.Epoch),
-		cg.seg != nil && uint64(a.Epoch) < cg.seg.FenceEpoch():
+		a.Epoch < cg.fenceEpoch():
 		sh.stats.AssignmentsStale++
 		return
 	case a.Policy.Validate() != nil:
 		sh.stats.FramesBad++
 		return
 	case a.Owner == sh.h.cfg.Node && cg.c != nil && cg.c.Restarted() &&
-		(cg.seg == nil || uint64(a.Epoch) > cg.seg.FenceEpoch()):
+		a.Epoch > cg.fenceEpoch():
 		// It may have lost records a follower holds: it publishes its restart and waits for the
 		// recovery, whose seal at a's epoch comes first.
 		sh.stats.AssignmentsRefused++

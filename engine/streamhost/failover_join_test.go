@@ -199,3 +199,44 @@ func TestFailover_CutInsideBatchCutsAtItsStart(t *testing.T) {
 	at = produceConfirmed(t, n1, 10, 12, at)
 	waitDurable(t, n3, at)
 }
+
+// A seal that reaches a copy still opening (its storage opening, its log being read) waits for the
+// open and is carried out then: the answer has the tails the copy reopened with.
+func TestFailover_SealQueuedWhileOpening(t *testing.T) {
+	dir := t.TempDir()
+	n := soloNode(t, dir)
+	if _, errs := openAll(t, n, []streamhost.Spec{soloSpec(testStream)}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var at uint64
+	for seq := range uint64(20) {
+		r := produceOne(t, n, testStream, seq)
+		if r.Kind != stream.ReplyProduce {
+			t.Fatalf("produce answered %+v", r)
+		}
+		at = r.Produce.BaseOffset + recordsPerBatch
+	}
+	if err := n.node.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	n = soloNode(t, dir)
+	if err := n.host.Open(soloSpec(testStream)); err != nil {
+		t.Fatal(err)
+	}
+	m := wire.StreamSeal{Stream: testStream, Incarnation: testIncarnation, FenceEpoch: 2, TransitionID: 3}
+	controlFrame(t, n, wire.AppendStreamSeal(nil, wire.From{Cluster: 42, Node: n.id}, &m, nil))
+	select {
+	case r := <-n.sink.sealed:
+		if r.Status != wire.SealSealed || r.RecordTail != at {
+			t.Fatalf("seal of a copy opening answered %+v, want sealed at %d", r, at)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the seal of a copy opening was never answered")
+	}
+	if err := <-n.sink.opened; err != nil {
+		t.Fatal(err)
+	}
+	if st := state(t, n); st.Role != stream.RoleSealed || st.Fence != 2 {
+		t.Fatalf("after the seal: %+v", st)
+	}
+}

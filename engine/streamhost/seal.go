@@ -43,10 +43,7 @@ func (s *sealWork) busy() bool {
 // newer one takes the seal over.
 func (cg *copyGroup) onSeal(from uint16, m wire.StreamSeal, starts wire.HistoryStarts) {
 	s := &cg.seal
-	fence := uint32(0)
-	if cg.seg != nil {
-		fence = uint32(cg.seg.FenceEpoch())
-	}
+	fence := cg.fenceEpoch()
 	sameFence := s.phase != sealNone && m.FenceEpoch == s.msg.FenceEpoch
 	switch {
 	case m.FenceEpoch <= cg.spec.Assignment.Epoch || m.FenceEpoch < fence ||
@@ -69,6 +66,15 @@ func (cg *copyGroup) onSeal(from uint16, m wire.StreamSeal, starts wire.HistoryS
 		return
 	}
 	cg.startSeal()
+}
+
+// fenceEpoch is storage's fence epoch; 0 while storage is not open (a seal or an assignment then
+// waits for the open, and the copy's OpenDone compares the fence with its assignment).
+func (cg *copyGroup) fenceEpoch() uint32 {
+	if cg.seg == nil || cg.state == stateOpening || cg.state == stateClosed {
+		return 0
+	}
+	return uint32(cg.seg.FenceEpoch())
 }
 
 // startSeal fences the copy: the protocol copy stops at once (produces waiting are refused as
