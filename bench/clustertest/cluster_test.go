@@ -195,3 +195,39 @@ func TestRestartWithAnotherShardCount(t *testing.T) {
 	}
 	runBench(t, cfg)
 }
+
+// TestTraffic_IdleGroupsBatchTheirHeartbeats: `bench traffic` on a few idle groups reports the issue's
+// keys from the nodes' metrics, and the batched Commit and reply frames are fewer than the entries
+// they carry (the unbatched baseline sends one frame per entry).
+func TestTraffic_IdleGroupsBatchTheirHeartbeats(t *testing.T) {
+	tc := bench.DefaultTrafficConfig()
+	tc.Binary, tc.Groups, tc.Settle, tc.Window = binary, 20, 3*time.Second, 3*time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	rep, err := bench.RunTraffic(ctx, tc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	rep.WriteTable(&table)
+	t.Logf("traffic:\n%s", table.String())
+	if rep.CommitEntriesPer5s <= 0 || rep.ReplyEntriesPer5s <= 0 || rep.BytesPer5s <= 0 {
+		t.Fatalf("no heartbeat traffic counted: %+v", rep.Frames)
+	}
+	if rep.CommitFramesPer5s >= rep.Unbatched.CommitFramesPer5s || rep.ReplyFramesPer5s >= rep.Unbatched.ReplyFramesPer5s {
+		t.Fatalf("batched frames %v / %v not below the unbatched %v / %v", rep.CommitFramesPer5s, rep.ReplyFramesPer5s,
+			rep.Unbatched.CommitFramesPer5s, rep.Unbatched.ReplyFramesPer5s)
+	}
+	if rep.GroupsIdle < float64(tc.Groups) {
+		t.Fatalf("%v groups idle, want at least %d", rep.GroupsIdle, tc.Groups)
+	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"commit_frames_per_5s", "reply_frames_per_5s", "commit_entries_per_5s", "bytes_per_5s", "unbatched"} {
+		if !strings.Contains(js.String(), `"`+k+`"`) {
+			t.Errorf("traffic JSON has no %q", k)
+		}
+	}
+}
