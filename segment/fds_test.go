@@ -127,3 +127,44 @@ func TestJobs_PollFlushesOnlyCopiesWithWork(t *testing.T) {
 		}
 	})
 }
+
+// TestRead_EndingDuringRollKeepsClosedSegmentForItsCommit: a read of the active segment is in
+// flight when a group commit rolls (its first batch in that segment, the next in a new file whose
+// open goes through the ring first). The read ends before the open: the segment it read is closed
+// by then but the group's writev and fdatasync on it are not queued yet, so its descriptor must stay
+// open until the group is durable. Releasing it with the read failed the group with EBADF.
+func TestRead_EndingDuringRollKeepsClosedSegmentForItsCommit(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		e.cfg.SegmentBytes = 8 << 10
+		c := e.open()
+		defer e.close(c)
+		e.appendBatches(c, 6, 1, 1000, 1) // about 6 KiB of the first segment
+		l := c.Records()
+		segs := l.Segments()
+		if err := l.Read(1, 0, make([]byte, 8<<10)); err != nil {
+			t.Fatal(err)
+		}
+		var buf []byte
+		for i := 0; i < 3; i++ { // the first fits the old segment, the next roll
+			base := l.NextOffset()
+			buf = recordPayload(buf, base, 1, 1000)
+			h := BatchHeader{RecordCount: 1, Epoch: 1}
+			if _, err := c.Append(base, &h, buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.syncRecords(c)
+		if l.Segments() == segs {
+			t.Fatal("the group did not roll")
+		}
+		for _, a := range e.ev.appends {
+			if a.err != nil {
+				t.Fatalf("append failed: %v", a.err)
+			}
+		}
+		e.until(c, func() bool { return len(e.ev.reads) == 1 })
+		if err := e.ev.reads[0].err; err != nil {
+			t.Fatalf("read: %v", err)
+		}
+	})
+}

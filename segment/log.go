@@ -232,7 +232,7 @@ func (l *Log) load(rep *RecoveryReport) error {
 // closed segments are opened when read (see Read) or when a rare path needs them (segFd).
 func (l *Log) closeIdle() {
 	for _, s := range l.segs {
-		if !l.active(s) && s.fd >= 0 && s.readers == 0 && !s.digestPending {
+		if !l.active(s) && s.fd >= 0 && s.readers == 0 && !s.digestPending && !l.commitUses(s) {
 			if err := l.sr.close(s.fd); err != nil {
 				l.log.Warn("segment: close failed", "file", l.path(s.base), "err", err)
 			}

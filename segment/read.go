@@ -153,10 +153,10 @@ func (l *Log) readEnded(i int, n int, err error) {
 	l.events.ReadDone(l.kind, slot.tag, slot.buf[:n], nil)
 }
 
-// releaseSeg closes the descriptor of closed segment s once no read and no closing digest uses it.
-// It runs on the asynchronous paths (completions, Flush).
+// releaseSeg closes the descriptor of closed segment s once no read, no closing digest and no group
+// commit uses it. It runs on the asynchronous paths (completions, Flush).
 func (l *Log) releaseSeg(s *segment) {
-	if s.fd < 0 || l.active(s) || s.readers > 0 || s.digestPending {
+	if s.fd < 0 || l.active(s) || s.readers > 0 || s.digestPending || l.commitUses(s) {
 		return
 	}
 	if l.dig.running && l.dig.seg == s {
@@ -164,6 +164,21 @@ func (l *Log) releaseSeg(s *segment) {
 	}
 	l.closeFd(s.fd)
 	s.fd = -1
+}
+
+// commitUses reports whether the group commit in flight or the one gathering has a part in s: a
+// group that rolls leaves its first part in the segment it closed, whose writev and fdatasync may
+// not be queued yet (the new segment's open runs first). Once that group is durable, s's digest is
+// queued and its end releases s.
+func (l *Log) commitUses(s *segment) bool {
+	for _, g := range []*group{l.commit.flight, l.commit.pend} {
+		for i := range g.parts {
+			if g.parts[i].seg == s {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // closeFd closes fd through the ring, or with a plain close(2) on a full ring: nothing in flight
