@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ringstream/ringstream/engine/config"
+	"github.com/ringstream/ringstream/internal/localcluster"
 )
 
 // ErrConfig: the bench's options are invalid; the message names the flag and the rule.
@@ -61,6 +62,10 @@ type Config struct {
 	KillNode            uint16  `json:"kill_node,omitempty"`
 	PauseOwnerAt        float64 `json:"pause_owner_at_secs"`
 	PauseFor            float64 `json:"pause_for_secs"`
+
+	// Launch, if set, changes the local cluster's options before it starts (cluster tests put the
+	// nodes in network namespaces with it).
+	Launch func(o *localcluster.Options) `json:"-"`
 
 	// Script, if set, runs beside the load from its start (cluster tests script their faults with
 	// it); the load stops at Duration whatever it does, and the run waits for it before verifying.

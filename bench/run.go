@@ -65,8 +65,12 @@ func (r *run) connect(ctx context.Context) error {
 	addrs, secret, clusterID := r.cfg.Addrs, r.cfg.Secret, uint64(1)
 	r.admins = r.cfg.Admins
 	if addrs == nil {
-		lc, err := localcluster.Start(ctx, localcluster.Options{Binary: r.cfg.Binary, Dir: r.cfg.Dir,
-			Nodes: r.cfg.Nodes, Shards: r.cfg.Shards, Logger: r.log})
+		opts := localcluster.Options{Binary: r.cfg.Binary, Dir: r.cfg.Dir, Nodes: r.cfg.Nodes, Shards: r.cfg.Shards,
+			Logger: r.log}
+		if r.cfg.Launch != nil {
+			r.cfg.Launch(&opts)
+		}
+		lc, err := localcluster.Start(ctx, opts)
 		if err != nil {
 			return err
 		}

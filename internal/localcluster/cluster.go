@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -45,6 +46,12 @@ type Options struct {
 	Secret string
 	// ReadyTimeout bounds the wait for each node's /v1/status; 0 means 30 s.
 	ReadyTimeout time.Duration
+	// Hosts, if set, gives each node its own IP (node i+1 at Hosts[i]), for nodes in network
+	// namespaces: every node then listens on its IP at HostPorts, and the launcher no longer checks
+	// that ports are free (they live in the node's namespace).
+	Hosts []string
+	// Command, if set, wraps a node's command line (for example `ip netns exec NS` in front of it).
+	Command func(id uint16, argv []string) []string
 	// Configure, if set, changes every node's file after the launcher filled it in.
 	Configure func(id uint16, f *config.File)
 	// Logger receives the launcher's own events; nil: slog.Default().
@@ -132,7 +139,7 @@ func cmpOr[T comparable](v, def T) T {
 
 // setup lays out, configures, formats and starts every node.
 func (c *Cluster) setup(ctx context.Context) error {
-	addrs, err := freePorts(3 * c.opts.Nodes)
+	addrs, err := c.addresses()
 	if err != nil {
 		return err
 	}
@@ -145,6 +152,7 @@ func (c *Cluster) setup(ctx context.Context) error {
 		})
 	}
 	for _, n := range c.nodes {
+		n.command = c.opts.Command
 		if err := c.writeConfig(n); err != nil {
 			return err
 		}
@@ -164,6 +172,26 @@ func (c *Cluster) setup(ctx context.Context) error {
 	}
 	c.log.Info("localcluster: cluster ready", "dir", c.dir, "nodes", len(c.nodes))
 	return nil
+}
+
+// HostPorts are the peer, client and admin ports of nodes given their own IP (Options.Hosts).
+var HostPorts = [3]int{7001, 7002, 7003}
+
+// addresses is the peer, client and admin address of every node, three per node in id order.
+func (c *Cluster) addresses() ([]string, error) {
+	if c.opts.Hosts == nil {
+		return freePorts(3 * c.opts.Nodes)
+	}
+	if len(c.opts.Hosts) != c.opts.Nodes {
+		return nil, fmt.Errorf("%w: %d hosts for %d nodes", ErrStart, len(c.opts.Hosts), c.opts.Nodes)
+	}
+	var out []string
+	for _, h := range c.opts.Hosts {
+		for _, p := range HostPorts {
+			out = append(out, net.JoinHostPort(h, strconv.Itoa(p)))
+		}
+	}
+	return out, nil
 }
 
 // format runs `ringstream format --new-cluster` for the node's metadata replica, if it holds one.
@@ -299,8 +327,10 @@ func (c *Cluster) Restart(ctx context.Context, id uint16) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, c.opts.ReadyTimeout)
 	defer cancel()
-	if err := n.waitPortsFree(wctx); err != nil {
-		return err
+	if c.opts.Hosts == nil {
+		if err := n.waitPortsFree(wctx); err != nil {
+			return err
+		}
 	}
 	if err := n.start(); err != nil {
 		return err

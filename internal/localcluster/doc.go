@@ -24,5 +24,8 @@
 //   - A node is ready when GET /v1/status on its admin address answers 200. Readiness is polled
 //     every 20 ms: the process is another program, there is no event to wait on.
 //   - SIGKILL goes to the node's process group; SIGSTOP, SIGCONT and SIGTERM to the process alone.
+//   - With Options.Hosts (nodes in network namespaces, started through Options.Command) each node
+//     listens on its own IP at HostPorts, and a restart does not wait for its ports: they live in
+//     the node's namespace.
 //   - The secret is 32 random bytes, hex-encoded, unless Options.Secret is set.
 package localcluster

@@ -33,6 +33,7 @@ type Node struct {
 	PeerAddr, ClientAddr, AdminAddr string
 
 	binary    string
+	command   func(id uint16, argv []string) []string
 	configure func(*config.File)
 
 	mu     sync.Mutex
@@ -107,7 +108,11 @@ func (n *Node) start() error {
 		return fmt.Errorf("%w: node %d: %w", ErrStart, n.ID, err)
 	}
 	fmt.Fprintf(logFile, "--- localcluster: starting node %d at %s\n", n.ID, time.Now().UTC().Format(time.RFC3339Nano))
-	cmd := exec.Command(n.binary, "serve", "--config", n.ConfigPath(), "--log-level", "info")
+	argv := []string{n.binary, "serve", "--config", n.ConfigPath(), "--log-level", "info"}
+	if n.command != nil {
+		argv = n.command(n.ID, argv)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = n.Dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
