@@ -35,6 +35,8 @@
 //     recovery pending, the restarted old owner's copy is a follower at the stream's epoch (its return
 //     as a follower moves the epoch without a recovery), and the active controller started no seal
 //     after the restart (checked when the same node held the controller before and after).
+//   - A node's CPU seconds and peak RSS are its current process's, read from /proc at the end: a
+//     restarted node's earlier run is not counted (its restarts are).
 //   - The bench's client gives a silent node 2 s (RequestTimeout) before it retries elsewhere.
 //   - --owner-on-metadata-primary and --owner-off-metadata-primary place the first stream by creating
 //     it again, with 1-copy filler streams moving the owner along (placement picks the node with the
