@@ -37,7 +37,9 @@
 //     after the restart (checked when the same node held the controller before and after).
 //   - A node's CPU seconds and peak RSS are its current process's, read from /proc at the end: a
 //     restarted node's earlier run is not counted (its restarts are).
-//   - The bench's client gives a silent node 2 s (RequestTimeout) before it retries elsewhere.
+//   - The bench's client gives a silent node 2 s (RequestTimeout) before it retries elsewhere, and a
+//     connect and handshake 1 s (DialTimeout): a stopped node's kernel still accepts a connection, and
+//     with the client's default of 5 s a SIGSTOP's stall measured the client, not the cluster.
 //   - --owner-on-metadata-primary and --owner-off-metadata-primary place the first stream by creating
 //     it again, with 1-copy filler streams moving the owner along (placement picks the node with the
 //     fewest copies, then the lowest id); the fillers are deleted before the load.

@@ -26,6 +26,9 @@ const (
 	// requestTimeout is how long the bench's client waits on a node that answers nothing (a stopped
 	// owner) before it retries elsewhere: short, so that a stall measures the cluster, not the client.
 	requestTimeout = 2 * time.Second
+	// dialTimeout bounds a connect and handshake: a stopped node's kernel still accepts the connection,
+	// and its handshake then waits out the whole timeout.
+	dialTimeout = time.Second
 )
 
 // run is one bench run's state.
@@ -81,7 +84,7 @@ func (r *run) connect(ctx context.Context) error {
 		}
 	}
 	cl, err := client.Dial(ctx, client.Config{Addrs: addrs, Cluster: clusterID, Secret: []byte(secret),
-		RequestTimeout: requestTimeout, Logger: r.log})
+		RequestTimeout: requestTimeout, DialTimeout: dialTimeout, Logger: r.log})
 	if err != nil {
 		return fmt.Errorf("bench: connect to the cluster: %w", err)
 	}
