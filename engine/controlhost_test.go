@@ -289,7 +289,10 @@ func (p publishedCopy) AppendCopyTails(dst []wire.CopyTail) []wire.CopyTail {
 
 // The copy tails of node heartbeats reach the controller: a member whose heartbeat shows its copy at
 // the assignment's epoch is not sent the assignment again, one whose heartbeat shows nothing is, every
-// SealRetryTimeoutTicks.
+// SealRetryTimeoutTicks. This holds within one controller's term: a controller that becomes active
+// forgets the heartbeats its predecessor heard and sends every assignment again (BecomePrimary), and
+// under load a starved primary can lose its view in the middle of the measurement. A measurement that
+// saw a controller become active is taken again.
 func TestControlHost_HeartbeatTailsStopAssignmentResends(t *testing.T) {
 	const silent = 3 // publishes no copy
 	nodes := startControlCluster(t, controlTestConfig(), func(n *controlNode) {
@@ -300,7 +303,43 @@ func TestControlHost_HeartbeatTailsStopAssignmentResends(t *testing.T) {
 			n.tails = publishedCopy{role: wire.RoleFollower}
 		}
 	})
+	var terms atomic.Int64 // controllers that became active, on any node
+	for _, n := range nodes {
+		n.host.SetObserver(func(e ControlEvent) {
+			if e.Kind == ControlBecamePrimary {
+				terms.Add(1)
+			}
+		})
+	}
 	setUpStream(t, nodes, 1)
+	for attempt := 1; ; attempt++ {
+		before := terms.Load()
+		base, ok := measureResends(t, nodes, silent)
+		// The counts are read before the terms: an assignment a new controller sent after this read
+		// is not counted.
+		got := [2]int64{nodes[0].stream.assignments.Load(), nodes[1].stream.assignments.Load()}
+		if !ok || terms.Load() != before {
+			if attempt == 5 {
+				t.Fatalf("the controller changed during each of %d measurements", attempt)
+			}
+			t.Logf("attempt %d: the controller changed during the measurement; measuring again", attempt)
+			continue
+		}
+		for i, n := range nodes[:2] {
+			if got[i] != base[i] {
+				t.Errorf("node %d, whose heartbeat shows its copy at epoch 1, was sent the assignment again (%d, then %d)",
+					n.id, base[i], got[i])
+			}
+		}
+		return
+	}
+}
+
+// measureResends waits until the active controller heard three more heartbeats from each node, takes
+// the nodes' assignment counts as the baseline, and waits for four resends to the silent node. It
+// reports false if that controller stepped down before the baseline.
+func measureResends(t *testing.T, nodes []*controlNode, silent uint16) (base [3]int64, ok bool) {
+	t.Helper()
 	alive := map[uint16]bool{1: true, 2: true, 3: true}
 	// A node's tails are kept from its first heartbeat after it was registered: the baseline is taken
 	// once every node was heard from again.
@@ -310,18 +349,19 @@ func TestControlHost_HeartbeatTailsStopAssignmentResends(t *testing.T) {
 		return c != nil && nodes[0].stream.assignments.Load() > 0 && nodes[1].stream.assignments.Load() > 0
 	})
 	heard := c.host.Status().Stats.Heartbeats
-	waitFor(t, "three more heartbeats from each node", func() bool { return c.host.Status().Stats.Heartbeats >= heard+9 })
-	base := [3]int64{nodes[0].stream.assignments.Load(), nodes[1].stream.assignments.Load(),
+	waitFor(t, "three more heartbeats from each node", func() bool {
+		st := c.host.Status()
+		return !st.Primary || st.Stats.Heartbeats >= heard+9
+	})
+	if !c.host.Status().Primary {
+		return base, false
+	}
+	base = [3]int64{nodes[0].stream.assignments.Load(), nodes[1].stream.assignments.Load(),
 		nodes[silent-1].stream.assignments.Load()}
 	waitFor(t, "assignments sent again to the node that shows no copy", func() bool {
 		return nodes[silent-1].stream.assignments.Load() >= base[2]+4
 	})
-	for i, n := range nodes[:2] {
-		if got := n.stream.assignments.Load(); got != base[i] {
-			t.Errorf("node %d, whose heartbeat shows its copy at epoch 1, was sent the assignment again (%d, then %d)",
-				n.id, base[i], got)
-		}
-	}
+	return base, true
 }
 
 // With every survivor answering its seal, the recovery commits: the survivor with the longer tail
