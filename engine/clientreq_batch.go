@@ -84,10 +84,10 @@ func (c *clientHandler) refuseHeld(s *shard.Shard, cs *clientShard, held []heldP
 }
 
 // clientGroup is the client handler's group on one shard: offline (never scheduled, never
-// addressed), it exists for its turn hook, which hands the turn's held produces to their copies. The
-// node adds it before the stream host's groups, so its hook runs before the stream host's (the shard
-// runs turn hooks in the order the groups were added), which flushes the copies' group commits in the
-// same turn. Its id is below the stream hosts' and the node heartbeat's.
+// addressed), it exists for its turn hook, which hands the turn's held produces to their copies. Its
+// hook must run before the stream host's, which flushes the copies' group commits, so that a turn's
+// produces go out in that turn's group commit: a shard runs turn hooks in ascending group id order,
+// and clientGroupID is below the stream host's group id on every shard (TestClientGroupTurnsFirst).
 type clientGroup struct {
 	c       *clientHandler
 	index   int

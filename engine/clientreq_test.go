@@ -58,3 +58,21 @@ func TestClientShard_StaleTokenFindsNoSlot(t *testing.T) {
 		t.Fatalf("fresh token: %+v %v", sl, ok)
 	}
 }
+
+// TestClientGroupTurnsFirst: on every shard of nodes of 1 to 128 shards, the client group's id is below
+// the stream host's group id (the highest id below the metadata group's that ShardOf puts on the
+// shard, engine/streamhost), so its turn hook, which hands the turn's produces to the copies, runs
+// before the one that flushes their group commits (shard runs turn hooks in group id order).
+func TestClientGroupTurnsFirst(t *testing.T) {
+	for shards := 1; shards <= 128; shards++ {
+		for i := range shards {
+			host := shard.MetadataGroupID - 1
+			for shard.ShardOf(host, shards) != i {
+				host--
+			}
+			if c := clientGroupID(i, shards); c >= host {
+				t.Fatalf("%d shards, shard %d: client group id %#x not below the stream host's %#x", shards, i, c, host)
+			}
+		}
+	}
+}

@@ -202,7 +202,7 @@ func (n *Node) compose() error {
 	} else if err := sn.SetNodeHandler(nodeFrames{n}); err != nil {
 		return fmt.Errorf("engine: node %d: %w", n.id, err)
 	}
-	for i := range cfg.ShardCount { // before the stream host's groups: see clientGroup
+	for i := range cfg.ShardCount { // ids below the stream host's, so their hooks run first: see clientGroup
 		g := &clientGroup{c: n.clients, index: i, id: clientGroupID(i, cfg.ShardCount),
 			members: []shard.Member{{Index: 0, Node: n.id}}}
 		if err := sn.AddGroup(g); err != nil {

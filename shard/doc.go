@@ -29,8 +29,9 @@
 // A Group is what the shard schedules and routes to. Optional interfaces extend it, each checked once
 // when the group is added, each called on the shard goroutine:
 //
-//   - TurnHook.OnTurn, once per turn outside Dispatch and before the sends: logs flush their group
-//     commits, groups queue data frames, and what they queue leaves in the same turn.
+//   - TurnHook.OnTurn, once per turn outside Dispatch and before the sends, in ascending group id
+//     order: logs flush their group commits, groups queue data frames, and what they queue leaves in
+//     the same turn.
 //   - LinkWatcher.OnLinkUp and OnLinkDown, for the shard's own link to each peer node.
 //   - OutboxWatcher.OnOutboxDrained, once after a refusal for room, when the link sent everything.
 //   - Stopper.OnStop, when the shard drains for Stop or the group is removed: finish or abandon the

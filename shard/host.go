@@ -17,7 +17,8 @@ import (
 // functions and cross-shard messages were handled and before the turn's sends start. It is where a
 // log flushes its group commit and a group queues its data frames (SendFrame, SendData): what it
 // queues leaves in the same turn, not at the next tick. It may drive nothing on the ring but
-// queueing and Submit.
+// queueing and Submit. A shard runs its groups' hooks in ascending group id order, whatever order
+// they were added in: a host whose hooks depend on each other picks its group ids for it.
 type TurnHook interface {
 	OnTurn()
 }
@@ -199,7 +200,8 @@ func (s *Shard) addGroup(g Group) {
 	s.groups = slices.Insert(s.groups, i, gs)
 	s.byID[gs.id] = gs
 	if _, ok := g.(TurnHook); ok {
-		s.turners = append(s.turners, gs)
+		j, _ := slices.BinarySearchFunc(s.turners, gs.id, func(a *groupSlot, id uint64) int { return cmp.Compare(a.id, id) })
+		s.turners = slices.Insert(s.turners, j, gs)
 	}
 	g.Attach(s)
 	if s.ring != nil { // running: the schedule starts from the current tick

@@ -360,6 +360,62 @@ func TestWakeRunsATurn(t *testing.T) {
 	}
 }
 
+// Turn hooks run in ascending group id order, not in the order the groups were added: groups 9, 3
+// and 6 added before Start and group 1 added while the shard runs turn as 1, 3, 6, 9.
+func TestTurnHooksRunInGroupIDOrder(t *testing.T) {
+	var mu sync.Mutex
+	var order []uint64
+	turned := make(chan struct{}, 16)
+	group := func(id uint64) *hostGroup {
+		g := &hostGroup{Group: newGroup(id, []uint16{1, 2}, 1, 1)}
+		g.onTurn = func(g *hostGroup) {
+			mu.Lock()
+			order = append(order, g.GroupID)
+			mu.Unlock()
+			if g.GroupID == 9 {
+				turned <- struct{}{}
+			}
+		}
+		return g
+	}
+	n := newNetNodeCfg(t, shard.Config{Node: 1, Tick: time.Hour}, nil, group(9), group(3), group(6))
+	if err := n.Start(nil); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	if err := n.AddGroup(group(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Run(0, func(*shard.Shard) {}); err != nil { // the group is on the shard after this
+		t.Fatal(err)
+	}
+	mu.Lock()
+	order = order[:0]
+	mu.Unlock()
+	for len(turned) > 0 {
+		<-turned
+	}
+	n.Wake(0)
+	select {
+	case <-turned:
+	case <-time.After(liveness):
+		t.Fatal("no turn")
+	}
+	mu.Lock()
+	got := append([]uint64(nil), order...)
+	mu.Unlock()
+	// The turn of Run may still have been running its hooks when order was reset: every turn's part
+	// of got ascends, and a turn ends at 9 and the next one begins at 1.
+	if len(got) < 4 {
+		t.Fatalf("turn hooks ran %v, want at least one turn of 1 3 6 9", got)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] && (got[i-1] != 9 || got[i] != 1) {
+			t.Fatalf("turn hooks ran in order %v, want turns of 1 3 6 9", got)
+		}
+	}
+}
+
 // A group removed while its superblock save is on the ring: the save completes on the slot the shard
 // no longer holds, is counted, and reaches neither the group nor a batch; the group heard OnStop.
 func TestRemoveGroupWithSaveInFlight(t *testing.T) {
