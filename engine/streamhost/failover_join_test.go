@@ -240,3 +240,30 @@ func TestFailover_SealQueuedWhileOpening(t *testing.T) {
 		t.Fatalf("after the seal: %+v", st)
 	}
 }
+
+// A newer transition that arrives while the seal's storage step runs takes it over: the copy seals
+// again once the step ends and answers only the newer transition.
+func TestFailover_SealTakenOverMidway(t *testing.T) {
+	c := newCluster(t, majority(1, 2, 3))
+	n3 := c.nodes[3]
+	at := produceConfirmed(t, c.nodes[1], 0, 3, 0)
+	waitDurable(t, n3, at)
+	// Both handed over from one shard turn run in the next one: the second finds the first fencing.
+	c.run(3, func(*shard.Shard) {
+		for _, transition := range []uint64{5, 6} {
+			m := wire.StreamSeal{Stream: testStream, Incarnation: testIncarnation, FenceEpoch: 2, TransitionID: transition}
+			controlFrame(t, n3, wire.AppendStreamSeal(nil, wire.From{Cluster: 42, Node: 3}, &m, nil))
+		}
+	})
+	select {
+	case r := <-n3.sink.sealed:
+		if r.Status != wire.SealSealed || r.TransitionID != 6 || r.RecordTail != at {
+			t.Fatalf("seal answered %+v, want transition 6 sealed at %d", r, at)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the seal was never answered")
+	}
+	if hs := stats(c, 3); hs.Seals != 1 {
+		t.Fatalf("node 3 stats %+v: want one seal answered", hs)
+	}
+}
