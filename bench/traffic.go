@@ -27,8 +27,8 @@ type TrafficConfig struct {
 	// Busy produces to every group (RatePerGroup records/s each); idle produces nothing.
 	Busy         bool    `json:"busy"`
 	RatePerGroup float64 `json:"rate_per_group"`
-	// Settle is the wait after the groups exist and before the measure (idle groups turn idle after
-	// commit_heartbeat_timeout).
+	// Settle is the wait after the groups exist and before the measure: past commit_heartbeat_timeout
+	// (5 s by default), after which a group with nothing to commit turns idle.
 	Settle time.Duration `json:"settle_ns"`
 	// Window is how long the traffic is measured; figures are scaled to 5 s.
 	Window time.Duration `json:"window_ns"`
@@ -38,7 +38,7 @@ type TrafficConfig struct {
 // DefaultTrafficConfig is 1000 idle groups of 3 copies on 3 nodes.
 func DefaultTrafficConfig() TrafficConfig {
 	return TrafficConfig{Nodes: 3, Shards: 1, Groups: 1000, Copies: 3, RatePerGroup: 5,
-		Settle: 4 * time.Second, Window: 10 * time.Second}
+		Settle: 6 * time.Second, Window: 10 * time.Second}
 }
 
 // Frames is peer traffic per 5 s.

@@ -201,7 +201,7 @@ func TestRestartWithAnotherShardCount(t *testing.T) {
 // they carry (the unbatched baseline sends one frame per entry).
 func TestTraffic_IdleGroupsBatchTheirHeartbeats(t *testing.T) {
 	tc := bench.DefaultTrafficConfig()
-	tc.Binary, tc.Groups, tc.Settle, tc.Window = binary, 20, 3*time.Second, 3*time.Second
+	tc.Binary, tc.Groups, tc.Window = binary, 20, 3*time.Second // settle: the default, past the 5 s to idle
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	rep, err := bench.RunTraffic(ctx, tc, nil)
