@@ -42,7 +42,9 @@ func TestRetention_ByAgeOnRealLogs(t *testing.T) {
 			}
 		}
 	}
-	before := segments(7)
+	// The copy without a limit counts the segments both wrote: under load the aged copy may already
+	// have lost some here, if producing took longer than the age.
+	before := segments(8)
 	if before < 4 {
 		t.Fatalf("%d segments after %d batches, want several", before, batches)
 	}
