@@ -21,6 +21,8 @@ type nodeMetrics struct {
 	byCode    [64]prometheus.Counter  // error replies by wire.ErrorCode
 
 	produce, fetch, cursor prometheus.Histogram
+	storage                *storageMetrics  // made before the groups that feed it (Node.compose)
+	recoveries             *recoveryMetrics // nil without a metadata replica
 
 	orphanReplies     prometheus.Counter
 	repliesLost       prometheus.Counter
@@ -30,9 +32,17 @@ type nodeMetrics struct {
 	nodeFramesDropped prometheus.Counter
 }
 
-func newNodeMetrics(n *Node) *nodeMetrics {
-	m := &nodeMetrics{}
-	labels := prometheus.Labels{"node": strconv.Itoa(int(n.id))}
+// metricLabels are the constant labels of every node metric.
+func (n *Node) metricLabels() prometheus.Labels {
+	return prometheus.Labels{"node": strconv.Itoa(int(n.id))}
+}
+
+// latencyBuckets are the buckets of the request and fsync histograms: 50 us to about 6.5 s.
+func latencyBuckets() []float64 { return prometheus.ExponentialBuckets(50e-6, 2, 18) }
+
+func newNodeMetrics(n *Node, storage *storageMetrics, recoveries *recoveryMetrics) *nodeMetrics {
+	m := &nodeMetrics{storage: storage, recoveries: recoveries}
+	labels := n.metricLabels()
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ringstream_client_requests_total",
 		Help: "Client requests received, by command.", ConstLabels: labels}, []string{"command"})
 	errs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ringstream_client_errors_total",
@@ -44,7 +54,7 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 	for c := wire.CodeNotOwner; c <= wire.CodeLogFailed; c++ {
 		m.byCode[c] = errs.WithLabelValues(errorCodeName(c))
 	}
-	buckets := prometheus.ExponentialBuckets(50e-6, 2, 18) // 50 us to about 6.5 s
+	buckets := latencyBuckets()
 	hist := func(name, help string) prometheus.Histogram {
 		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, ConstLabels: labels,
 			Buckets: buckets})
@@ -67,6 +77,10 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 	m.forwardsLate = counter("ringstream_meta_forward_replies_late_total", "Answers to forwarded requests that came after the wait ended.")
 	m.nodeFramesDropped = counter("ringstream_node_frames_dropped_total", "Node-level frames this node has no handler for.")
 	m.all = append(m.all, requests, errs, m.produce, m.fetch, m.cursor)
+	m.all = append(m.all, storage.collectors()...)
+	if recoveries != nil {
+		m.all = append(m.all, recoveries.collectors()...)
+	}
 	m.all = append(m.all, n.statusGauges(labels)...)
 	return m
 }

@@ -91,6 +91,7 @@ func (n *Node) recoveryAction(ctx context.Context, res *adminapi.RecoveryAction,
 	if !res.Done {
 		return http.StatusConflict
 	}
+	n.metrics.recoveries.operator(res.Action)
 	if res.Action == "accept-loss" {
 		n.log.Warn("operator accepted the loss of a stream's owner", "stream", res.Stream, "recovery", res.Recovery,
 			"owner", res.Owner, "risk", acceptLossWarning)

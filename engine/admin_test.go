@@ -108,6 +108,16 @@ func TestNode_AcceptLossThroughAdminHTTP(t *testing.T) {
 	if code != http.StatusOK || !res.Done || res.Owner == look.Owner || res.Owner == 0 || res.Warning == "" {
 		t.Fatalf("accept-loss: %d %+v", code, res)
 	}
+	// The recovery was recorded by the controller of a surviving node (the primary's, or the next
+	// primary's when the owner's node held the primary); the accepted loss is counted where it committed.
+	outcome := func(n *Node, o string) float64 {
+		return metricCount(t, n, fmt.Sprintf(`ringstream_controller_recoveries_total{node="%d",outcome="%s"}`, n.ID(), o))
+	}
+	recorded := outcome(primary, "recorded") + outcome(other, "recorded")
+	if acc := outcome(primary, "accepted_loss"); recorded < 1 || acc != 1 {
+		t.Fatalf("recoveries recorded %v on the survivors, accepted_loss %v on the primary's node: want 1 or more, and 1",
+			recorded, acc)
+	}
 	nc := dialNode(t, c.nodes[res.Owner].ClientAddr(), "")
 	waitForTB(t, "the new owner serving", func() bool {
 		var r wire.ProduceReply
@@ -129,6 +139,13 @@ func TestNode_AcceptLossThroughAdminHTTP(t *testing.T) {
 // metricValue is the value of the first sample of metric name on n's /metrics ("" when absent).
 func metricValue(t *testing.T, n *Node, name string) string {
 	t.Helper()
+	return metricLine(t, n, name+"{")
+}
+
+// metricLine is the value of the first sample on n's /metrics whose line starts with prefix ("" when
+// absent).
+func metricLine(t *testing.T, n *Node, prefix string) string {
+	t.Helper()
 	resp, err := http.Get("http://" + n.AdminAddr().String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +156,7 @@ func metricValue(t *testing.T, n *Node, name string) string {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, name+"{") {
+		if strings.HasPrefix(line, prefix) {
 			return line[strings.LastIndexByte(line, ' ')+1:]
 		}
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/ringstream/ringstream/engine/vsr"
 	"github.com/ringstream/ringstream/shard"
@@ -20,6 +21,12 @@ var (
 
 // DefaultEagerFailoverGraceTicks is EagerFailoverGraceTicks when the config leaves it 0.
 const DefaultEagerFailoverGraceTicks = 20
+
+// SetPersistObserver makes f hear the time each persist of the replica took, from queueing its
+// chain on shard 0's ring to its last completion (the writes and the fdatasync that makes them
+// durable), once it succeeded. f runs on shard 0's goroutine and must not block. Call it before the
+// node starts.
+func (g *MetaGroup) SetPersistObserver(f func(time.Duration)) { g.store.observe = f }
 
 // SetWake gives the group a function that wakes shard 0's loop (shard.Node.Wake(0)): Propose calls it,
 // so that a proposal is ordered in the next loop turn instead of at the next tick. Safe from any

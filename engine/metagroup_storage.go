@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -74,6 +75,9 @@ type metaStore struct {
 
 	done   uint64 // highest persist id durable
 	failed error  // the first failure: nothing is queued after it
+
+	observe  func(time.Duration) // MetaGroup.SetPersistObserver (nil: none)
+	queuedAt time.Time           // when the chain in flight was queued (only with observe)
 
 	// Deliberately wrong variants, set only by tests to prove the power-loss tests catch them:
 	// brokenNoSync, a persist without its (last) fdatasync; brokenNoDirSync, a compaction without the
@@ -183,6 +187,9 @@ func (s *metaStore) kick() {
 	s.queue[n] = metaPersist{}
 	s.queue = s.queue[:n]
 	s.cur, s.stage = p, stagePersist
+	if s.observe != nil {
+		s.queuedAt = time.Now()
+	}
 	if err != nil {
 		// Part of the chain is queued and the rest could not be: the persist cannot complete as one
 		// chain. It fails once the queued part has completed.
@@ -290,6 +297,9 @@ func (s *metaStore) finish() {
 			return
 		}
 		s.done = p.id
+		if s.observe != nil {
+			s.observe(time.Since(s.queuedAt))
+		}
 		s.logEnd += int64(len(p.log))
 		s.cur = metaPersist{}
 		if len(s.free) < metaFreeMax {

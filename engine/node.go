@@ -89,6 +89,15 @@ type NodeOptions struct {
 //     rings drain. A request the node never read is not answered: it was not taken either. Kill
 //     skips the waits and the notice.
 //   - The node heartbeat goes every tenth of node_liveness_timeout (at least one tick).
+//   - Fsync metrics are what the node can time itself: each group commit of a copy's log from
+//     queueing its writes to the last completion (segment.Config.CommitObserver: the writev and
+//     its linked fdatasync are one chain, so the fdatasync alone is not separable), and each
+//     metadata persist likewise (MetaGroup.SetPersistObserver). Recovery metrics come from the
+//     controller host's events (ControlHost.SetObserver, which the node sets; a caller that sets
+//     its own replaces it): recoveries recorded and committed by the active controller, the time
+//     from a RecordRecovery's commit to its CommitRecovery's, and from the node loss before it to
+//     that commit (the controller's part of the failover gap; the new owner's open comes after).
+//     Withdrawals and accepted losses are counted where the operator's request commits.
 type Node struct {
 	cfg   *config.Config
 	opts  NodeOptions
@@ -181,6 +190,8 @@ func (n *Node) compose() error {
 	cfg, sn := n.cfg, n.shard
 	n.clients = newClientHandler(n)
 	n.metaSvc = newMetaService(n)
+	storage := newStorageMetrics(n.metricLabels(), latencyBuckets())
+	var recoveries *recoveryMetrics
 	var self func(h *wire.Header, body []byte)
 	if mc, ok := cfg.MetaGroup(); ok {
 		mc.Logger = n.log
@@ -190,6 +201,7 @@ func (n *Node) compose() error {
 		}
 		n.meta = g
 		g.SetWake(func() { sn.Wake(0) })
+		g.SetPersistObserver(storage.observePersist)
 		if err := sn.AddGroup(g); err != nil {
 			return fmt.Errorf("engine: node %d: %w", n.id, err)
 		}
@@ -199,6 +211,8 @@ func (n *Node) compose() error {
 			return fmt.Errorf("engine: node %d: controller: %w", n.id, err)
 		}
 		n.ctl, self = ctl, ctl.LocalHeartbeat
+		recoveries = newRecoveryMetrics(n.metricLabels())
+		ctl.SetObserver(recoveries.observe)
 	} else if err := sn.SetNodeHandler(nodeFrames{n}); err != nil {
 		return fmt.Errorf("engine: node %d: %w", n.id, err)
 	}
@@ -209,8 +223,10 @@ func (n *Node) compose() error {
 			return fmt.Errorf("engine: node %d: client group of shard %d: %w", n.id, i, err)
 		}
 	}
+	seg := cfg.Segment()
+	seg.CommitObserver = storage.observeCommit
 	host, err := streamhost.New(sn, streamhost.Config{Dir: cfg.File.Node.DataDir, Cluster: cfg.File.Cluster.ID,
-		Node: n.id, Shards: cfg.ShardCount, Segment: cfg.Segment(),
+		Node: n.id, Shards: cfg.ShardCount, Segment: seg,
 		Stream:  stream.Config{TickMs: uint32(cfg.File.Cluster.TickMs)},
 		Replies: n.clients.streamReply, SealReplies: n.sealReply, Logger: n.log})
 	if err != nil {
@@ -229,7 +245,7 @@ func (n *Node) compose() error {
 	if err := sn.SetClientHandler(n.clients); err != nil {
 		return fmt.Errorf("engine: node %d: %w", n.id, err)
 	}
-	n.metrics = newNodeMetrics(n)
+	n.metrics = newNodeMetrics(n, storage, recoveries)
 	if err := n.reg.Register(n.metrics); err != nil {
 		return fmt.Errorf("engine: register node metrics: %w", err)
 	}

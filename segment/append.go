@@ -2,6 +2,7 @@ package segment
 
 import (
 	"fmt"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -79,8 +80,9 @@ type commitState struct {
 	outstanding int
 	newSegs     int
 	err         error
-	auto        bool // commit whenever something is pending (record log)
-	wantSync    bool // the caller asked for a commit (cursor log)
+	auto        bool      // commit whenever something is pending (record log)
+	wantSync    bool      // the caller asked for a commit (cursor log)
+	writesAt    time.Time // when the group's writes were queued (only with Config.CommitObserver)
 }
 
 func (c *commitState) init(cfg Config) {
@@ -330,6 +332,9 @@ func (l *Log) queueWrites() {
 		return
 	}
 	l.commit.stage = stageWriting
+	if l.cfg.CommitObserver != nil {
+		l.commit.writesAt = time.Now()
+	}
 	for i := range f.parts {
 		pt := &f.parts[i]
 		pt.iov[0] = f.buf[pt.from:pt.to]
@@ -447,6 +452,9 @@ func (l *Log) finishCommit() {
 	assert.True(len(f.acks) > 0, "segment: group commit without appends")
 	assert.True(f.acks[len(f.acks)-1].end >= l.durable, "segment: durable tail went back")
 	l.durable = f.acks[len(f.acks)-1].end
+	if obs := l.cfg.CommitObserver; obs != nil {
+		obs(l.kind, time.Since(l.commit.writesAt))
+	}
 	// The stage stays busy while callbacks run, so a Flush from inside one cannot start a group
 	// over the acks being walked.
 	for _, a := range f.acks {

@@ -3,6 +3,7 @@ package segment
 import (
 	"fmt"
 	"log/slog"
+	"time"
 )
 
 // Config sets up the logs of one stream copy. Zero values take the defaults below.
@@ -33,6 +34,11 @@ type Config struct {
 	RecycleSegments int
 	// Logger receives recovery warnings. Nil means slog.Default().
 	Logger *slog.Logger
+	// CommitObserver, when set, hears every group commit that succeeded, on the goroutine that
+	// dispatches the log's completions: the log, and the time from queueing its writes to the last
+	// completion (each file's writev and linked fdatasync, and the directory fsync of a group that
+	// created a segment file). It must not block or drive the ring; segment allocates nothing for it.
+	CommitObserver func(log LogKind, d time.Duration)
 }
 
 const (

@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/ringstream/ringstream/engine/meta"
+)
+
+// metricCount is the value of the sample whose line starts with prefix (name and labels, in the
+// text format's label order) on n's /metrics, 0 when absent.
+func metricCount(t *testing.T, n *Node, prefix string) float64 {
+	t.Helper()
+	v := metricLine(t, n, prefix)
+	if v == "" {
+		return 0
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		t.Fatalf("%s: %q: %v", prefix, v, err)
+	}
+	return f
+}
+
+// TestNode_MetricsTimeGroupCommitsAndPersists: a produce moves the count of the owner's record log
+// group commit histogram, and the stream's creation the metadata persist histogram of the primary's
+// node.
+func TestNode_MetricsTimeGroupCommitsAndPersists(t *testing.T) {
+	c := newTestCluster(t, "")
+	c.waitRegistered()
+	tc := dialNode(t, c.nodes[1].ClientAddr(), "")
+	created, e := tc.create("timed", 3)
+	if e != nil {
+		t.Fatalf("create: %+v", e)
+	}
+	look, e := tc.lookup("timed")
+	if e != nil {
+		t.Fatal(e)
+	}
+	owner := c.nodes[look.Owner]
+	oc := dialNode(t, netip.MustParseAddrPort(string(look.OwnerAddr)), "")
+	waitForTB(t, "the owner's copy serving", func() bool {
+		_, e = oc.produce(created.Stream, 7, 1, 1, []byte("first"))
+		return e == nil
+	})
+	commits := fmt.Sprintf(`ringstream_log_group_commit_seconds_count{log="records",node="%d"}`, owner.ID())
+	before := metricCount(t, owner, commits)
+	if before < 1 {
+		t.Fatalf("%s = %v after a confirmed produce", commits, before)
+	}
+	if _, e := oc.produce(created.Stream, 7, 2, 1, []byte("second")); e != nil {
+		t.Fatalf("produce: %+v", e)
+	}
+	waitForTB(t, "the second produce's group commit counted", func() bool { return metricCount(t, owner, commits) > before })
+	primary := c.primaryNode(0)
+	if primary == nil {
+		t.Fatal("no metadata primary")
+	}
+	persists := fmt.Sprintf(`ringstream_meta_persist_seconds_count{node="%d"}`, primary.ID())
+	if n := metricCount(t, primary, persists); n < 1 {
+		t.Fatalf("%s = %v after the stream's creation committed", persists, n)
+	}
+}
+
+// histogramCount is the number of observations of h.
+func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// The controller events time a recovery from its record to its commit and from the node loss before
+// it; a commit whose record another controller saw counts but is not timed, and a new term forgets
+// the recoveries it did not see committed.
+func TestRecoveryMetrics_TimeRecordToCommit(t *testing.T) {
+	m := newRecoveryMetrics(prometheus.Labels{"node": "1"})
+	committed := func(op meta.OpKind, stream uint64) {
+		m.observe(ControlEvent{Kind: ControlCommitted, Stream: stream, Op: op, OK: true})
+	}
+	m.observe(ControlEvent{Kind: ControlBecamePrimary})
+	m.observe(ControlEvent{Kind: ControlNodeLost, Node: 2})
+	committed(meta.OpRecordRecovery, 5)
+	m.observe(ControlEvent{Kind: ControlCommitted, Stream: 5, Op: meta.OpCommitRecovery}) // refused: not OK
+	committed(meta.OpCommitRecovery, 5)
+	committed(meta.OpCommitRecovery, 6) // recorded under an earlier controller
+	committed(meta.OpRecordRecovery, 7)
+	m.observe(ControlEvent{Kind: ControlBecamePrimary})
+	committed(meta.OpCommitRecovery, 7)
+	if got := counterValue(t, m.outcomes[recoveryRecorded]); got != 2 {
+		t.Errorf("recorded %v, want 2", got)
+	}
+	if got := counterValue(t, m.outcomes[recoveryCommitted]); got != 3 {
+		t.Errorf("committed %v, want 3", got)
+	}
+	if got := histogramCount(t, m.toCommit); got != 1 {
+		t.Errorf("record to commit timed %d times, want 1 (stream 5)", got)
+	}
+	if got := histogramCount(t, m.fromLoss); got != 1 {
+		t.Errorf("loss to commit timed %d times, want 1 (stream 5)", got)
+	}
+	var h dto.Metric
+	_ = m.toCommit.Write(&h)
+	if s := h.GetHistogram().GetSampleSum(); s <= 0 {
+		t.Errorf("record to commit sum %v, want above 0", s)
+	}
+}
