@@ -138,9 +138,21 @@ func (c *testCluster) stop() {
 	}
 }
 
-// waitRegistered waits until the metadata primary registered every node.
+// waitRegistered waits until the metadata primary registered every node and every node's links to
+// the others are up: a metadata request forwarded over a link not up yet is answered CodeUnavailable
+// (the client retries; the tests that send one request and expect its answer do not).
 func (c *testCluster) waitRegistered() {
 	c.t.Helper()
+	waitForTB(c.t, "every link up", func() bool {
+		for _, n := range c.nodes {
+			for _, l := range n.Shards().Status() {
+				if !l.Up {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	waitForTB(c.t, "every node registered", func() bool {
 		for _, n := range c.nodes {
 			if n.Meta() != nil && n.Meta().Status().Primary {
