@@ -87,6 +87,10 @@ var regressionSeeds = []struct {
 	{53250, "a persist failed (ENOSPC drawn at issue) one tick into the core phase; no supervisor restarted " +
 		"that core replica, so the other two ran view changes for 3000 ticks without a quorum", true},
 	{53912, "the same as 53250 with another core", true},
+	{302403, "a core backup the primary needed fell behind, dropped the newest prepares as a gap and installed " +
+		"the checkpoint (at the commit point) instead; the primary re-sent from the backup's last acknowledgement, " +
+		"below that checkpoint, and the backup dropped them unanswered, so nothing committed for 3000 ticks", true},
+	{304439, "the same as 302403 with three replicas of five up", true},
 }
 
 func TestSim_RegressionSeeds(t *testing.T) {

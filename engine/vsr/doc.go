@@ -59,6 +59,9 @@
 //   - A snapshot install raises the commit point to the checkpoint's op, and to the sender's commit
 //     only when the sender is in this replica's view and this replica is normal in it: entries past
 //     the checkpoint that this replica holds from an older view may have been replaced.
+//   - A backup answers a prepare at or below its checkpoint with a prepare-ok for the checkpoint's op
+//     (committed, so on every later view's chain): the primary re-sends from a backup's last
+//     acknowledgement, and a checkpoint installed since may lie past every op it re-sends.
 //   - A failed persist (PersistFailed) ends the replica's part until its node restarts it; it is not
 //     retried, since what reached the disk after a failed fsync is unknown.
 //   - The client table keeps ClientsMax sessions and evicts the one whose last op is oldest; a client

@@ -85,7 +85,11 @@ func (r *Replica) onPrepare(m *wire.VSRMessage) {
 	e := &m.Entries[0]
 	switch {
 	case m.Op <= r.logBase:
+		// A checkpoint installed since this backup's last acknowledgement covers the op. The primary
+		// re-sends from that acknowledgement on, so without an answer it would re-send the same ops
+		// forever and never learn this backup can take the ones after its checkpoint.
 		r.drop("prepare: below the log")
+		r.sendPrepareOK(r.logBase)
 	case m.Op <= r.op:
 		if r.log[m.Op-r.logBase-1].Checksum != e.Checksum {
 			r.drop("prepare: differs from the log")

@@ -252,3 +252,48 @@ func TestPrimary_PreparesLeaveWithItsOwnPersist(t *testing.T) {
 			fx.PersistID, len(fx.Messages))
 	}
 }
+
+// Found by the simulator (seeds 302403, 304439): a backup the primary needs for its quorum fell behind
+// the primary's checkpoint, dropped the newest prepares as a gap and installed the checkpoint instead.
+// The primary re-sends from the backup's last acknowledgement, below that checkpoint, and the backup
+// dropped those prepares without a word: it was at the commit point, so it asked for nothing either,
+// and the group never committed again. It must answer with where its log now starts.
+func TestPrepareTimeout_BackupPastItsLastAckByACheckpointCatchesUp(t *testing.T) {
+	c := newCluster(t, 3)
+	for req := uint64(1); req <= 2; req++ {
+		if err := c.propose(1, req, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.heartbeat()
+	// Replica 2 misses ops 3..16; the primary checkpoints at 8 and 16 and keeps its log from 9.
+	c.cut = func(from, to uint8) bool { return from == 2 || to == 2 }
+	for req := uint64(3); req <= 16; req++ {
+		if err := c.propose(1, req, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := c.replicas[0]
+	if p.Commit() != 16 || p.SnapshotOp() != 16 {
+		t.Fatalf("primary commit %d checkpoint %d, want 16 and 16", p.Commit(), p.SnapshotOp())
+	}
+	// Replica 1 goes down: ops 17..20 need replica 2. Their prepares reach it all at once, past a gap.
+	c.cut, c.down[1] = nil, true
+	for req := uint64(17); req <= 20; req++ {
+		if err := p.Propose(1, req, counterOp(1, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.deliverAll()
+	r2 := c.replicas[2]
+	if r2.Stats().SnapshotsIn != 1 || r2.Op() != 16 || r2.Commit() != 16 {
+		t.Fatalf("replica 2 snapshots in %d op %d commit %d, want the checkpoint at 16 installed",
+			r2.Stats().SnapshotsIn, r2.Op(), r2.Commit())
+	}
+	c.tick(20)
+	c.heartbeat()
+	if p.Commit() != 20 || r2.Commit() != 20 || c.machines[2].counters[1] != 20 {
+		t.Fatalf("primary commit %d, replica 2 commit %d counter %d; want 20: the backup never caught up",
+			p.Commit(), r2.Commit(), c.machines[2].counters[1])
+	}
+}
