@@ -89,6 +89,14 @@ type NodeOptions struct {
 //     rings drain. A request the node never read is not answered: it was not taken either. Kill
 //     skips the waits and the notice.
 //   - The node heartbeat goes every tenth of node_liveness_timeout (at least one tick).
+//   - A committed stream delete is carried out by every node that holds a metadata replica: every
+//     reapEvery it compares its serving copies with its replica's applied state and deletes each
+//     copy of an incarnation the state records as deleted (meta.State.Deleted: the stream's id is
+//     retired or lives at a later incarnation; an id the replica has not seen is never taken for
+//     deleted) through streamhost.Host.DeleteIncarnation. Requests for the stream are then
+//     answered from the state: CodeUnknownStream. A node without a replica keeps its copies of a
+//     deleted stream until an operator removes them; a copy not open when its node looked (the
+//     node was down, the copy failed to open) keeps its directory.
 //   - Fsync metrics are what the node can time itself: each group commit of a copy's log from
 //     queueing its writes to the last completion (segment.Config.CommitObserver: the writev and
 //     its linked fdatasync are one chain, so the fdatasync alone is not separable), and each
@@ -118,6 +126,7 @@ type Node struct {
 	metaSvc *metaService
 	admin   *adminServer
 	metrics *nodeMetrics
+	reaper  *reaper
 
 	replicas []uint16 // the metadata group's nodes, member index order
 
@@ -190,6 +199,7 @@ func (n *Node) compose() error {
 	cfg, sn := n.cfg, n.shard
 	n.clients = newClientHandler(n)
 	n.metaSvc = newMetaService(n)
+	n.reaper = newReaper(n)
 	storage := newStorageMetrics(n.metricLabels(), latencyBuckets())
 	var recoveries *recoveryMetrics
 	var self func(h *wire.Header, body []byte)
@@ -306,8 +316,9 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
-	n.background.Add(2)
+	n.background.Add(3)
 	go func() { defer n.background.Done(); n.register(bg) }()
+	go func() { defer n.background.Done(); n.reaper.run(bg) }()
 	go func() { defer n.background.Done(); n.admin.serve() }()
 	n.log.Info("node serving", "peer", n.shard.Addr(), "client", n.ClientAddr(), "admin", n.AdminAddr(),
 		"shards", n.cfg.ShardCount, "metadata_replica", n.meta != nil)

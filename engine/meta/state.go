@@ -241,6 +241,22 @@ func (s *State) StreamByID(id uint64) (Stream, bool) {
 	return e.stream, true
 }
 
+// Deleted reports whether the state records incarnation of stream id as deleted: the live stream with
+// id is a later incarnation, or no stream with id lives and its retired name was retired at
+// incarnation or later. An id the state has never seen is not deleted (a replica that has not applied
+// its creation yet). The answer does not depend on the map's iteration order.
+func (s *State) Deleted(id uint64, incarnation uint32) bool {
+	if e, ok := s.streams[id]; ok {
+		return e.stream.Incarnation > incarnation
+	}
+	for _, r := range s.retired {
+		if r.id == id && r.incarnation >= incarnation {
+			return true
+		}
+	}
+	return false
+}
+
 // Streams returns every live stream in id order.
 func (s *State) Streams() []Stream {
 	out := make([]Stream, 0, len(s.streams))
