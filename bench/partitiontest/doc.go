@@ -20,9 +20,10 @@
 //     namespace produces one large batch to it, which it appends but cannot confirm. After the heal
 //     its copy's tails must come back to the new owner's, below that suffix: the cut is seen in the
 //     tails /v1/status reports, and the probe's records must never be read back.
-//   - R24 on the stream owner (no read served past commit_heartbeat_timeout) is not implemented:
-//     the test reports what the cut-off owner did and fails on it only with RINGSTREAM_REQUIRE_R24=1.
-//     R24 on the metadata primary (it steps down) is checked when the cut node held it.
+//   - R24 is checked on both groups the cut node leads: the metadata primary must step down, and the
+//     stream owner must refuse a fetch as unavailable with its copy's own R24 message (the probe
+//     client's attempts are logged, so a lookup refused by the metadata group does not count), each
+//     within commit_heartbeat_timeout plus 3 s for ticks that run late on a loaded machine.
 //   - The timeouts are short (tick 10 ms, commit_heartbeat_timeout 2 s, R9's floor, below
 //     node_liveness_timeout 3 s) and the failover has no upper bound but the wait's 30 s: on a loaded
 //     machine the metadata group's view change can take much longer than its timeouts.

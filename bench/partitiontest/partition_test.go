@@ -2,6 +2,7 @@ package partitiontest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,10 +25,9 @@ const (
 	livenessTimeout  = 3000 * time.Millisecond // node_liveness_timeout
 	streamName       = "partition"
 	probeRecords     = 6000 // the old owner's unconfirmed suffix: one batch of this many records (~700 KB)
-	// r24Slack is how long past commit_heartbeat_timeout the cut-off node is probed for R24: the
-	// window is counted in ticks, and a loaded machine runs ticks late.
-	r24Slack = time.Second
-	// metaSlack bounds how late past commit_heartbeat_timeout a cut-off metadata primary may step down.
+	// metaSlack bounds how late past commit_heartbeat_timeout a cut-off metadata primary steps down
+	// and a cut-off owner stops serving (R24): the window is counted in ticks, and a loaded machine
+	// runs ticks late.
 	metaSlack = 3 * time.Second
 )
 
@@ -104,10 +104,16 @@ func TestPartition_OwnerCutOff_FailsOverAndRejoinsWithSuffixCut(t *testing.T) {
 	if early.status.Meta != nil && early.status.Meta.Primary {
 		checkMetaStepDown(ctx, t, target)
 	}
-	sleepUntil(ctx, cutAt.Add(heartbeatTimeout+r24Slack))
-	late, err := target.run(ctx, "late", 0)
-	if err != nil {
-		t.Fatal(err)
+	sleepUntil(ctx, cutAt.Add(heartbeatTimeout))
+	var late probe
+	for {
+		if late, err = target.run(ctx, "late", 0); err != nil {
+			t.Fatal(err)
+		}
+		if late.fetchErr != nil || late.after > heartbeatTimeout+metaSlack {
+			break
+		}
+		sleepUntil(ctx, time.Now().Add(5*statusPoll))
 	}
 	t.Logf("old owner, probed from its namespace: %v", late)
 	checkR24(t, late)
@@ -179,23 +185,26 @@ func checkMetaStepDown(ctx context.Context, t *testing.T, pr *prober) {
 	}
 }
 
-// checkR24 reports what the cut-off owner's stream copy did past commit_heartbeat_timeout: R24 says
-// it serves no read. Stream owners do not implement R24 yet (engine/streamhost counts OnQuorumLost
-// and nothing more), so a served read is reported as not met, and fails the test only with
-// RINGSTREAM_REQUIRE_R24=1, the switch for whoever implements it.
+// checkR24: the cut-off owner's stream copy must serve no read past commit_heartbeat_timeout (R24),
+// with metaSlack for late ticks: its fetch is refused (unavailable) once it heard no quorum within
+// its window.
 func checkR24(t *testing.T, late probe) {
 	t.Helper()
-	if late.fetchErr != nil {
-		t.Logf("R24 met by the stream owner: its fetch was refused %v after the cut", late.after.Round(time.Millisecond))
+	if late.fetchErr == nil {
+		t.Errorf("R24: the cut-off owner still served a fetch of %d records %v after the cut (commit_heartbeat_timeout %v)",
+			late.fetched, late.after.Round(time.Millisecond), heartbeatTimeout)
 		return
 	}
-	msg := fmt.Sprintf("R24 NOT MET by the stream owner: the cut-off owner still served a fetch of %d records %v "+
-		"after the cut (commit_heartbeat_timeout %v)", late.fetched, late.after.Round(time.Millisecond), heartbeatTimeout)
-	if os.Getenv("RINGSTREAM_REQUIRE_R24") == "1" {
-		t.Error(msg)
+	// The copy's own refusal (engine/stream's msgQuorumLost), not a lookup the client retried with.
+	const refusal = "within commit_heartbeat_timeout (R24)"
+	if !errors.Is(late.fetchErr, client.ErrUnavailable) ||
+		!strings.Contains(late.fetchErr.Error()+late.fetchLog, refusal) {
+		t.Errorf("R24: the cut-off owner's fetch %v after the cut was not refused by its copy as unavailable (%q): %v; "+
+			"attempts:\n%s", late.after.Round(time.Millisecond), refusal, late.fetchErr, late.fetchLog)
 		return
 	}
-	t.Log(msg + "; set RINGSTREAM_REQUIRE_R24=1 to make this a failure")
+	t.Logf("R24 met by the stream owner: its fetch was refused %v after the cut: %v", late.after.Round(time.Millisecond),
+		late.fetchErr)
 }
 
 // checkRejoined waits until the healed node old holds a follower copy at the stream's epoch with the

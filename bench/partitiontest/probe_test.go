@@ -1,11 +1,14 @@
 package partitiontest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ringstream/ringstream/client"
@@ -22,8 +25,9 @@ type probe struct {
 	statusErr  error
 	fetched    int // records a fetch from offset 0 returned
 	fetchErr   error
-	produced   int  // records the probe appended
-	confirmed  bool // the probe's batch was confirmed
+	fetchLog   string // the client's records of the fetch's attempts
+	produced   int    // records the probe appended
+	confirmed  bool   // the probe's batch was confirmed
 	produceErr error
 }
 
@@ -61,6 +65,28 @@ type prober struct {
 	probeTarget
 	cutAt time.Time
 	c     *client.Client
+	log   lockedBuffer // the client's debug records: each refused attempt, with its error
+}
+
+// lockedBuffer is a bytes.Buffer safe for the client's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// take returns what was written since the last take.
+func (l *lockedBuffer) take() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.b.String()
+	l.b.Reset()
+	return s
 }
 
 // close closes the probe's client.
@@ -79,15 +105,18 @@ func (pr *prober) run(ctx context.Context, tag string, produce int) (probe, erro
 		p.status, p.statusErr = getStatus(ctx, pr.adminAddr, probeTimeout)
 		if pr.c == nil {
 			c, err := client.Dial(ctx, client.Config{Addrs: []string{pr.clientAddr}, Cluster: pr.cluster, Secret: pr.secret,
-				DialTimeout: probeTimeout, RequestTimeout: probeTimeout, Retries: 1, BackoffMax: 50 * time.Millisecond})
+				DialTimeout: probeTimeout, RequestTimeout: probeTimeout, Retries: 1, BackoffMax: 50 * time.Millisecond,
+				Logger: slog.New(slog.NewTextHandler(&pr.log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 			if err != nil {
 				return fmt.Errorf("probe client in %s: %w", pr.ns, err)
 			}
 			pr.c = c
 		}
+		pr.log.take()
 		fctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		recs, err := pr.c.Fetch(fctx, pr.stream, 0, client.FetchOptions{RecordsMax: 100})
 		cancel()
+		p.fetchLog = pr.log.take()
 		if err == nil {
 			for recs.Next() {
 				p.fetched++

@@ -61,6 +61,7 @@ type Copy struct {
 	failed        bool   // a log failed: nothing is served until reopened
 	epochPending  bool   // a log-epoch entry is being made durable
 	restarted     bool   // owner reopened within its own epoch: waits for a new one
+	quorumLost    bool   // owner: no quorum heard within commit_heartbeat_timeout (R24): serves nothing
 	reassigned    bool   // Reassign ran: OpenDone takes the storage state the copy already knows
 	epochs        []wire.LogEpoch
 	head          uint64 // retained head of the record log
@@ -357,6 +358,23 @@ func (c *Copy) Role() Role { return c.role }
 // no assignment that keeps it owner until a seal at that assignment's epoch reached it, so only a
 // recovery (which seals every copy and promotes the furthest) moves it on.
 func (c *Copy) Restarted() bool { return c.role == RoleOwner && c.restarted }
+
+// QuorumLost reports that the owner heard fewer than W copies, itself included, within
+// commit_heartbeat_timeout (R24): until QuorumHeard it refuses produces, fetches and cursor requests
+// as unavailable, since the controller may already have a newer owner confirming records it lacks.
+// Fetches already parked at the tail wait on (they see nothing newer: the confirmed tail cannot move).
+// A follower ignores it.
+func (c *Copy) QuorumLost() {
+	if c.role == RoleOwner {
+		c.quorumLost = true
+	}
+}
+
+// QuorumHeard ends QuorumLost: the owner heard W copies again.
+func (c *Copy) QuorumHeard() { c.quorumLost = false }
+
+// LostQuorum reports whether the copy is an owner in QuorumLost.
+func (c *Copy) LostQuorum() bool { return c.role == RoleOwner && c.quorumLost }
 
 // Assignment is the assignment the copy serves.
 func (c *Copy) Assignment() meta.Assignment { return c.asg }

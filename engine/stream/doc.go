@@ -88,4 +88,8 @@
 //   - Client refusals carry a constant text copied into the effects' buffer, so refusing allocates
 //     nothing in steady state; replication messages that cannot be used are counted (Stats), never
 //     answered with an error.
+//   - R24 for an owner (the host calls QuorumLost when it heard fewer than W copies within
+//     commit_heartbeat_timeout): it keeps its role and refuses produces, fetches and cursor requests
+//     as unavailable until QuorumHeard, so clients look the stream up again; stepping down for good
+//     is the controller's call, as it is for a silent owner.
 package stream

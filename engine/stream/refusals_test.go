@@ -63,6 +63,17 @@ func TestRefusals(t *testing.T) {
 		{"owner restarted within its epoch", func(t *testing.T) *node {
 			return newNode(t, testConfig(1), a, nil, nil, []wire.LogEpoch{{Epoch: 1}})
 		}, produceMsg(nil), wire.CodeUnavailable, 0},
+		{"owner lost its quorum (R24)", func(t *testing.T) *node {
+			n := ownerNode(a)(t)
+			n.c.QuorumLost()
+			return n
+		}, produceMsg(nil), wire.CodeUnavailable, 0},
+		{"fetch at an owner that lost its quorum (R24)", func(t *testing.T) *node {
+			n := ownerNode(a)(t)
+			n.c.QuorumLost()
+			return n
+		}, stream.Message{Kind: stream.KindFetch, Client: 4, Fetch: wire.Fetch{RequestID: 11, Stream: testStream,
+			Incarnation: testIncarnation}}, wire.CodeUnavailable, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := tc.node(t)
@@ -121,5 +132,26 @@ func TestRefusals_WaitingProducesAnswered(t *testing.T) {
 				t.Fatalf("replies %+v", n.replies)
 			}
 		})
+	}
+}
+
+// TestR24_OwnerServesAgainOnceQuorumHeard: an owner that lost its quorum refuses a produce; once it
+// heard a quorum again it appends the same produce.
+func TestR24_OwnerServesAgainOnceQuorumHeard(t *testing.T) {
+	n := ownerNode(assignment(1, 1, 2, 3))(t)
+	n.c.QuorumLost()
+	if !n.c.LostQuorum() {
+		t.Fatal("owner does not report its lost quorum")
+	}
+	m := produceMsg(nil)
+	n.c.Step(&m)
+	if fx := n.c.Ready(); len(fx.Appends) != 0 || len(fx.Replies) != 1 || fx.Replies[0].Error.Code != wire.CodeUnavailable {
+		t.Fatalf("produce at an owner without quorum: appends %d, replies %+v", len(fx.Appends), fx.Replies)
+	}
+	n.c.QuorumHeard()
+	m = produceMsg(nil)
+	n.c.Step(&m)
+	if fx := n.c.Ready(); len(fx.Appends) != 1 {
+		t.Fatalf("produce after the quorum came back: appends %d, replies %+v", len(fx.Appends), fx.Replies)
 	}
 }

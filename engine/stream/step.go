@@ -64,6 +64,7 @@ const (
 	msgLogFailed      = "the copy's log failed; it serves nothing until reopened"
 	msgNotReady       = "the owner's epoch is not durable yet"
 	msgRestarted      = "the owner restarted within its epoch and waits for a new assignment"
+	msgQuorumLost     = "the owner heard no quorum of its copies within commit_heartbeat_timeout (R24)"
 	msgReassigned     = "the copy is taking a new assignment"
 	msgTooLarge       = "batch above the stream's batch limit"
 	msgOverloaded     = "too many produces wait for confirmation"
@@ -172,6 +173,8 @@ func (c *Copy) refuseRequest(client, requestID, stream uint64, incarnation uint3
 		code, msg = wire.CodeLogFailed, msgLogFailed
 	case c.restarted:
 		code, msg = wire.CodeUnavailable, msgRestarted
+	case c.quorumLost:
+		code, msg = wire.CodeUnavailable, msgQuorumLost
 	case c.epochPending:
 		code, msg = wire.CodeUnavailable, msgNotReady
 	default:

@@ -58,7 +58,7 @@ func (c *Copy) Reassign(a meta.Assignment, starts []meta.HistoryStart) error {
 	c.starts = append(c.starts[:0], starts...)
 	c.w = a.ConfirmCount()
 	c.role = RoleOpening
-	c.epochPending, c.restarted, c.reassigned = false, false, true
+	c.epochPending, c.restarted, c.reassigned, c.quorumLost = false, false, true, false
 	c.followers = c.followers[:0]
 	c.tails = c.tails[:0]
 	c.acks.reset()

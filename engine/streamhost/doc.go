@@ -94,5 +94,9 @@
 //   - Each shard publishes its copies' roles, epochs and durable tails every few ticks for the node
 //     heartbeats (Host.AppendCopyTails, engine.CopyTailSource); a follower whose owner went silent
 //     (OnPrimarySilent) carries wire.CopyOwnerSilent until its owner is heard again. OnQuorumLost is
-//     counted.
+//     counted, and an owner then refuses produces, fetches and cursor requests as unavailable (R24)
+//     until CommitReplies from W-1 followers counted again; its role does not change: the controller
+//     decides whether it stays owner. Known limit: shard/heartbeat reports a quorum loss once per
+//     primary run, so an owner that got its quorum back is not told of a second loss until its group
+//     restarts (a new role or epoch); re-arming it there made a metadata controller test flaky.
 package streamhost

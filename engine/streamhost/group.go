@@ -51,16 +51,33 @@ func (cg *copyGroup) OnCommit(_ uint16, e wire.CommitEntry) {
 	}
 }
 
-func (cg *copyGroup) OnCommitReply(uint16, wire.CommitReplyEntry) {}
+// OnCommitReply: an owner that lost its quorum (R24) serves again once replies from W-1 followers
+// counted since the loss.
+func (cg *copyGroup) OnCommitReply(_ uint16, e wire.CommitReplyEntry) {
+	if cg.c == nil || !cg.c.LostQuorum() || e.Replica >= heartbeat.MembersMax {
+		return
+	}
+	cg.heard |= 1 << e.Replica
+	if cg.heard.Count()+1 >= cg.Quorum() {
+		cg.c.QuorumHeard()
+	}
+}
 
 // OnPrimarySilent: a follower heard nothing from its owner for the shard's timeout. It is counted and
 // published in the node's heartbeats (wire.CopyOwnerSilent) until the owner is heard again; the
-// controller decides. OnQuorumLost is counted.
+// controller decides. OnQuorumLost is counted, and an owner stops serving until it hears a quorum
+// again (R24, stream.Copy.QuorumLost).
 func (cg *copyGroup) OnPrimarySilent() {
 	cg.h.stats.PrimarySilent++
 	cg.silent = true
 }
-func (cg *copyGroup) OnQuorumLost() { cg.h.stats.QuorumLost++ }
+func (cg *copyGroup) OnQuorumLost() {
+	cg.h.stats.QuorumLost++
+	if cg.c != nil && cg.state == stateServing {
+		cg.heard = 0
+		cg.c.QuorumLost()
+	}
+}
 
 // OnFrame takes a stream prepare or prepare-ok. The message aliases the receive buffer, so the
 // copy's effects are carried out before returning: a follower's appends copy the batches into the
