@@ -3,10 +3,8 @@ package localcluster
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,26 +18,7 @@ import (
 // binary is cmd/ringstream, built once by TestMain for the tests that run real nodes.
 var binary string
 
-func TestMain(m *testing.M) {
-	os.Exit(buildAndRun(m))
-}
-
-func buildAndRun(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "ringstream-localcluster-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binary = filepath.Join(dir, "ringstream")
-	cmd := exec.Command("go", "build", "-o", binary, "github.com/ringstream/ringstream/cmd/ringstream")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "localcluster: go build of cmd/ringstream: %v\n", err)
-		return 1
-	}
-	return m.Run()
-}
+func TestMain(m *testing.M) { os.Exit(RunWithBinary(m, &binary)) }
 
 // gone is whether no process with pid exists any more (reaped: not even a zombie).
 func gone(pid int) bool {
