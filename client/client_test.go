@@ -82,7 +82,7 @@ func TestRedirectOnNotOwner(t *testing.T) {
 		return seed.lookupReply(h, 3, owner.addr), false
 	})
 	c := dialTest(t, testConfig(seed.addr))
-	got, err := produceOne(t, c, ProducerConfig{Stream: "orders", Linger: -1, ProducerID: 42}, "a", "b")
+	got, err := produceOne(t, c, ProducerConfig{Stream: "orders", Linger: time.Hour, ProducerID: 42}, "a", "b")
 	if err != nil {
 		t.Fatal(err)
 	}
