@@ -12,7 +12,7 @@ import (
 )
 
 // acceptLossWarning is the risk an accepted loss takes, repeated in every answer.
-const acceptLossWarning = "records confirmed past the new owner's last published tails, or held only by the lost copies, are lost"
+const acceptLossWarning = "records confirmed past the new owner's tails (its seal answer, or else its last published ones), or held only by the lost copies, are lost"
 
 // serveRecovery handles POST /v1/recovery/{accept-loss,withdraw}?stream=NAME[&owner=N]: the operator
 // actions on a pending recovery. Only the metadata primary's controller builds them (it knows the

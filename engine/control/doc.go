@@ -97,9 +97,10 @@
 // The stream-failover spec's known limits that remain: right after a failover the new owner may be
 // the only copy holding records confirmed under the old assignment, and losing it then waits (under
 // attention) for a copy holding the confirmed prefix or for an operator to accept the loss; an
-// accepted loss records the tails the new owner last published, which can lag its log, so a returning
-// copy may cut lower than needed and fetch again, and the promotion can land below the confirmed
-// prefix (meta's result warns). The controller runs on real nodes through engine's controlhost.go and
+// accepted loss records the new owner's seal answer, else the tails it last published, which can lag
+// its log, so a returning copy may cut lower than needed and fetch again, and the promotion can land
+// below the confirmed prefix (meta's result warns). An owner with neither is refused (operator.go):
+// the spec's accept without a start let a returning copy keep a suffix the new owner overwrote. The controller runs on real nodes through engine's controlhost.go and
 // in engine/sim/streamsim. Not built here: operator accept-loss for a one-copy stream, which has no
 // recovery to accept.
 package control

@@ -273,8 +273,8 @@ func (c *checker) checkOwner(s *Sim, n *node, si int, a meta.Assignment) {
 }
 
 // checkFollowers compares every applied follower with the applied owner of its epoch. After an
-// accepted owner loss the recorded history may not match the copies (no start when the new owner
-// published no tails, or tails that lag its log): a follower that disagrees then is counted, not
+// accepted owner loss the recorded history may not match the copies (published tails that lag or
+// lead its log): a follower that disagrees then is counted, not
 // failed.
 func (c *checker) checkFollowers(s *Sim, si int) {
 	st := s.strs[si].st

@@ -63,9 +63,11 @@
 //     delivered (TCP order). The finding that this order hid is fixed: control.OnHeartbeat cleared a
 //     link-down, so a heartbeat delivered after OnLinkDown cancelled eager failover and left only
 //     liveness expiry; now only OnLinkUp ends a link-down (engine/control's doc).
-//   - After an operator accepts an owner loss, the recorded history may not match the copies (no
-//     start when the new owner published no tails; published tails that lag or lead its log). The
-//     ghost is cut to the prefix the new owner holds, and a follower that then disagrees with its
+//   - After an operator accepts an owner loss, the recorded history may not match the copies
+//     (published tails that lag or lead its log). The controller refuses an accept whose owner has
+//     neither answered the seal nor published tails: seed 322682 found that an epoch without a start
+//     let a copy returning from an older epoch follow with a suffix the new owner overwrote, and a
+//     later recovery promote it over what that owner confirmed. The ghost is cut to the prefix the new owner holds, and a follower that then disagrees with its
 //     owner is counted (Stats.AcceptedDiverged), not failed. Owners of epochs before the last
 //     accepted one no longer add to the ghost: what they confirmed is no longer promised.
 //   - The known gap, closed. An owner whose node restarts within the liveness window reopens in its

@@ -129,3 +129,18 @@ func TestSim_CursorOnlyCutSeed(t *testing.T) {
 		t.Fatalf("%v\nrepro: go test ./engine/sim/streamsim -run TestSim -seed=11829 -simlog", err)
 	}
 }
+
+// TestRegressionSeeds replays the seeds that once found a violation, each named with its finding.
+func TestRegressionSeeds(t *testing.T) {
+	for _, c := range []struct {
+		seed    uint64
+		finding string
+	}{
+		{322682, "an accept-loss without a history start let a copy returning from epoch 1 follow at epoch 4 " +
+			"with a suffix the epoch 3 owner overwrote; the next recovery promoted it (control refuses such an accept)"},
+	} {
+		if _, err := runSeed(t, c.seed, Correct); err != nil {
+			t.Errorf("seed %d (%s): %v", c.seed, c.finding, err)
+		}
+	}
+}
