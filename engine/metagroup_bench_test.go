@@ -73,42 +73,28 @@ func BenchmarkMetaGroupCommit(b *testing.B) {
 // op on each per iteration, reporting the medians (one-sync-p50-ns, two-sync-p50-ns): under load the
 // ratio of the two holds better than either figure alone.
 func BenchmarkMetaGroupCommitInterleaved(b *testing.B) {
-	var clusters [2][]*metaNode
-	for i := range clusters {
-		twoSync := i == 1
-		clusters[i] = startMetaClusterTB(b, []string{b.TempDir(), b.TempDir(), b.TempDir()}, time.Millisecond, nil,
-			func(n *metaNode) { n.group.store.twoSync = twoSync })
-	}
-	alive := map[uint16]bool{1: true, 2: true, 3: true}
-	for primaryOf(clusters[0], alive) == nil || primaryOf(clusters[1], alive) == nil {
-		time.Sleep(time.Millisecond)
-	}
-	op := meta.AppendOp(nil, meta.RegisterNode{Node: 500, Address: "10.0.0.1:7000"})
-	var times [2][]time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for c, nodes := range clusters {
-			start := time.Now()
-			commitOp(b, nodes, alive, 9, uint64(i+1), op)
-			times[c] = append(times[c], time.Since(start))
-		}
-	}
-	b.StopTimer()
-	for c, name := range []string{"one-sync-p50-ns", "two-sync-p50-ns"} {
-		slices.Sort(times[c])
-		b.ReportMetric(float64(times[c][len(times[c])/2].Nanoseconds()), name)
-	}
+	benchInterleaved(b, [2]string{"one-sync-p50-ns", "two-sync-p50-ns"},
+		func(n *metaNode) { n.group.store.twoSync = true })
 }
 
-// BenchmarkMetaGroupCommitYield runs two three-node clusters in one process, one whose pump yields
-// after answering a proposer and one that does not (the cost before), and commits one op on each per
-// iteration, reporting the medians (yield-p50-ns, no-yield-p50-ns).
+// BenchmarkMetaGroupCommitYield is the same with a cluster whose pump yields after answering a
+// proposer against one that does not (the cost before), reporting yield-p50-ns and no-yield-p50-ns.
 func BenchmarkMetaGroupCommitYield(b *testing.B) {
+	benchInterleaved(b, [2]string{"yield-p50-ns", "no-yield-p50-ns"},
+		func(n *metaNode) { n.group.noYield = true })
+}
+
+// benchInterleaved runs two three-node clusters in one process, the second with before applied to
+// each of its nodes, commits one op on each per iteration, and reports each cluster's median op time
+// under its name.
+func benchInterleaved(b *testing.B, names [2]string, before func(*metaNode)) {
 	var clusters [2][]*metaNode
 	for i := range clusters {
-		noYield := i == 1
-		clusters[i] = startMetaClusterTB(b, []string{b.TempDir(), b.TempDir(), b.TempDir()}, time.Millisecond, nil,
-			func(n *metaNode) { n.group.noYield = noYield })
+		var tweak func(*metaNode)
+		if i == 1 {
+			tweak = before
+		}
+		clusters[i] = startMetaClusterTB(b, []string{b.TempDir(), b.TempDir(), b.TempDir()}, time.Millisecond, nil, tweak)
 	}
 	alive := map[uint16]bool{1: true, 2: true, 3: true}
 	for primaryOf(clusters[0], alive) == nil || primaryOf(clusters[1], alive) == nil {
@@ -125,7 +111,7 @@ func BenchmarkMetaGroupCommitYield(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	for c, name := range []string{"yield-p50-ns", "no-yield-p50-ns"} {
+	for c, name := range names {
 		slices.Sort(times[c])
 		b.ReportMetric(float64(times[c][len(times[c])/2].Nanoseconds()), name)
 	}

@@ -245,48 +245,11 @@ func benchLatency(b *testing.B, asg meta.Assignment) {
 	b.StopTimer()
 	lat := slices.Clone(g.lat[5000:])
 
-	rl := newRawLog(b)
 	body := make([]byte, recordBytes)
-	fsync := make([]time.Duration, 0, b.N)
-	for i := range b.N {
-		t0 := time.Now()
-		h := segment.BatchHeader{RecordCount: 1, Epoch: 1}
-		if _, err := rl.seg.Append(uint64(i), &h, body); err != nil {
-			b.Fatal(err)
-		}
-		for done := rl.ev.done; rl.ev.done == done; {
-			rl.turn(b)
-		}
-		fsync = append(fsync, time.Since(t0))
-	}
+	fsync := commitTimes(b, []*rawLog{newRawLog(b)}, body)
 	// The floor of three copies on one disk: three logs appending one record each and committing at
-	// once, each on its own ring, as the three nodes do; an iteration ends when all three are durable.
-	var three [3]*rawLog
-	for i := range three {
-		three[i] = newRawLog(b)
-	}
-	fsync3 := make([]time.Duration, 0, b.N)
-	for i := range b.N {
-		t0 := time.Now()
-		var done [3]int
-		for j, rl := range three {
-			h := segment.BatchHeader{RecordCount: 1, Epoch: 1}
-			if _, err := rl.seg.Append(uint64(i), &h, body); err != nil {
-				b.Fatal(err)
-			}
-			done[j] = rl.ev.done
-			rl.seg.Flush()
-			if _, err := rl.r.Submit(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		for j, rl := range three {
-			for rl.ev.done == done[j] {
-				rl.turn(b)
-			}
-		}
-		fsync3 = append(fsync3, time.Since(t0))
-	}
+	// once, each on its own ring, as the three nodes do.
+	fsync3 := commitTimes(b, []*rawLog{newRawLog(b), newRawLog(b), newRawLog(b)}, body)
 	pct := func(d []time.Duration, p float64) float64 {
 		slices.Sort(d)
 		return float64(d[int(p*float64(len(d)-1))].Microseconds())
@@ -299,6 +262,34 @@ func benchLatency(b *testing.B, asg meta.Assignment) {
 	b.ReportMetric(pct(fsync, 0.5), "fsync-p50-µs")
 	b.ReportMetric(pct(fsync, 0.99), "fsync-p99-µs")
 	b.ReportMetric(pct(fsync3, 0.5), "fsync3-p50-µs")
+}
+
+// commitTimes appends one record of body to every log b.N times, committing them all at once, and
+// returns how long each round took until every log had made its record durable.
+func commitTimes(b *testing.B, logs []*rawLog, body []byte) []time.Duration {
+	times := make([]time.Duration, 0, b.N)
+	done := make([]int, len(logs))
+	for i := range b.N {
+		t0 := time.Now()
+		for j, rl := range logs {
+			h := segment.BatchHeader{RecordCount: 1, Epoch: 1}
+			if _, err := rl.seg.Append(uint64(i), &h, body); err != nil {
+				b.Fatal(err)
+			}
+			done[j] = rl.ev.done
+			rl.seg.Flush()
+			if _, err := rl.r.Submit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for j, rl := range logs {
+			for rl.ev.done == done[j] {
+				rl.turn(b)
+			}
+		}
+		times = append(times, time.Since(t0))
+	}
+	return times
 }
 
 // procStatus reads a field of /proc/self/status in kB.
