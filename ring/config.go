@@ -17,6 +17,21 @@ const (
 	BackendFallback Backend = "fallback"
 )
 
+// TaskRun names how the io_uring backend has the kernel run the task work that posts completions of
+// operations finished outside the shard's thread (io-wq workers: fdatasync, buffered writes that
+// would block; network wakeups). The fallback backend ignores it.
+type TaskRun string
+
+const (
+	// TaskRunCoop (the default) sets the ring up with SINGLE_ISSUER|COOP_TASKRUN: task work runs the
+	// next time the shard's thread enters the kernel, without interrupting it.
+	TaskRunCoop TaskRun = "coop"
+	// TaskRunDefer sets it up with SINGLE_ISSUER|DEFER_TASKRUN: task work runs only while the shard's
+	// thread waits in io_uring_enter with GETEVENTS. Measured slower for ringstream's commit paths on
+	// Linux 6.18 (BENCHMARKS.md, "COOP_TASKRUN or DEFER_TASKRUN"); kept for kernels where it is not.
+	TaskRunDefer TaskRun = "defer"
+)
+
 // Config sets up one ring.
 type Config struct {
 	Backend Backend // default BackendAuto
@@ -26,6 +41,9 @@ type Config struct {
 	// Logger receives the setup decisions (flags refused and why, fallback chosen and why).
 	// Nil means slog.Default().
 	Logger *slog.Logger
+	// TaskRun picks the task-work setup flags tried first (default TaskRunCoop). Where the kernel
+	// refuses them, setup falls back to plain COOP_TASKRUN, then to no flag, as Info reports.
+	TaskRun TaskRun
 }
 
 // Info is what a ring found on this machine.

@@ -39,6 +39,9 @@ func newRing(cfg Config, setup setupFunc) (Ring, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.TaskRun == "" {
+		cfg.TaskRun = TaskRunCoop
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -62,13 +65,19 @@ func newRing(cfg Config, setup setupFunc) (Ring, error) {
 	}
 }
 
-// Validate checks cfg the way New does, without creating a ring: a known backend (empty means auto)
-// and Entries 0 (the default) or a power of two up to the kernel's IORING_MAX_ENTRIES.
+// Validate checks cfg the way New does, without creating a ring: a known backend (empty means auto),
+// a known task-run mode (empty means coop) and Entries 0 (the default) or a power of two up to the
+// kernel's IORING_MAX_ENTRIES.
 func (cfg Config) Validate() error {
 	switch cfg.Backend {
 	case "", BackendAuto, BackendIOUring, BackendFallback:
 	default:
 		return fmt.Errorf("%w: unknown backend %q (want auto, io_uring or fallback)", ErrInvalidConfig, cfg.Backend)
+	}
+	switch cfg.TaskRun {
+	case "", TaskRunCoop, TaskRunDefer:
+	default:
+		return fmt.Errorf("%w: unknown task run mode %q (want coop or defer)", ErrInvalidConfig, cfg.TaskRun)
 	}
 	if cfg.Entries > entriesMax || cfg.Entries&(cfg.Entries-1) != 0 {
 		return fmt.Errorf("%w: entries %d is not a power of two in 1..%d", ErrInvalidConfig, cfg.Entries, entriesMax)

@@ -2,8 +2,8 @@
 // plain-syscall fallback backend that serves the same interface.
 //
 // One Ring belongs to one shard. It is created on the shard's locked OS thread, and every method is
-// called from that thread only (the io_uring backend sets SINGLE_ISSUER and DEFER_TASKRUN where the
-// kernel has them, which require it). Other shards reach a ring only through MsgRing.
+// called from that thread only (the io_uring backend sets SINGLE_ISSUER where the kernel has it, which
+// requires it). Other shards reach a ring only through MsgRing.
 //
 // The model, in the spirit of TigerBeetle's io layer:
 //

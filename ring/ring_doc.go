@@ -31,9 +31,13 @@
 //     full inbox completes the sender's MsgRing with EOVERFLOW. Senders keep their own bound (as the
 //     shard-pair queues do), so it is a guard, not flow control. The io_uring backend has no such
 //     limit: the kernel keeps overflowed CQEs (IORING_FEAT_NODROP) and Dispatch flushes them.
-//   - Under DEFER_TASKRUN the kernel posts completions only while the owning thread is inside
+//   - The task-work mode is Config.TaskRun: COOP_TASKRUN by default, DEFER_TASKRUN on request. On
+//     Linux 6.18 the metadata op and the stream confirm ran 0.7-0.9x the time under COOP_TASKRUN
+//     (BENCHMARKS.md, "COOP_TASKRUN or DEFER_TASKRUN"); both paths wait on linked chains of writes
+//     and an fdatasync, which finish on io-wq workers. Why DEFER_TASKRUN is slower there is not traced.
+//     Under DEFER_TASKRUN the kernel posts completions only while the owning thread is inside
 //     io_uring_enter with GETEVENTS, which Wait always asks for; Submit alone never makes completions
-//     appear. A loop that must not block collects them with Wait(0) before Dispatch.
+//     appear. Either way a loop that must not block collects them with Wait(0) before Dispatch.
 //   - The fallback ignores Async (there is no worker pool to force), and refuses FixedFile on
 //     CloseFile and Openat with EBADF, as the kernel does.
 //   - Offset -1 on Read, Write, Readv and Writev means the file position, as in io_uring

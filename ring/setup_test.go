@@ -25,10 +25,61 @@ func (s *refusingSetup) setup(entries uint32, p *uringParams) (int, unix.Errno) 
 	return setupSyscall(entries, p)
 }
 
+// TestSetupTaskRunModes: the default asks for SINGLE_ISSUER|COOP_TASKRUN first, TaskRunDefer for
+// SINGLE_ISSUER|DEFER_TASKRUN; an unknown mode is refused before any setup.
+func TestSetupTaskRunModes(t *testing.T) {
+	lockThread(t)
+	for _, c := range []struct {
+		mode TaskRun
+		want uint32
+	}{{"", setupSingleIssuer | setupCoopTaskrun}, {TaskRunCoop, setupSingleIssuer | setupCoopTaskrun},
+		{TaskRunDefer, setupSingleIssuer | setupDeferTaskrun}} {
+		fake := &refusingSetup{refuse: 1 << 31, errno: unix.EINVAL} // a flag never asked for: refuses nothing
+		r, err := newRing(Config{Backend: BackendIOUring, Entries: 8, Logger: quietLogger(), TaskRun: c.mode}, fake.setup)
+		if errors.Is(err, ErrUnavailable) && !requireIOUring() {
+			t.Skipf("io_uring refused: %v", err)
+		}
+		if err != nil {
+			t.Fatalf("mode %q: %v", c.mode, err)
+		}
+		r.Close()
+		optional := uint32(setupCQSize | setupSubmitAll)
+		if len(fake.asked) != 1 || fake.asked[0]&^optional != c.want {
+			t.Fatalf("mode %q: asked for %#x, want %#x first and alone", c.mode, fake.asked, c.want)
+		}
+	}
+	_, err := newRing(Config{Backend: BackendIOUring, Entries: 8, Logger: quietLogger(), TaskRun: "eager"}, setupSyscall)
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), `"eager"`) {
+		t.Fatalf("unknown mode: %v, want ErrInvalidConfig naming it", err)
+	}
+}
+
+// TestSetupCoopFallsBackWithoutSingleIssuer: a kernel refusing SINGLE_ISSUER (before 6.0) still gets
+// COOP_TASKRUN, and Info says what was refused.
+func TestSetupCoopFallsBackWithoutSingleIssuer(t *testing.T) {
+	lockThread(t)
+	fake := &refusingSetup{refuse: setupSingleIssuer, errno: unix.EINVAL}
+	r, err := newRing(Config{Backend: BackendIOUring, Entries: 8, Logger: quietLogger()}, fake.setup)
+	if errors.Is(err, ErrUnavailable) && !requireIOUring() {
+		t.Skipf("io_uring refused: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	info := r.Info()
+	if slices.Contains(info.SetupFlags, "SINGLE_ISSUER") || !slices.Contains(info.SetupFlags, "COOP_TASKRUN") {
+		t.Fatalf("accepted %v, want COOP_TASKRUN without SINGLE_ISSUER", info.SetupFlags)
+	}
+	if len(info.SetupRefused) != 1 || !strings.Contains(info.SetupRefused[0], "SINGLE_ISSUER|COOP_TASKRUN: invalid argument") {
+		t.Fatalf("refused %v, want the SINGLE_ISSUER set with its errno", info.SetupRefused)
+	}
+}
+
 func TestSetupFallsBackToWeakerFlags(t *testing.T) {
 	lockThread(t)
 	fake := &refusingSetup{refuse: setupDeferTaskrun, errno: unix.EINVAL}
-	r, err := newRing(Config{Backend: BackendIOUring, Entries: 8, Logger: quietLogger()}, fake.setup)
+	r, err := newRing(Config{Backend: BackendIOUring, Entries: 8, Logger: quietLogger(), TaskRun: TaskRunDefer}, fake.setup)
 	if errors.Is(err, ErrUnavailable) && !requireIOUring() {
 		t.Skipf("io_uring refused: %v", err)
 	}

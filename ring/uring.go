@@ -78,11 +78,11 @@ type setupAttempt struct {
 type setupFunc func(entries uint32, p *uringParams) (int, unix.Errno)
 
 func newURing(cfg Config, setup setupFunc) (*uringRing, error) {
-	attempts := []setupAttempt{
-		{setupSingleIssuer | setupDeferTaskrun, "SINGLE_ISSUER|DEFER_TASKRUN"},
-		{setupCoopTaskrun, "COOP_TASKRUN"},
-		{0, "none"},
+	first := setupAttempt{setupSingleIssuer | setupCoopTaskrun, "SINGLE_ISSUER|COOP_TASKRUN"}
+	if cfg.TaskRun == TaskRunDefer {
+		first = setupAttempt{setupSingleIssuer | setupDeferTaskrun, "SINGLE_ISSUER|DEFER_TASKRUN"}
 	}
+	attempts := []setupAttempt{first, {setupCoopTaskrun, "COOP_TASKRUN"}, {0, "none"}}
 	var refused []string
 	for i, a := range attempts {
 		p := uringParams{flags: a.flags | setupCQSize | setupSubmitAll, cqEntries: cfg.Entries * 2}
@@ -313,7 +313,8 @@ func (r *uringRing) enter(minComplete uint32, flags uintptr) (int, error) {
 }
 
 // Wait submits and waits in the kernel for minComplete CQEs. GETEVENTS is always set so that, under
-// DEFER_TASKRUN, the kernel runs pending task work and posts its completions even for Wait(0).
+// DEFER_TASKRUN, the kernel runs pending task work and posts its completions even for Wait(0); under
+// COOP_TASKRUN, entering the kernel runs it anyway.
 func (r *uringRing) Wait(minComplete int) error {
 	assert.True(!r.reaping, "ring: Wait called from a handler")
 	assert.True(minComplete >= 0, "ring: negative wait count")

@@ -80,13 +80,23 @@ func TestIOUringFtruncateWithoutOpcode(t *testing.T) {
 	}
 }
 
-// TestIOUringWrongThreadIsAnError: under SINGLE_ISSUER the kernel refuses io_uring_enter from any
-// thread but the creator's; Wait says so instead of panicking or hanging.
+// TestIOUringWrongThreadIsAnError: under SINGLE_ISSUER the kernel refuses a submission from any thread
+// but the ring's (under COOP_TASKRUN the first thread to submit becomes it; under DEFER_TASKRUN the
+// creator is it, and even a bare wait from elsewhere is refused); Wait says so instead of panicking or
+// hanging.
 func TestIOUringWrongThreadIsAnError(t *testing.T) {
 	lockThread(t)
 	r := iouringOrSkip(t, 8)
 	if !slices.Contains(r.Info().SetupFlags, "SINGLE_ISSUER") {
 		t.Skip("ring set up without SINGLE_ISSUER")
+	}
+	rec := &recorder{}
+	if err := r.Nop(rec, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	drive(t, r, rec, 1) // the owning thread submits first
+	if err := r.Nop(rec, 2, 0); err != nil {
+		t.Fatal(err)
 	}
 	done := make(chan error)
 	go func() {
@@ -97,10 +107,6 @@ func TestIOUringWrongThreadIsAnError(t *testing.T) {
 	if !errors.Is(err, unix.EEXIST) || !strings.Contains(err.Error(), "thread other than") {
 		t.Fatalf("wait from another thread: %v, want the SINGLE_ISSUER error", err)
 	}
-	// The owning thread still drives the ring.
-	rec := &recorder{}
-	if err := r.Nop(rec, 1, 0); err != nil {
-		t.Fatal(err)
-	}
-	drive(t, r, rec, 1)
+	// The owning thread still drives the ring, the refused submission included.
+	drive(t, r, rec, 2)
 }

@@ -30,7 +30,7 @@ func newRingCommand() *cobra.Command {
 }
 
 func newRingCheckCommand() *cobra.Command {
-	var backend, dir string
+	var backend, taskRun, dir string
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Report what the ring found on this machine and run a self-test through it",
@@ -46,10 +46,16 @@ func newRingCheckCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runRingCheck(cmd.OutOrStdout(), ring.Config{Backend: b, Logger: slog.Default()}, dir)
+			cfg := ring.Config{Backend: b, TaskRun: ring.TaskRun(taskRun), Logger: slog.Default()}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("invalid --task-run %q: want coop or defer: %w", taskRun, err)
+			}
+			return runRingCheck(cmd.OutOrStdout(), cfg, dir)
 		},
 	}
 	cmd.Flags().StringVar(&backend, "backend", "auto", "ring backend: auto, io_uring or fallback")
+	cmd.Flags().StringVar(&taskRun, "task-run", string(ring.TaskRunCoop),
+		"io_uring task-run setup flags to try first: coop (COOP_TASKRUN) or defer (DEFER_TASKRUN)")
 	cmd.Flags().StringVar(&dir, "dir", os.TempDir(), "directory for the self-test's temporary files")
 	return cmd
 }

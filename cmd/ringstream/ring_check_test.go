@@ -53,6 +53,9 @@ func TestRingCheckRejectsBadFlags(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `invalid --backend "epoll"`) {
 		t.Fatalf("bad backend: %v\n%s", err, out)
 	}
+	if out, err := runRoot(t, "ring", "check", "--task-run", "eager"); err == nil || !strings.Contains(err.Error(), `invalid --task-run "eager"`) {
+		t.Fatalf("bad task run mode: %v\n%s", err, out)
+	}
 	if _, err := runRoot(t, "ring", "check", "--no-such-flag"); err == nil {
 		t.Fatalf("unknown flag accepted")
 	}

@@ -131,6 +131,7 @@ func TestInvalidOptions(t *testing.T) {
 		{"ring backend", "[shards]\nring_backend = \"epoll\"", "unknown backend \"epoll\"", ring.ErrInvalidConfig},
 		{"ring backend empty", "[shards]\nring_backend = \"\"", "must not be empty or 0", nil},
 		{"ring entries", "[shards]\nring_entries = 1000", "entries 1000 is not a power of two", ring.ErrInvalidConfig},
+		{"ring task run", "[shards]\nring_task_run = \"eager\"", "unknown task run mode \"eager\"", ring.ErrInvalidConfig},
 		{"segment bytes", "[storage]\nsegment_bytes = 100", "SegmentBytes 100 below 4 KiB", segment.ErrConfig},
 		{"segment negative", "[storage]\nsegment_bytes = -1", "storage.segment_bytes", nil},
 		{"prewrite", "[storage]\nprewrite_bytes = 100", "PrewriteBytes 100 is neither -1", segment.ErrConfig},

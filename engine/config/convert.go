@@ -27,7 +27,8 @@ func (c *Config) Shard() shard.Config {
 		Schedule: c.Schedule,
 		Listen:   c.Listen,
 		Secret:   c.Secret,
-		Ring:     ring.Config{Backend: ring.Backend(f.Shards.RingBackend), Entries: f.Shards.RingEntries},
+		Ring: ring.Config{Backend: ring.Backend(f.Shards.RingBackend), Entries: f.Shards.RingEntries,
+			TaskRun: ring.TaskRun(f.Shards.RingTaskRun)},
 
 		ClientListen: c.ClientListen,
 		Client:       c.clientConfig(),

@@ -55,6 +55,7 @@ type ShardsSection struct {
 	PinCores    bool   `toml:"pin_cores"`
 	RingBackend string `toml:"ring_backend"`
 	RingEntries uint32 `toml:"ring_entries"`
+	RingTaskRun string `toml:"ring_task_run"`
 }
 
 // StorageSection is [storage]: the stream logs' segment options and retention.
@@ -104,7 +105,7 @@ func Defaults() File {
 			EagerFailoverGrace:          200,
 			AssignmentPolicy:            "majority_durable",
 		},
-		Shards: ShardsSection{Count: 0, PinCores: false, RingBackend: "auto", RingEntries: 1024},
+		Shards: ShardsSection{Count: 0, PinCores: false, RingBackend: "auto", RingEntries: 1024, RingTaskRun: "coop"},
 		Storage: StorageSection{SegmentBytes: 64 << 20, PrewriteBytes: 1 << 20, RecycleSegments: 2,
 			RetentionBytes: 0, RetentionAge: 0},
 		Metadata: MetadataSection{Replicas: []uint16{1, 2, 3}},
@@ -152,6 +153,8 @@ func optionComments() map[string]string {
 		"shards.ring_backend": "auto (io_uring where the kernel allows it, else plain syscalls), io_uring " +
 			"(refuse to start without it) or fallback.",
 		"shards.ring_entries": "Submission queue entries of each shard's ring, a power of two up to 32768.",
+		"shards.ring_task_run": "coop (COOP_TASKRUN, the default) or defer (DEFER_TASKRUN): how io_uring posts " +
+			"completions finished off the shard's thread. Both with SINGLE_ISSUER where the kernel has it.",
 
 		"storage.segment_bytes":    "Size at which a stream log's active segment rolls, at least 4096 (0: the default).",
 		"storage.prewrite_bytes":   "Zeros written this far ahead of a segment's data: 4096..segment_bytes, or -1 for off.",

@@ -236,12 +236,14 @@ func (c *Config) resolveShards() error {
 	if c.ShardCount < 0 {
 		return invalid("shards.count", "is %d; must be 0 (one per CPU) or 1..1024", f.Shards.Count)
 	}
-	rc := ring.Config{Backend: ring.Backend(f.Shards.RingBackend), Entries: f.Shards.RingEntries}
-	if f.Shards.RingBackend == "" || f.Shards.RingEntries == 0 {
-		return invalid("shards.ring_backend/ring_entries", "must not be empty or 0 (auto and 1024 are the defaults)")
+	rc := ring.Config{Backend: ring.Backend(f.Shards.RingBackend), Entries: f.Shards.RingEntries,
+		TaskRun: ring.TaskRun(f.Shards.RingTaskRun)}
+	if f.Shards.RingBackend == "" || f.Shards.RingEntries == 0 || f.Shards.RingTaskRun == "" {
+		return invalid("shards.ring_backend/ring_entries/ring_task_run",
+			"must not be empty or 0 (auto, 1024 and coop are the defaults)")
 	}
 	if err := rc.Validate(); err != nil {
-		return wrapKey("shards.ring_backend/ring_entries", err)
+		return wrapKey("shards.ring_backend/ring_entries/ring_task_run", err)
 	}
 	if err := (shard.Config{Node: c.File.Node.ID, Client: c.clientConfig()}).Validate(); err != nil {
 		return wrapKey("client", err)
