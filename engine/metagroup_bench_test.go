@@ -73,28 +73,35 @@ func BenchmarkMetaGroupCommit(b *testing.B) {
 // op on each per iteration, reporting the medians (one-sync-p50-ns, two-sync-p50-ns): under load the
 // ratio of the two holds better than either figure alone.
 func BenchmarkMetaGroupCommitInterleaved(b *testing.B) {
-	benchInterleaved(b, [2]string{"one-sync-p50-ns", "two-sync-p50-ns"},
+	benchInterleaved(b, [2]string{"one-sync-p50-ns", "two-sync-p50-ns"}, nil,
 		func(n *metaNode) { n.group.store.twoSync = true })
 }
 
 // BenchmarkMetaGroupCommitYield is the same with a cluster whose pump yields after answering a
 // proposer against one that does not (the cost before), reporting yield-p50-ns and no-yield-p50-ns.
 func BenchmarkMetaGroupCommitYield(b *testing.B) {
-	benchInterleaved(b, [2]string{"yield-p50-ns", "no-yield-p50-ns"},
+	benchInterleaved(b, [2]string{"yield-p50-ns", "no-yield-p50-ns"}, nil,
 		func(n *metaNode) { n.group.noYield = true })
 }
 
-// benchInterleaved runs two three-node clusters in one process, the second with before applied to
-// each of its nodes, commits one op on each per iteration, and reports each cluster's median op time
-// under its name.
-func benchInterleaved(b *testing.B, names [2]string, before func(*metaNode)) {
+// BenchmarkMetaGroupCommitTaskRun is the same with a cluster whose rings run COOP_TASKRUN (the
+// default) against one whose rings run DEFER_TASKRUN, reporting coop-p50-ns and defer-p50-ns.
+func BenchmarkMetaGroupCommitTaskRun(b *testing.B) {
+	benchInterleaved(b, [2]string{"coop-p50-ns", "defer-p50-ns"},
+		func(uint16) metaNodeOpts { return metaNodeOpts{taskRun: ring.TaskRunDefer} }, nil)
+}
+
+// benchInterleaved runs two three-node clusters in one process, the second with opts and before (each
+// may be nil) applied to each of its nodes, commits one op on each per iteration, and reports each
+// cluster's median op time under its name.
+func benchInterleaved(b *testing.B, names [2]string, opts func(uint16) metaNodeOpts, before func(*metaNode)) {
 	var clusters [2][]*metaNode
 	for i := range clusters {
-		var tweak func(*metaNode)
-		if i == 1 {
-			tweak = before
+		if i == 0 {
+			clusters[i] = startMetaClusterTB(b, []string{b.TempDir(), b.TempDir(), b.TempDir()}, time.Millisecond, nil, nil)
+		} else {
+			clusters[i] = startMetaClusterTB(b, []string{b.TempDir(), b.TempDir(), b.TempDir()}, time.Millisecond, opts, before)
 		}
-		clusters[i] = startMetaClusterTB(b, []string{b.TempDir(), b.TempDir(), b.TempDir()}, time.Millisecond, nil, tweak)
 	}
 	alive := map[uint16]bool{1: true, 2: true, 3: true}
 	for primaryOf(clusters[0], alive) == nil || primaryOf(clusters[1], alive) == nil {

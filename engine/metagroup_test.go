@@ -48,6 +48,7 @@ type metaNodeOpts struct {
 	wrap     func(ring.Ring) ring.Ring // shard 0's ring (shard.Config.WrapRing)
 	schedule heartbeat.Ticks           // zero: metaTestTicks()
 	drain    time.Duration             // shard.Config.DrainTimeout (zero: the default)
+	taskRun  ring.TaskRun              // the shard ring's task-run mode (empty: the default)
 }
 
 // startMetaClusterTB formats dirs and starts one node on each; opts (when not nil) adjusts node id,
@@ -101,6 +102,7 @@ func newMetaNode(t testing.TB, id uint16, dir string, tick time.Duration, listen
 	}
 	sc := shard.Config{Node: id, Cluster: 42, Shards: 1, Tick: tick, Schedule: metaTestTicks(),
 		Listen: listen, OutboxBytes: 1 << 20, QueueCapacity: 1024, DrainTimeout: o.drain}
+	sc.Ring.TaskRun = o.taskRun
 	if o.schedule != (heartbeat.Ticks{}) {
 		sc.Schedule = o.schedule
 	}

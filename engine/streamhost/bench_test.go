@@ -164,7 +164,7 @@ type rawLog struct {
 func newRawLog(b *testing.B) *rawLog {
 	runtime.LockOSThread()
 	b.Cleanup(runtime.UnlockOSThread)
-	r, err := ring.New(ring.Config{Backend: ring.BackendIOUring, Entries: 256, Logger: quiet()})
+	r, err := ring.New(ring.Config{Backend: ring.BackendIOUring, Entries: 256, Logger: quiet(), TaskRun: ring.TaskRun(*taskRun)})
 	if err != nil {
 		b.Skip("io_uring unavailable: ", err)
 	}
@@ -453,7 +453,7 @@ func BenchmarkConcurrentFdatasync(b *testing.B) {
 		b.Run(fmt.Sprintf("files=%d", files), func(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			r, err := ring.New(ring.Config{Backend: ring.BackendIOUring, Entries: 1024, Logger: quiet()})
+			r, err := ring.New(ring.Config{Backend: ring.BackendIOUring, Entries: 1024, Logger: quiet(), TaskRun: ring.TaskRun(*taskRun)})
 			if err != nil {
 				b.Skip("io_uring unavailable: ", err)
 			}

@@ -14,12 +14,17 @@ import (
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/engine/streamhost"
+	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/segment"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/wire"
 )
 
 var fullCount = flag.Bool("streamhost.full", false, "full counts: 1,000,000 records in TestCluster_ProduceConfirmFollowerRestart, 1,000 copies in TestCopies_OpenManyAtBoot")
+
+// taskRun sets every ring of the tests and benchmarks (the nodes' and the raw baselines'), so the two
+// io_uring task-run modes can be measured in turn with one binary.
+var taskRun = flag.String("streamhost.taskrun", "", "io_uring task-run mode of every ring: coop (the default) or defer")
 
 const (
 	testStream      = 77
@@ -90,7 +95,7 @@ func newTestNode(t testing.TB, id uint16, dir string, listen netip.AddrPort, tun
 		f(&cfg)
 	}
 	n, err := shard.NewNode(shard.Config{Node: id, Cluster: 42, Shards: cfg.Shards, Tick: 2 * time.Millisecond, Listen: listen,
-		ReconnectBaseTicks: 5, ReconnectMaxTicks: 50, Logger: quiet()})
+		ReconnectBaseTicks: 5, ReconnectMaxTicks: 50, Logger: quiet(), Ring: ring.Config{TaskRun: ring.TaskRun(*taskRun)}})
 	if err != nil {
 		t.Fatal(err)
 	}
