@@ -47,7 +47,7 @@ func (g *MetaGroup) OnTurn() {
 		return // before the first tick: the store has no ring yet
 	}
 	done, err := g.store.durable()
-	if done == g.advanced && (err == nil || g.persistErr != nil) && !g.inboxPending.Load() {
+	if !g.stepped && done == g.advanced && (err == nil || g.persistErr != nil) && !g.inboxPending.Load() {
 		return
 	}
 	g.takeProposals()
