@@ -84,6 +84,14 @@ func BenchmarkMetaGroupCommitYield(b *testing.B) {
 		func(n *metaNode) { n.group.noYield = true })
 }
 
+// BenchmarkMetaGroupCommitPerTurn is the same with a cluster that pumps its replica once per loop turn
+// (the default) against one that pumps after every frame (the way before), reporting per-turn-p50-ns
+// and per-frame-p50-ns: one op at a time, where batching has nothing to gather, should cost the same.
+func BenchmarkMetaGroupCommitPerTurn(b *testing.B) {
+	benchInterleaved(b, [2]string{"per-turn-p50-ns", "per-frame-p50-ns"}, nil,
+		func(n *metaNode) { n.group.pumpEachFrame = true })
+}
+
 // BenchmarkMetaGroupCommitTaskRun is the same with a cluster whose rings run COOP_TASKRUN (the
 // default) against one whose rings run DEFER_TASKRUN, reporting coop-p50-ns and defer-p50-ns.
 func BenchmarkMetaGroupCommitTaskRun(b *testing.B) {
