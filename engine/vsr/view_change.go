@@ -57,7 +57,12 @@ func (r *Replica) onStartViewChange(m *wire.VSRMessage) {
 		r.drop("start_view_change: normal backup, primary not suspected")
 		return
 	case m.View > r.view:
-		r.startViewChange(m.View)
+		r.startViewChange(m.View) // broadcasts this replica's own start-view-change
+	case !r.svcFrom.has(m.Replica):
+		// The first word from this peer in the view: it may have dropped ours while it still trusted
+		// the primary (a normal backup does, above), and would otherwise wait for the repair timeout's
+		// resend. Answering once per peer and view bounds the extra messages.
+		r.send(m.Replica, wire.VSRMessage{Command: wire.CommandVSRStartViewChange, View: r.view}, true)
 	}
 	assert.True(r.status == statusViewChange, "vsr: counting start_view_change in normal status")
 	r.svcFrom.add(m.Replica)

@@ -31,6 +31,37 @@ func TestViewChange_PrimarySilentElectsNextAndCommittedOpsSurvive(t *testing.T) 
 	}
 }
 
+// TestViewChange_LateSuspectStillCompletesWithoutTimeouts: the two backups suspect the primary a few
+// milliseconds apart (each on its own eager-failover grace). The first one's start-view-change reaches the
+// other while it still trusts the primary, which drops it; when the second suspects in turn, the first
+// answers its start-view-change with its own once, and the view change completes without waiting for a
+// repair timeout's resend (up to RepairTimeoutTicks: 200 ms at a 10 ms tick).
+func TestViewChange_LateSuspectStillCompletesWithoutTimeouts(t *testing.T) {
+	c := newCluster(t, 3)
+	if err := c.propose(1, 1, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	c.down[0] = true
+	c.replicas[1].OnPrimarySilent()
+	c.deliverAll()
+	if !c.replicas[2].Normal() || c.replicas[2].View() != 0 {
+		t.Fatalf("replica 2 normal %v view %d: it must still trust the primary", c.replicas[2].Normal(), c.replicas[2].View())
+	}
+	c.replicas[2].OnPrimarySilent()
+	c.deliverAll() // no tick: no timeout may fire
+	if c.primary() != 1 || c.replicas[1].View() != 1 || !c.replicas[2].Normal() || c.replicas[2].View() != 1 {
+		t.Fatalf("primary %d, replica 1 view %d, replica 2 normal %v view %d: want view 1 done on both",
+			c.primary(), c.replicas[1].View(), c.replicas[2].Normal(), c.replicas[2].View())
+	}
+	if err := c.propose(1, 2, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	c.heartbeat()
+	if c.replicas[2].Commit() != 2 {
+		t.Fatalf("replica 2 commit %d, want 2", c.replicas[2].Commit())
+	}
+}
+
 func TestViewChange_StalledMovesToNextView(t *testing.T) {
 	c := newCluster(t, 3)
 	// Replica 1 (primary of view 1) is down: the view change to view 1 stalls and moves on to view 2.
