@@ -38,7 +38,10 @@
 //     timeout (or a do-view-change, or a start-view) moves it. The primary joins it: a replica that
 //     cannot hear the primary (or came back in a higher view, which it can never leave) would otherwise
 //     stay out of the group until the next failure. The cost is one view change when such a replica
-//     returns, as in Raft without pre-vote.
+//     returns, as in Raft without pre-vote. Since such a backup may drop a start-view-change it later
+//     needs (it suspects the primary a moment after a peer did), a replica in a view change answers the
+//     first start-view-change it gets from each peer in that view with its own, once: the view change
+//     then ends without waiting for the repair timeout's resend.
 //   - A replica that restarts as the primary of its view starts a view change instead of resuming: it
 //     may have prepared ops it never persisted. A fresh replica (only the format step's superblock)
 //     sends nothing before its first own superblock is durable, so one that restarts fresh sent nothing before and may resume as
