@@ -25,6 +25,32 @@ func (s *refusingSetup) setup(entries uint32, p *uringParams) (int, unix.Errno) 
 	return setupSyscall(entries, p)
 }
 
+// fallBackFrom sets a ring up in mode on a kernel that refuses every flag set holding refuse, and
+// checks that it got COOP_TASKRUN without the flag named lost, and that Info lists the refused set by
+// its name with the errno.
+func fallBackFrom(t *testing.T, mode TaskRun, refuse uint32, lost, refusedSet string) Ring {
+	t.Helper()
+	lockThread(t)
+	fake := &refusingSetup{refuse: refuse, errno: unix.EINVAL}
+	r, err := newRing(Config{Backend: BackendIOUring, Entries: 8, Logger: quietLogger(), TaskRun: mode}, fake.setup)
+	if errors.Is(err, ErrUnavailable) && !requireIOUring() {
+		t.Skipf("io_uring refused: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := r.Info()
+	if slices.Contains(info.SetupFlags, lost) || !slices.Contains(info.SetupFlags, "COOP_TASKRUN") {
+		r.Close()
+		t.Fatalf("accepted %v, want COOP_TASKRUN without %s", info.SetupFlags, lost)
+	}
+	if len(info.SetupRefused) != 1 || !strings.Contains(info.SetupRefused[0], refusedSet+": invalid argument") {
+		r.Close()
+		t.Fatalf("refused %v, want %s with its errno", info.SetupRefused, refusedSet)
+	}
+	return r
+}
+
 // TestSetupTaskRunModes: the default asks for SINGLE_ISSUER|COOP_TASKRUN first, TaskRunDefer for
 // SINGLE_ISSUER|DEFER_TASKRUN; an unknown mode is refused before any setup.
 func TestSetupTaskRunModes(t *testing.T) {
@@ -57,43 +83,13 @@ func TestSetupTaskRunModes(t *testing.T) {
 // TestSetupCoopFallsBackWithoutSingleIssuer: a kernel refusing SINGLE_ISSUER (before 6.0) still gets
 // COOP_TASKRUN, and Info says what was refused.
 func TestSetupCoopFallsBackWithoutSingleIssuer(t *testing.T) {
-	lockThread(t)
-	fake := &refusingSetup{refuse: setupSingleIssuer, errno: unix.EINVAL}
-	r, err := newRing(Config{Backend: BackendIOUring, Entries: 8, Logger: quietLogger()}, fake.setup)
-	if errors.Is(err, ErrUnavailable) && !requireIOUring() {
-		t.Skipf("io_uring refused: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	info := r.Info()
-	if slices.Contains(info.SetupFlags, "SINGLE_ISSUER") || !slices.Contains(info.SetupFlags, "COOP_TASKRUN") {
-		t.Fatalf("accepted %v, want COOP_TASKRUN without SINGLE_ISSUER", info.SetupFlags)
-	}
-	if len(info.SetupRefused) != 1 || !strings.Contains(info.SetupRefused[0], "SINGLE_ISSUER|COOP_TASKRUN: invalid argument") {
-		t.Fatalf("refused %v, want the SINGLE_ISSUER set with its errno", info.SetupRefused)
-	}
+	r := fallBackFrom(t, TaskRunCoop, setupSingleIssuer, "SINGLE_ISSUER", "SINGLE_ISSUER|COOP_TASKRUN")
+	r.Close()
 }
 
 func TestSetupFallsBackToWeakerFlags(t *testing.T) {
-	lockThread(t)
-	fake := &refusingSetup{refuse: setupDeferTaskrun, errno: unix.EINVAL}
-	r, err := newRing(Config{Backend: BackendIOUring, Entries: 8, Logger: quietLogger(), TaskRun: TaskRunDefer}, fake.setup)
-	if errors.Is(err, ErrUnavailable) && !requireIOUring() {
-		t.Skipf("io_uring refused: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := fallBackFrom(t, TaskRunDefer, setupDeferTaskrun, "DEFER_TASKRUN", "SINGLE_ISSUER|DEFER_TASKRUN")
 	defer r.Close()
-	info := r.Info()
-	if slices.Contains(info.SetupFlags, "DEFER_TASKRUN") || !slices.Contains(info.SetupFlags, "COOP_TASKRUN") {
-		t.Fatalf("accepted %v, want COOP_TASKRUN without DEFER_TASKRUN", info.SetupFlags)
-	}
-	if len(info.SetupRefused) != 1 || !strings.Contains(info.SetupRefused[0], "DEFER_TASKRUN: invalid argument") {
-		t.Fatalf("refused %v, want the DEFER_TASKRUN set with its errno", info.SetupRefused)
-	}
 	// The ring set up with weaker flags still works.
 	rec := &recorder{}
 	if err := r.Nop(rec, 1, 0); err != nil {
