@@ -27,6 +27,7 @@ const (
 	tagReadOpen
 	tagSegClose
 	tagDigestOpen
+	tagUnpark
 )
 
 func makeTag(kind, index uint64) uint64 { return kind<<56 | index }
@@ -215,6 +216,7 @@ func (l *Log) queued(token uint64, seg *segment, h *BatchHeader, start, size int
 	seg.maxTimestamp = max(seg.maxTimestamp, h.MaxTimestamp)
 	l.next = h.NextOffset()
 	l.pw.armed = true
+	l.activity++
 	l.wake()
 	p.acks = append(p.acks, ack{token: token, end: l.next})
 }
@@ -226,6 +228,13 @@ func (l *Log) Flush() {
 	if l.failed != nil || l.shut {
 		return
 	}
+	if l.pk.parked {
+		l.readKick() // reads open their segment for themselves
+		if l.commitDue() || len(l.dig.jobs) > 0 {
+			l.unpark() // its completion flushes again
+		}
+		return
+	}
 	l.digestKick() // resumes a digest step parked on a full ring
 	l.readKick()   // and reads parked between their open and their read
 	l.prewriteKick()
@@ -233,13 +242,17 @@ func (l *Log) Flush() {
 		l.queueWrites()
 		return
 	}
-	if l.commit.busy() || len(l.commit.pend.acks) == 0 {
-		return
-	}
-	if !l.commit.auto && !l.commit.wantSync && len(l.commit.pend.buf) < l.cfg.CursorSyncBytes {
+	if l.commit.busy() || !l.commitDue() {
 		return
 	}
 	l.startCommit()
+}
+
+// commitDue says whether what is queued should be committed now: anything in the record log; in
+// the cursor log, only when asked (Sync) or once CursorSyncBytes are queued.
+func (l *Log) commitDue() bool {
+	p := l.commit.pend
+	return len(p.acks) > 0 && (l.commit.auto || l.commit.wantSync || len(p.buf) >= l.cfg.CursorSyncBytes)
 }
 
 // Sync asks for a commit of everything queued now at the next Flush (cursor events ride it).
@@ -258,10 +271,11 @@ func (l *Log) wake() {
 	}
 }
 
-// Busy says whether a group commit, digest, read or prewrite is in flight, or appends are queued.
+// Busy says whether a group commit, digest, read, prewrite, close or reopen is in flight, or
+// appends are queued.
 func (l *Log) Busy() bool {
 	return l.commit.busy() || len(l.commit.pend.acks) > 0 || l.dig.running || len(l.dig.jobs) > 0 ||
-		l.reads.used > 0 || l.pw.inFlight || l.closing > 0
+		l.reads.used > 0 || l.pw.inFlight || l.closing > 0 || l.pk.opening > 0
 }
 
 // room says whether n more operations fit the ring even if all in flight were still queued, so
@@ -501,6 +515,8 @@ func (l *Log) Complete(c ring.Completion) {
 		l.onSegClose(c)
 	case tagDigestOpen:
 		l.onDigestOpen(c)
+	case tagUnpark:
+		l.onUnpark(c)
 	default:
 		assert.True(false, "segment: completion with unknown tag")
 	}

@@ -72,9 +72,10 @@ type Copy struct {
 	snapBoundary uint64
 	eventBuf     []byte
 	seal         sealState
-	awake        bool // on its Jobs' list of copies Poll flushes
-	ready        bool // open finished
-	held         bool // an exclusive rare operation runs: appends, reads and seals get ErrBusy
+	activity     uint64 // seals (Activity)
+	awake        bool   // on its Jobs' list of copies Poll flushes
+	ready        bool   // open finished
+	held         bool   // an exclusive rare operation runs: appends, reads and seals get ErrBusy
 	closed       bool
 }
 
@@ -267,6 +268,7 @@ func (c *Copy) Seal(tag uint64, epoch uint64) error {
 	case !c.records.room(2):
 		return ErrBackpressure
 	}
+	c.activity++
 	c.fence.prepare(epoch)
 	c.records.minEpoch, c.cursors.minEpoch = epoch, epoch
 	c.seal = sealState{active: true, tag: tag, epoch: epoch, fenceFd: -1}

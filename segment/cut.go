@@ -27,6 +27,9 @@ func (l *Log) cut(off uint64) error {
 	case off >= l.durable:
 		return nil
 	}
+	if err := l.unparkSync(); err != nil {
+		return err
+	}
 	i := l.findSegment(off)
 	s := l.segs[i]
 	pos, err := l.batchPos(s, off)
@@ -191,6 +194,11 @@ func (l *Log) segInUse(s *segment) bool {
 // each removal made durable before the next, so a crash leaves the log starting at one of their
 // bases.
 func (l *Log) removeDetached(segs []*segment) (int, error) {
+	if len(segs) > 0 {
+		if err := l.unparkSync(); err != nil {
+			return 0, err
+		}
+	}
 	for i, s := range segs {
 		if err := l.retire(s); err != nil {
 			return i, err

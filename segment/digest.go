@@ -94,6 +94,10 @@ func (l *Log) digestKick() {
 		l.failDigestJobs()
 		return
 	}
+	if l.pk.parked {
+		l.unpark() // a parked log's seal digest needs its active segment; the reopen kicks again
+		return
+	}
 	j := d.jobs[0]
 	if j.seal && (l.commit.busy() || len(l.commit.pend.acks) > 0) {
 		return // the seal covers a quiet log; afterCommit kicks again
@@ -197,7 +201,8 @@ func (l *Log) digestStep(step uint8) {
 			l.digestFailed(fmt.Errorf("segment: queue digest read: %w", err))
 		}
 	case stepSidecarOpen:
-		err = l.r.Openat(l, makeTag(tagSidecarOpen, 0), l.dirfd, sidecarName(d.seg.base),
+		dirfd, name := l.at(sidecarName(d.seg.base))
+		err = l.r.Openat(l, makeTag(tagSidecarOpen, 0), dirfd, name,
 			unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644, 0)
 		if err != nil {
 			l.sidecarDone(fmt.Errorf("queue openat: %w", err))
@@ -208,7 +213,8 @@ func (l *Log) digestStep(step uint8) {
 			l.digestStep(stepSidecarClose)
 		}
 	case stepOpen:
-		err = l.r.Openat(l, makeTag(tagDigestOpen, 0), l.dirfd, segmentName(d.seg.base), unix.O_RDONLY|unix.O_CLOEXEC, 0, 0)
+		dirfd, name := l.at(segmentName(d.seg.base))
+		err = l.r.Openat(l, makeTag(tagDigestOpen, 0), dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0, 0)
 		if err != nil {
 			l.digestFailed(fmt.Errorf("segment: queue open: %w", err))
 		}
@@ -408,6 +414,9 @@ func (l *Log) VerifySync() (VerifyReport, error) {
 	var rep VerifyReport
 	if l.Busy() {
 		return rep, ErrBusy
+	}
+	if err := l.unparkSync(); err != nil {
+		return rep, err
 	}
 	defer l.closeIdle()
 	buf := make([]byte, l.cfg.DigestChunkBytes)

@@ -137,6 +137,19 @@
 //     are done and no read shares it; a read of a closed segment opens the file for itself and
 //     closes it after (three ring operations instead of one, on the catch-up path only), and the
 //     rare paths open the ones they touch and close them when they end. Recovery stats settled
-//     segments by name (fstatat) without opening them. 10,000 idle copies thus need 40,000
-//     descriptors, not 70,000 or more (BENCHMARKS.md, issue 11 (e)).
+//     segments by name (fstatat) without opening them.
+//   - Parking: a host may park a quiet copy (Copy.Park), closing those four through the ring, so an
+//     idle copy holds no descriptor at all: 10,000 idle copies would otherwise need 40,000, above
+//     the limits many servers run with (BENCHMARKS.md, issue 11 (e)). Work on a parked copy
+//     reopens what it needs through the ring (OPENAT by whole path) before it goes on: an append,
+//     a sync or a seal reopens that log's directory and active segment (one turn, two operations
+//     per log; the first commit after a park pays one open's latency), the rare operations reopen
+//     what they touch, and reads open their own segment as reads of closed segments do, leaving
+//     the copy parked. The segment reopened is the one active at the park, even when appends
+//     queued since roll past it. A failed reopen fails the log. segment keeps no clock: the host
+//     decides when a copy is idle (Copy.Activity counts appends, reads and seals).
+//   - A shard runs at most JobsRunningMax rare operations at once; later ones wait their turn in
+//     order (the copy is busy meanwhile). A node opening 10,000 copies at boot thus holds a few
+//     descriptors per running open, about 640 per shard at the peak, instead of all of them at
+//     once.
 package segment

@@ -72,9 +72,18 @@ type Jobs struct {
 	copies   []*Copy // copies opened on this Jobs (Abandon)
 	awake    []*Copy // copies with work a Flush starts or resumes: flushed every Poll
 	flushing []*Copy // the awake list being flushed
+	waiting  []*job  // started past JobsRunningMax: they run, in order, as running ones end
 	polling  bool
 	live     int
+	running  int // jobs that have been given their turn and not ended
 }
+
+// JobsRunningMax is how many rare operations one shard runs at once; the others wait in the order
+// they were started. Each running operation holds a few descriptors (an open holds its log
+// directories, segments being recovered, its epochs and fence files), so a node opening 10,000
+// copies at boot holds at most a few hundred per shard, not tens of thousands, while the disk
+// still sees hundreds of operations at once. A copy that waits is busy (ErrBusy) as if it ran.
+const JobsRunningMax = 128
 
 // NewJobs returns an empty runner for one shard.
 func NewJobs() *Jobs { return &Jobs{} }
@@ -143,6 +152,12 @@ func (js *Jobs) removeCopy(c *Copy) {
 // without queueing anything more; its Done reports the error. Completions that arrive later for
 // operations it had queued are ignored. Files such a job held open may stay open.
 func (js *Jobs) Abandon() {
+	for _, j := range js.waiting {
+		js.running++
+		js.ready = append(js.ready, j)
+	}
+	clear(js.waiting)
+	js.waiting = js.waiting[:0]
 	for _, c := range js.copies {
 		j := c.job
 		if j == nil || j.finished {
@@ -179,8 +194,25 @@ type job struct {
 func (js *Jobs) start(c *Copy, op Op, tag uint64, body func(j *job) error) *job {
 	j := &job{js: js, c: c, res: Result{Op: op, Tag: tag}, body: body}
 	js.live++
+	if js.running >= JobsRunningMax {
+		js.waiting = append(js.waiting, j)
+		return j
+	}
+	js.running++
 	js.ready = append(js.ready, j)
 	return j
+}
+
+// ended gives a waiting job the turn of one that ended.
+func (js *Jobs) ended() {
+	js.running--
+	if len(js.waiting) > 0 && js.running < JobsRunningMax {
+		j := js.waiting[0]
+		js.waiting[0] = nil
+		js.waiting = js.waiting[1:]
+		js.running++
+		js.ready = append(js.ready, j)
+	}
 }
 
 // Complete records a completion of the job's operation and marks the job ready. It implements
@@ -210,6 +242,7 @@ func (j *job) resume() {
 	j.stop()
 	j.finished = true
 	j.js.live--
+	j.js.ended()
 	j.c.jobEnded(j)
 }
 

@@ -85,11 +85,13 @@ type Log struct {
 	broken brokenRules   // test-only bugs (export_test.go); zero otherwise
 	spares []spare       // retired segments kept for reuse, oldest first
 
-	commit  commitState
-	reads   readTable
-	closing int // closes of closed segments' descriptors in flight
-	dig     digestState
-	pw      prewriteState
+	commit   commitState
+	reads    readTable
+	closing  int // closes of closed segments' descriptors in flight
+	dig      digestState
+	pw       prewriteState
+	pk       parkState
+	activity uint64 // appends and reads (Copy.Activity)
 }
 
 // Head is the retained head: the lowest offset still in the log.

@@ -57,8 +57,11 @@ type plRun struct {
 	cursors  []plCursorEvt // cursor events committed, by token
 }
 
-// plStats counts the rare operations that succeeded over a test's seeds, by Op.
-type plStats [OpDelete + 1]int
+// plStats counts the rare operations that succeeded over a test's seeds, by Op, and the parks.
+type plStats struct {
+	ops   [OpDelete + 1]int
+	parks int
+}
 
 type plEpoch struct {
 	e     EpochEntry
@@ -99,7 +102,7 @@ func (e plEvents) Done(res Result) {
 	}
 	run.done = append(run.done, res)
 	if res.Err == nil && run.stats != nil {
-		run.stats[res.Op]++
+		run.stats.ops[res.Op]++
 	}
 	switch {
 	case res.Op == OpOpen && res.Err != nil:
@@ -208,6 +211,10 @@ func (run *plRun) live(turns int) {
 	for i := 0; i < turns && run.failed == nil; i++ {
 		if c.ready && !c.closed {
 			run.act()
+			// A host parks copies it finds idle; the next append, seal or rare operation reopens.
+			if run.rng.IntN(3) == 0 && !c.Parked() && c.Park() && run.stats != nil {
+				run.stats.parks++
+			}
 		}
 		run.lp.turn()
 	}
@@ -502,9 +509,12 @@ func TestPowerLoss_AcknowledgedRecordsSurvive(t *testing.T) {
 		}
 		_ = os.RemoveAll(dir)
 	}
-	t.Logf("%d seeds; rare operations done: open %d, cut %d, epoch %d, retain %d, snapshot %d, close %d, delete %d",
-		len(plSeedList()), stats[OpOpen], stats[OpCut], stats[OpAppendEpoch], stats[OpRetain],
-		stats[OpCursorSnapshot], stats[OpClose], stats[OpDelete])
+	t.Logf("%d seeds; rare operations done: open %d, cut %d, epoch %d, retain %d, snapshot %d, close %d, delete %d; parks %d",
+		len(plSeedList()), stats.ops[OpOpen], stats.ops[OpCut], stats.ops[OpAppendEpoch], stats.ops[OpRetain],
+		stats.ops[OpCursorSnapshot], stats.ops[OpClose], stats.ops[OpDelete], stats.parks)
+	if stats.parks == 0 {
+		t.Error("no copy parked in any seed: the parked state went untested")
+	}
 }
 
 // TestPowerLoss_CatchesBrokenVariants: each broken variant (a durability step removed) fails the

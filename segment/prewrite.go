@@ -3,6 +3,8 @@ package segment
 import (
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ringstream/ringstream/internal/assert"
 	"github.com/ringstream/ringstream/ring"
 )
@@ -83,10 +85,18 @@ func (l *Log) prewriteBusy(s *segment) bool { return l.pw.inFlight && l.pw.seg =
 // closed copy leaves hold exactly its batches. Synchronous (Close).
 func (l *Log) trimPrewritten() error {
 	s := l.segs[len(l.segs)-1]
-	if s.fd < 0 || s.filled <= s.size {
+	if s.filled <= s.size || (s.fd < 0 && !l.pk.parked) {
 		return nil
 	}
-	if err := l.sr.ftruncate(s.fd, s.size); err != nil {
+	fd := s.fd
+	if fd < 0 { // a parked log: open the file for the truncate
+		var err error
+		if fd, err = l.sr.openat(unix.AT_FDCWD, l.path(s.base), unix.O_RDWR, 0); err != nil {
+			return fmt.Errorf("segment: open %s: %w", l.path(s.base), err)
+		}
+		defer func() { _ = l.sr.close(fd) }()
+	}
+	if err := l.sr.ftruncate(fd, s.size); err != nil {
 		return fmt.Errorf("segment: truncate %s: %w", l.path(s.base), err)
 	}
 	s.filled = s.size

@@ -71,7 +71,8 @@ func (l *Log) Read(tag uint64, from uint64, buf []byte) error {
 	if s.fd >= 0 {
 		err = l.r.Read(l, makeTag(tagRead, uint64(slot)), s.fd, buf[:n], pos, 0)
 	} else {
-		err = l.r.Openat(l, makeTag(tagReadOpen, uint64(slot)), l.dirfd, segmentName(s.base), unix.O_RDONLY, 0, 0)
+		dirfd, name := l.at(segmentName(s.base))
+		err = l.r.Openat(l, makeTag(tagReadOpen, uint64(slot)), dirfd, name, unix.O_RDONLY, 0, 0)
 	}
 	if err != nil {
 		if errors.Is(err, ring.ErrQueueFull) {
@@ -81,6 +82,7 @@ func (l *Log) Read(tag uint64, from uint64, buf []byte) error {
 	}
 	t.free = t.free[:len(t.free)-1]
 	t.used++
+	l.activity++
 	t.slots[slot] = readSlot{seg: s, tag: tag, buf: buf[:n], pos: pos, from: from, fd: -1, own: s.fd < 0, busy: true}
 	if s.fd >= 0 {
 		s.readers++
