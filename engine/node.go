@@ -238,7 +238,7 @@ func (n *Node) compose() error {
 	host, err := streamhost.New(sn, streamhost.Config{Dir: cfg.File.Node.DataDir, Cluster: cfg.File.Cluster.ID,
 		Node: n.id, Shards: cfg.ShardCount, Segment: seg,
 		Stream:  stream.Config{TickMs: uint32(cfg.File.Cluster.TickMs)},
-		Replies: n.clients.streamReply, SealReplies: n.sealReply, Logger: n.log})
+		Replies: n.clients.streamReply, SealReplies: n.sealReply, IdleCloseTicks: cfg.IdleCloseTicks(), Logger: n.log})
 	if err != nil {
 		return fmt.Errorf("engine: node %d: stream host: %w", n.id, err)
 	}

@@ -68,12 +68,19 @@ func (c *Copy) Park() bool {
 	return true
 }
 
-// Parked says whether the copy holds no descriptor (see Park).
-func (c *Copy) Parked() bool { return c.records.pk.parked && c.cursors.pk.parked }
+// Parked says whether the copy is open and holds no descriptor (see Park).
+func (c *Copy) Parked() bool {
+	return c.ready && !c.closed && c.records.pk.parked && c.cursors.pk.parked
+}
 
 // Activity counts the copy's appends, reads and seals since it opened. A host that sees it
 // unchanged over its idle period parks the copy (Park).
-func (c *Copy) Activity() uint64 { return c.records.activity + c.cursors.activity + c.activity }
+func (c *Copy) Activity() uint64 {
+	if !c.ready {
+		return c.activity
+	}
+	return c.records.activity + c.cursors.activity + c.activity
+}
 
 // park closes the log's descriptors through the ring (closeFd); the log must be quiet.
 func (l *Log) park() {

@@ -142,6 +142,7 @@ func TestInvalidOptions(t *testing.T) {
 		{"retention bytes", "[storage]\nretention_bytes = -1", "storage.retention_bytes: is -1", nil},
 		{"retention age", "[storage]\nretention_age = -5", "last key \"storage.retention_age\"): heartbeat: invalid configuration: negative duration", nil},
 		{"retention age huge", "[storage]\nretention_age = 9000000000000000000", "storage.retention_age: is too large", nil},
+		{"idle close huge", "[storage]\nidle_close_after = 9000000000000000000", "storage.idle_close_after: is too large", nil},
 		{"replicas count", "[metadata]\nreplicas = [1, 2]", "metadata.replicas: vsr: ", nil},
 		{"replicas twice", "[metadata]\nreplicas = [1, 2, 2]", "node 2 is listed twice", nil},
 		{"replica not a peer", "[metadata]\nreplicas = [1, 2, 9]", "node 9 is not in cluster.peers", nil},
@@ -273,6 +274,22 @@ func TestConverters(t *testing.T) {
 	}
 	if b, age := c.Retention(); b != 5000 || age != 3600_000 {
 		t.Fatalf("retention %d %d", b, age)
+	}
+	for _, tc := range []struct {
+		value string
+		ticks int64
+	}{{"", 2000}, {"\"12ms\"", 3}, {"5", 1}, {"0", -1}} { // tick_ms 5; default 10 s
+		text := "[cluster]\ntick_ms = 5\n"
+		if tc.value != "" {
+			text += "[storage]\nidle_close_after = " + tc.value + "\n"
+		}
+		ic, err := config.Parse([]byte(text), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ic.IdleCloseTicks(); got != tc.ticks {
+			t.Errorf("idle_close_after %q: %d ticks, want %d", tc.value, got, tc.ticks)
+		}
 	}
 	mg, ok := c.MetaGroup()
 	if !ok {

@@ -63,6 +63,16 @@ func (c *Config) Retention() (maxBytes, maxAgeMs int64) {
 	return c.File.Storage.RetentionBytes, int64(c.File.Storage.RetentionAge)
 }
 
+// IdleCloseTicks is storage.idle_close_after in ticks (rounded up), as streamhost.Config takes it:
+// -1 when it is 0 (never close).
+func (c *Config) IdleCloseTicks() int64 {
+	ms, tick := uint64(c.File.Storage.IdleCloseAfter), c.File.Cluster.TickMs
+	if ms == 0 {
+		return -1
+	}
+	return int64((ms + tick - 1) / tick)
+}
+
 // Control is the controller's config: liveness and eager failover grace in ticks and the assignment
 // policy; the seal and proposal timeouts keep control's defaults.
 func (c *Config) Control() control.Config {

@@ -65,6 +65,7 @@ type StorageSection struct {
 	RecycleSegments int              `toml:"recycle_segments"`
 	RetentionBytes  int64            `toml:"retention_bytes"`
 	RetentionAge    heartbeat.Millis `toml:"retention_age"`
+	IdleCloseAfter  heartbeat.Millis `toml:"idle_close_after"`
 }
 
 // MetadataSection is [metadata]: the metadata group's replicas.
@@ -107,7 +108,7 @@ func Defaults() File {
 		},
 		Shards: ShardsSection{Count: 0, PinCores: false, RingBackend: "auto", RingEntries: 1024, RingTaskRun: "coop"},
 		Storage: StorageSection{SegmentBytes: 64 << 20, PrewriteBytes: 1 << 20, RecycleSegments: 2,
-			RetentionBytes: 0, RetentionAge: 0},
+			RetentionBytes: 0, RetentionAge: 0, IdleCloseAfter: 10000},
 		Metadata: MetadataSection{Replicas: []uint16{1, 2, 3}},
 		Admin:    AdminSection{Listen: "127.0.0.1:7003"},
 		Client: ClientSection{Listen: "0.0.0.0:7002", OutboxBytes: 4 << 20, RequestsMax: 64,
@@ -162,6 +163,8 @@ func optionComments() map[string]string {
 		"storage.retention_bytes":  "A stream log keeps at most this many bytes of closed segments; 0 keeps all.",
 		"storage.retention_age": "Closed segments whose newest record is older than this are removed; 0 keeps " +
 			"all. Milliseconds or a duration string such as \"168h\".",
+		"storage.idle_close_after": "A stream copy with no append, read or seal for this long closes its files " +
+			"(four descriptors) until it is used again; copies opened at boot start closed. 0: never close.",
 
 		"metadata.replicas": "Node ids of the metadata group's replicas, 3 or 5, each a key of cluster.peers.",
 

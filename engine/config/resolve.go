@@ -266,6 +266,9 @@ func (c *Config) resolveStorage() error {
 	if f.Storage.RetentionAge > 1<<62 {
 		return invalid("storage.retention_age", "is too large")
 	}
+	if f.Storage.IdleCloseAfter > 1<<62 {
+		return invalid("storage.idle_close_after", "is too large")
+	}
 	if err := c.Segment().Validate(); err != nil {
 		return wrapKey("storage (segment_bytes, prewrite_bytes, recycle_segments)", err)
 	}

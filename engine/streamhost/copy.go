@@ -70,7 +70,11 @@ type copyGroup struct {
 	head     uint64 // the record log head the copy was told
 	retainAt uint64 // tick of the next retention
 	retain   bool   // a retention job runs
-	opening  bool   // Opened not yet told
+	// Parking (park.go): the storage's activity count when it last changed, and that tick.
+	activity uint64
+	activeAt uint64
+	parkNow  bool // park at the next chance: the copy just opened
+	opening  bool // Opened not yet told
 	deleted  func(error)
 	delWait  bool // a delete waits for the rare operation running
 
@@ -109,6 +113,7 @@ func (cg *copyGroup) Done(r segment.Result) {
 			cg.closeFailed(r.Err)
 			return
 		}
+		cg.parkAfterOpen()
 		if cg.apply.phase == applyWaiting {
 			cg.state = stateApplying // a copy made by an assignment: cut onto its history first
 			cg.stepApply()

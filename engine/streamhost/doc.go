@@ -38,6 +38,13 @@
 //     Client replies are handed to Config.Replies inside that Ready: a fetch reply's batches must be
 //     used or copied before it returns.
 //   - Buffers are per shard (a free list of at most 16 MiB), never per copy: an idle copy holds none.
+//   - Descriptors: a copy parks its storage (segment.Copy.Park: its four descriptors closed) right
+//     after its open, and again once segment.Copy.Activity stayed unchanged for IdleCloseTicks
+//     (checked on the copy's tick; a busy copy refuses and is asked again the next tick). Its next
+//     append or seal reopens through the ring; reads do not. At boot every copy opens at once, and
+//     one that kept its files open through its scan and log epoch would hold four descriptors while
+//     thousands queue behind it: 10,000 idle copies then needed 40,000, twice this machine's limit.
+//     Stats.Parks and Stats.Parked count them.
 //   - Open runs segment.Open as a job on the shard's ring (all copies of a node open at once, interleaved),
 //     then reads every retained batch through the ring to feed the copy its headers (ObserveBatch),
 //     and the cursors segment recovered (ObserveCursor, in name order), then OpenDone. A copy whose open

@@ -125,6 +125,7 @@ func (cg *copyGroup) OnTick(tick uint64) {
 	if cg.apply.phase == applyWaiting && cg.state == stateApplying {
 		cg.stepApply()
 	}
+	cg.parkIfIdle(tick)
 	if cg.c == nil || cg.state != stateServing {
 		return
 	}

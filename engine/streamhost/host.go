@@ -51,7 +51,11 @@ type Config struct {
 	// RetainEveryTicks is how often each copy runs retention when its Spec sets a limit
 	// (default 1000 ticks).
 	RetainEveryTicks uint64
-	Logger           *slog.Logger // nil: slog.Default()
+	// IdleCloseTicks: a copy with no append, read or seal for this many ticks is parked
+	// (segment.Copy.Park: its four descriptors closed until it is used again). 0: the default,
+	// 1000 ticks; negative: never. Copies park right after their open either way unless negative.
+	IdleCloseTicks int64
+	Logger         *slog.Logger // nil: slog.Default()
 }
 
 // Spec names one copy to open on this node: the stream, its incarnation, the assignment this node
@@ -102,6 +106,9 @@ func New(node *shard.Node, cfg Config) (*Host, error) {
 	}
 	if cfg.RetainEveryTicks == 0 {
 		cfg.RetainEveryTicks = 1000
+	}
+	if cfg.IdleCloseTicks == 0 {
+		cfg.IdleCloseTicks = 1000
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -243,7 +250,16 @@ func (h *Host) State(s *shard.Shard, streamID uint64) CopyState {
 }
 
 // Stats returns shard s's counters (on s's goroutine).
-func (h *Host) Stats(s *shard.Shard) Stats { return h.shards[s.Index()].stats }
+func (h *Host) Stats(s *shard.Shard) Stats {
+	sh := h.shards[s.Index()]
+	st := sh.stats
+	for _, cg := range sh.copies {
+		if cg.seg != nil && cg.state < stateClosing && cg.seg.Parked() {
+			st.Parked++
+		}
+	}
+	return st
+}
 
 // Status lists the copies that did not open or whose logs failed.
 func (h *Host) Status() []Failure {

@@ -48,6 +48,10 @@ type Stats struct {
 	FramesBad      uint64 // frames that did not decode
 	PrimarySilent  uint64 // a follower's owner fell silent (published in the node heartbeats)
 	QuorumLost     uint64
+	// Parks: copies parked (segment.Copy.Park) after their open or after IdleCloseTicks unused;
+	// Parked: copies parked now.
+	Parks  uint64
+	Parked int
 	// Failover.
 	Seals              uint64 // seals answered sealed
 	SealsStale         uint64 // seals answered stale (an older fence or transition)

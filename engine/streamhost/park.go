@@ -1,0 +1,42 @@
+package streamhost
+
+// parkAfterOpen parks a copy whose storage just opened: at boot every copy opens at once, and one
+// that stayed open until its scan and log epoch were done would hold its four descriptors while
+// thousands of others queue behind it. Its scan reads open their own segments; its first append or
+// seal reopens what it needs. A ring without room for the closes leaves it to the next tick.
+func (cg *copyGroup) parkAfterOpen() {
+	if cg.h.h.cfg.IdleCloseTicks < 0 {
+		return
+	}
+	cg.activity = cg.seg.Activity()
+	cg.parkNow = !cg.park()
+}
+
+// parkIfIdle parks the copy's storage once it saw no append, read or seal for IdleCloseTicks
+// (each tick, on the shard's tick walk over its groups; the state test is a few loads).
+func (cg *copyGroup) parkIfIdle(tick uint64) {
+	idle := cg.h.h.cfg.IdleCloseTicks
+	if idle < 0 || cg.seg == nil || cg.state >= stateClosing {
+		return
+	}
+	if a := cg.seg.Activity(); a != cg.activity {
+		cg.activity, cg.activeAt, cg.parkNow = a, tick, false
+		return
+	}
+	if cg.parkNow || tick-cg.activeAt >= uint64(idle) {
+		cg.parkNow = !cg.park()
+	}
+}
+
+// park parks the copy's storage unless it is parked or busy (segment.Copy.Park), and says whether
+// it is parked now.
+func (cg *copyGroup) park() bool {
+	if cg.seg.Parked() {
+		return true
+	}
+	if !cg.seg.Park() {
+		return false
+	}
+	cg.h.stats.Parks++
+	return true
+}

@@ -1,0 +1,121 @@
+package streamhost_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringstream/ringstream/engine/stream"
+	"github.com/ringstream/ringstream/engine/streamhost"
+	"github.com/ringstream/ringstream/shard"
+)
+
+// fdsUnder counts this process's descriptors open on dir or under it.
+func fdsUnder(t testing.TB, dir string) int {
+	t.Helper()
+	list, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list {
+		p, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+		if err == nil && (p == dir || strings.HasPrefix(p, dir+"/")) {
+			n++
+		}
+	}
+	return n
+}
+
+// hostStats reads shard 0's stream host counters.
+func hostStats(t testing.TB, n *testNode) streamhost.Stats {
+	t.Helper()
+	var st streamhost.Stats
+	done := make(chan struct{})
+	if err := n.node.Run(0, func(s *shard.Shard) { st = n.host.Stats(s); close(done) }); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	return st
+}
+
+// waitParked waits until want copies are parked and nothing is open under dir.
+func waitParked(t testing.TB, n *testNode, want int, dir string) streamhost.Stats {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := hostStats(t, n)
+		if st.Parked == want && fdsUnder(t, dir) == 0 {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d copies parked and %d descriptors open under them, want %d and 0", st.Parked, fdsUnder(t, dir), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCopies_IdleCopiesParkAndServe: issue 11 (e). Copies park right after they open (no
+// descriptor held); a produce reopens its copy's record log and is confirmed; a fetch of a parked
+// copy reads without reopening it; a copy unused for IdleCloseTicks parks again and serves the
+// next produce at the right offset. With IdleCloseTicks negative nothing parks: four descriptors
+// per copy.
+func TestCopies_IdleCopiesParkAndServe(t *testing.T) {
+	const copies = 20
+	specs := make([]streamhost.Spec, copies)
+	for i := range specs {
+		specs[i] = soloSpec(uint64(100 + i))
+	}
+	dir := t.TempDir()
+	streams := filepath.Join(dir, "streams")
+	n := soloNode(t, dir, func(c *streamhost.Config) { c.IdleCloseTicks = 50 }) // 100 ms at 2 ms ticks
+	if _, errs := openAll(t, n, specs); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	st := waitParked(t, n, copies, streams)
+	if st.Parks < copies {
+		t.Fatalf("%d parks counted, want at least %d", st.Parks, copies)
+	}
+
+	if r := produceOne(t, n, 100, 0); r.Kind != stream.ReplyProduce || r.Produce.BaseOffset != 0 {
+		t.Fatalf("produce to a parked copy answered %+v", r)
+	}
+	if got := fdsUnder(t, n.host.Dir(100, 1)); got == 0 {
+		t.Fatal("the produced-to copy holds no descriptor right after its produce: it did not reopen")
+	}
+	if st := hostStats(t, n); st.Parked != copies-1 {
+		t.Fatalf("%d copies parked after a produce to one, want %d", st.Parked, copies-1)
+	}
+	if r := fetchAt(t, n, 101, 0); r.Kind == stream.ReplyError {
+		t.Fatalf("fetch of an empty parked copy answered %+v", r)
+	}
+	st = waitParked(t, n, copies, streams)
+	if r := fetchAt(t, n, 100, 0); r.Kind != stream.ReplyFetch || len(r.Fetch.Batches) == 0 {
+		t.Fatalf("fetch from a parked copy answered %+v", r)
+	}
+	if got := hostStats(t, n).Parked; got != copies {
+		t.Fatalf("%d copies parked after a fetch, want %d: reads must not reopen a copy", got, copies)
+	}
+	if r := produceOne(t, n, 100, 1); r.Kind != stream.ReplyProduce || r.Produce.BaseOffset != recordsPerBatch {
+		t.Fatalf("produce after the copy parked again answered %+v", r)
+	}
+	if again := waitParked(t, n, copies, streams); again.Parks <= st.Parks {
+		t.Fatalf("parks %d then %d: the copy did not park again after its produce", st.Parks, again.Parks)
+	}
+
+	// Control: parking off, every copy keeps its four descriptors.
+	dir2 := t.TempDir()
+	n2 := soloNode(t, dir2, func(c *streamhost.Config) { c.IdleCloseTicks = -1 })
+	if _, errs := openAll(t, n2, specs); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	time.Sleep(300 * time.Millisecond) // three idle periods of the first node
+	if st := hostStats(t, n2); st.Parked != 0 || st.Parks != 0 {
+		t.Fatalf("parking off: %d parked, %d parks", st.Parked, st.Parks)
+	}
+	if got := fdsUnder(t, filepath.Join(dir2, "streams")); got != 4*copies {
+		t.Fatalf("parking off: %d descriptors under %d copies, want %d", got, copies, 4*copies)
+	}
+}
