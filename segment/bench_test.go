@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -476,5 +477,70 @@ func benchAppendInterleaved(b *testing.B, g, prewrite int) {
 		b.ReportMetric(n*float64(g*1024)/(float64(baseNs)/1e3), "base-MB/s")
 		b.ReportMetric(float64(segNs)/float64(baseNs), "log/base")
 		b.ReportMetric(float64(mallocs)/(n*float64(g)), "allocs/record")
+	})
+}
+
+// BenchmarkAppendAfterPark: the cost a parked copy's first append pays. Each op appends one 1 KiB
+// record and waits until it is durable, alternately on the open copy and on the copy just parked
+// (Copy.Park, its closes completed outside the timing), so both arms share the disk's moment.
+// Reports each arm's median: the parked arm adds the reopen (two OPENATs through the ring, one
+// turn) before the commit.
+func BenchmarkAppendAfterPark(b *testing.B) {
+	benchBackends(b, func(b *testing.B, backend ring.Backend) {
+		e := benchEnv(b, backend)
+		ev := &discardEvents{}
+		c, _, err := OpenSync(e.r, e.dir, e.cfg, ev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.CloseSync()
+		payload := make([]byte, 1024)
+		h := BatchHeader{RecordCount: 1, Epoch: 1}
+		drive := func(done func() bool) {
+			for !done() {
+				c.Flush()
+				if e.r.InFlight() == 0 {
+					continue
+				}
+				if err := e.r.Wait(1); err != nil {
+					b.Fatal(err)
+				}
+				e.r.Dispatch()
+			}
+		}
+		quiet := func() bool { return !c.Records().Busy() && !c.Cursors().Busy() }
+		var open, parked []time.Duration
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if i%2 == 1 {
+				b.StopTimer()
+				drive(quiet)
+				if !c.Park() {
+					b.Fatal("a quiet copy did not park")
+				}
+				drive(quiet)
+				b.StartTimer()
+			}
+			start := time.Now()
+			if _, err := c.Append(1, &h, payload); err != nil {
+				b.Fatal(err)
+			}
+			drive(func() bool { return c.Records().DurableTail() == c.Records().NextOffset() })
+			if i%2 == 1 {
+				parked = append(parked, time.Since(start))
+			} else {
+				open = append(open, time.Since(start))
+			}
+		}
+		b.StopTimer()
+		median := func(d []time.Duration) float64 {
+			if len(d) == 0 {
+				return 0
+			}
+			slices.Sort(d)
+			return float64(d[len(d)/2].Microseconds())
+		}
+		b.ReportMetric(median(open), "open-p50-us")
+		b.ReportMetric(median(parked), "parked-p50-us")
 	})
 }
