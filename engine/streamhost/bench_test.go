@@ -352,6 +352,14 @@ func raiseFileLimit(b *testing.B) {
 	}
 }
 
+// keepOpen turns parking off when STREAMHOST_IDLE_KEEP_OPEN=1 (the idle-copy benchmarks' baseline).
+func keepOpen() []func(*streamhost.Config) {
+	if os.Getenv("STREAMHOST_IDLE_KEEP_OPEN") != "1" {
+		return nil
+	}
+	return []func(*streamhost.Config){func(c *streamhost.Config) { c.IdleCloseTicks = -1 }}
+}
+
 // BenchmarkIdleCopies: (e) idle copies open on one node (default 10,000; STREAMHOST_IDLE_COPIES
 // sets another count): resident memory and open file descriptors per copy, after a GC, against the
 // node before they opened. Idle copies are parked (segment.Copy.Park: no descriptor held); an
@@ -362,11 +370,7 @@ func raiseFileLimit(b *testing.B) {
 func BenchmarkIdleCopies(b *testing.B) {
 	copies := idleCopies()
 	raiseFileLimit(b)
-	var tune []func(*streamhost.Config)
-	if os.Getenv("STREAMHOST_IDLE_KEEP_OPEN") == "1" {
-		tune = append(tune, func(c *streamhost.Config) { c.IdleCloseTicks = -1 })
-	}
-	n := soloNode(b, b.TempDir(), tune...)
+	n := soloNode(b, b.TempDir(), keepOpen()...)
 	settle := func() {
 		runtime.GC()
 		debug.FreeOSMemory()
@@ -400,6 +404,7 @@ func BenchmarkIdleCopies(b *testing.B) {
 // the node stopped, and all of them opened again at the boot of a new node on the same directory,
 // each at the next assignment epoch (one log-epoch entry written and fdatasynced per copy), all at
 // once on the shard's ring. s-to-boot is the time from Host.Open to the last copy serving.
+// STREAMHOST_IDLE_KEEP_OPEN=1: parking off, as BenchmarkIdleCopies.
 func BenchmarkBootCopies(b *testing.B) {
 	copies := idleCopies()
 	raiseFileLimit(b)
@@ -408,7 +413,8 @@ func BenchmarkBootCopies(b *testing.B) {
 	for i := range specs {
 		specs[i] = soloSpec(uint64(1000 + i))
 	}
-	n := soloNode(b, dir)
+	tune := keepOpen()
+	n := soloNode(b, dir, tune...)
 	created, errs := openAll(b, n, specs)
 	if len(errs) > 0 {
 		b.Fatal(errs[0])
@@ -418,7 +424,7 @@ func BenchmarkBootCopies(b *testing.B) {
 	}
 	var booted time.Duration
 	for range b.N {
-		n = soloNode(b, dir)
+		n = soloNode(b, dir, tune...)
 		specs = nextEpoch(specs)
 		b.ResetTimer()
 		took, errs := openAll(b, n, specs)
