@@ -71,6 +71,7 @@ type node struct {
 	replies  []stream.Reply
 	sent     []envelope
 	prevConf uint64
+	hb       stream.Heartbeat // of the last Ready, Holders copied
 	autoSync bool
 	down     bool
 	failRead int // reads the host refuses before it serves any
@@ -126,6 +127,8 @@ func (n *node) ready(t tb) {
 		}
 		n.c.CheckInvariants()
 		fx := n.c.Ready()
+		n.hb = fx.Heartbeat
+		n.hb.Holders = slices.Clone(fx.Heartbeat.Holders)
 		if conf := n.c.Confirmed(); n.c.Role() == stream.RoleOwner {
 			if conf < n.prevConf {
 				t.Fatalf("node %d: confirmed tail went back from %d to %d", n.id, n.prevConf, conf)
@@ -356,11 +359,30 @@ func (cl *cluster) tick(n int) {
 		cl.ticks++
 		for _, id := range cl.ids {
 			if nd := cl.nodes[id]; !nd.down {
-				nd.c.Tick()
-				nd.ready(cl.t)
+				nd.tick(cl.t)
 			}
 		}
 		cl.settle()
+	}
+}
+
+// tick ticks a settled copy (every input it took was followed by its Ready). When Tick says the
+// tick gave Ready nothing, the Ready a shard host skips must indeed be empty: no effect and the
+// heartbeat of the last Ready.
+func (n *node) tick(t tb) {
+	t.Helper()
+	if n.c.Tick() {
+		n.ready(t)
+		return
+	}
+	prev := n.hb
+	fx := n.c.Ready()
+	hb := fx.Heartbeat
+	if len(fx.Epochs)+len(fx.Appends)+len(fx.Reads)+len(fx.Prepares)+len(fx.PrepareOKs)+len(fx.Replies) > 0 || fx.SyncCursors {
+		t.Fatalf("node %d: Tick said nothing is due, but Ready had effects %+v", n.id, fx)
+	}
+	if hb.Role != prev.Role || hb.Epoch != prev.Epoch || hb.Commit != prev.Commit || hb.State != prev.State || !slices.Equal(hb.Holders, prev.Holders) {
+		t.Fatalf("node %d: Tick said nothing is due, but the heartbeat moved from %+v to %+v", n.id, prev, hb)
 	}
 }
 

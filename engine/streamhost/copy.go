@@ -129,8 +129,8 @@ func (cg *copyGroup) Done(r segment.Result) {
 			cg.reportOpened(r.Err)
 		}
 	case segment.OpRetain:
-		cg.retain = false
 		cg.syncHead()
+		cg.retain = false
 	case segment.OpClose:
 		cg.state = stateClosed
 	case segment.OpDelete:
@@ -144,9 +144,11 @@ func (cg *copyGroup) Done(r segment.Result) {
 
 // syncHead tells the copy where its record log's head is. Retention moves the head when its job
 // starts, inside Jobs.Poll, and the copy must not ask for reads below it from then on: every input
-// that can make a read syncs the head first.
+// that can make a read syncs the head first. Only retention moves the head of a serving copy, so
+// without a retention job running there is nothing to read (syncHead runs on every tick of every
+// copy, and the head is two pointers away).
 func (cg *copyGroup) syncHead() {
-	if cg.c == nil || cg.state != stateServing {
+	if cg.c == nil || cg.state != stateServing || !cg.retain {
 		return
 	}
 	if h := cg.seg.Records().Head(); h > cg.head {

@@ -134,8 +134,9 @@ func (cg *copyGroup) OnTick(tick uint64) {
 		return
 	}
 	cg.syncHead()
-	cg.c.Tick()
-	cg.h.markDirty(cg)
+	if cg.c.Tick() {
+		cg.h.markDirty(cg)
+	}
 	if tick >= cg.retainAt {
 		cg.retainAt = tick + cg.h.h.cfg.RetainEveryTicks
 		cg.startRetain()

@@ -12,11 +12,16 @@ func (cg *copyGroup) parkAfterOpen() {
 	cg.parkNow = !cg.park()
 }
 
-// parkIfIdle parks the copy's storage once it saw no append, read or seal for IdleCloseTicks
-// (each tick, on the shard's tick walk over its groups; the state test is a few loads).
+// parkCheckTicks is how often a copy compares its storage's activity count: every copy's check
+// reads its storage's logs, memory the idle copy's tick does not touch otherwise.
+const parkCheckTicks = 16
+
+// parkIfIdle parks the copy's storage once it saw no append, read or seal for IdleCloseTicks,
+// checked every parkCheckTicks (staggered by stream id), and at once after an open that could not
+// park.
 func (cg *copyGroup) parkIfIdle(tick uint64) {
 	idle := cg.h.h.cfg.IdleCloseTicks
-	if idle < 0 || cg.seg == nil || cg.state >= stateClosing {
+	if idle < 0 || cg.seg == nil || cg.state >= stateClosing || (!cg.parkNow && (tick+cg.spec.Stream)%parkCheckTicks != 0) {
 		return
 	}
 	if a := cg.seg.Activity(); a != cg.activity {
