@@ -216,7 +216,9 @@ func (l *Log) queued(token uint64, seg *segment, h *BatchHeader, start, size int
 	seg.maxTimestamp = max(seg.maxTimestamp, h.MaxTimestamp)
 	l.next = h.NextOffset()
 	l.pw.armed = true
-	l.activity++
+	if l.activity != nil {
+		*l.activity++
+	}
 	l.wake()
 	p.acks = append(p.acks, ack{token: token, end: l.next})
 }

@@ -72,7 +72,7 @@ type Copy struct {
 	snapBoundary uint64
 	eventBuf     []byte
 	seal         sealState
-	activity     uint64 // seals (Activity)
+	activity     uint64 // appends, reads and seals (Activity), counted by the logs too
 	awake        bool   // on its Jobs' list of copies Poll flushes
 	ready        bool   // open finished
 	held         bool   // an exclusive rare operation runs: appends, reads and seals get ErrBusy

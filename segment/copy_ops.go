@@ -147,6 +147,7 @@ func (c *Copy) open(rep *OpenReport) error {
 	c.records.commit.auto = true
 	c.cursors.cfg.PrewriteBytes = -1
 	c.records.quiet, c.cursors.quiet = c, c
+	c.records.activity, c.cursors.activity = &c.activity, &c.activity
 	c.hold(c.held)
 	if c.epochs, err = openEpochs(c.sr, c.dir, c.cfg.Logger, &dirty); err != nil {
 		return err

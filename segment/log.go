@@ -91,7 +91,7 @@ type Log struct {
 	dig      digestState
 	pw       prewriteState
 	pk       parkState
-	activity uint64 // appends and reads (Copy.Activity)
+	activity *uint64 // the copy's count of appends, reads and seals (Copy.Activity); nil: none
 }
 
 // Head is the retained head: the lowest offset still in the log.

@@ -75,12 +75,7 @@ func (c *Copy) Parked() bool {
 
 // Activity counts the copy's appends, reads and seals since it opened. A host that sees it
 // unchanged over its idle period parks the copy (Park).
-func (c *Copy) Activity() uint64 {
-	if !c.ready {
-		return c.activity
-	}
-	return c.records.activity + c.cursors.activity + c.activity
-}
+func (c *Copy) Activity() uint64 { return c.activity }
 
 // park closes the log's descriptors through the ring (closeFd); the log must be quiet.
 func (l *Log) park() {

@@ -82,7 +82,9 @@ func (l *Log) Read(tag uint64, from uint64, buf []byte) error {
 	}
 	t.free = t.free[:len(t.free)-1]
 	t.used++
-	l.activity++
+	if l.activity != nil {
+		*l.activity++
+	}
 	t.slots[slot] = readSlot{seg: s, tag: tag, buf: buf[:n], pos: pos, from: from, fd: -1, own: s.fd < 0, busy: true}
 	if s.fd >= 0 {
 		s.readers++

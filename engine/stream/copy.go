@@ -269,15 +269,23 @@ func (c *Copy) logOf(log wire.LogKind) *logState {
 	return &c.rec
 }
 
+// Ticking says whether the copy times anything: an owner with followers (their probes), a waiting
+// fetch (its deadline) or a cursor sync due. Every timer the copy runs counts its own ticks from
+// when it started, so a copy that times nothing needs no tick: a host may skip Tick while Ticking
+// is false (reading it again after each Ready, since only inputs start timers), and 10,000 idle
+// copies then cost a shard's tick nothing. Skipped ticks stop the copy's clock, which no timer
+// reads then.
+func (c *Copy) Ticking() bool {
+	return c.role == RoleOwner && (len(c.followers) > 0 || c.parked > 0 || c.cursorDue != 0)
+}
+
 // Tick advances the copy's timers by one tick: probes of silent followers, fetch deadlines, the
-// cursor sync. It reports whether the tick may have given Ready anything to do. It is false when the
-// copy has no timer running: a follower (its tick only counts time), or an owner with no follower,
-// no waiting fetch and no cursor sync pending. A host may then skip the Ready it would call for
-// the tick alone (every input the copy takes still needs one): 10,000 idle copies cost a shard a
-// Ready each per tick otherwise.
+// cursor sync. It reports whether the tick may have given Ready anything to do, false when the
+// copy is not Ticking: a host may then skip the Ready it would call for the tick alone (every
+// input the copy takes still needs one).
 func (c *Copy) Tick() bool {
 	c.now++
-	if c.role != RoleOwner || (len(c.followers) == 0 && c.parked == 0 && c.cursorDue == 0) {
+	if !c.Ticking() {
 		return false
 	}
 	for i := range c.followers {

@@ -42,14 +42,25 @@ const (
 // schedule, a follower a backup), segment's Events for its storage, and the carrier of the copy's
 // effects.
 type copyGroup struct {
-	h       *shardHost
+	// What an idle copy's tick reads, grouped at the front.
+	h        *shardHost
+	c        *stream.Copy
+	seg      *segment.Copy
+	state    copyState
+	dirty    bool
+	ticking  bool  // the copy times something (stream.Copy.Ticking, read after each Ready): it gets Tick
+	retain   bool  // a retention job runs
+	parkNow  bool  // park at the next chance: the copy just opened
+	delWait  bool  // a delete waits for the rare operation running
+	stagger  uint8 // the stream id modulo parkCheckTicks: copies compare their activity on different ticks
+	activity uint64
+	activeAt uint64 // parking (park.go): the storage's activity count when it last changed, and that tick
+	seal     sealWork
+	apply    applyWork
+
 	spec    Spec
 	cfg     stream.Config
 	dir     string
-	c       *stream.Copy
-	seg     *segment.Copy
-	state   copyState
-	dirty   bool
 	members []shard.Member
 	self    uint8
 	token   uint64
@@ -69,19 +80,11 @@ type copyGroup struct {
 	scanFrom uint64 // opening: the next retained batch to feed the copy
 	head     uint64 // the record log head the copy was told
 	retainAt uint64 // tick of the next retention
-	retain   bool   // a retention job runs
-	// Parking (park.go): the storage's activity count when it last changed, and that tick.
-	activity uint64
-	activeAt uint64
-	parkNow  bool // park at the next chance: the copy just opened
-	opening  bool // Opened not yet told
+	opening  bool   // Opened not yet told
 	deleted  func(error)
-	delWait  bool // a delete waits for the rare operation running
 
-	// Failover (seal.go, assign.go).
+	// Failover (seal.go, assign.go; seal and apply are above).
 	starts []meta.HistoryStart // the stream's history starts with the assignment applied
-	seal   sealWork
-	apply  applyWork
 	cut    cutWork
 	// cutSinceScan: a cut ran since the protocol copy was fed the log, so the next assignment
 	// makes a new copy and feeds it again instead of moving this one in place.

@@ -66,6 +66,7 @@ func (cg *copyGroup) carryOut() {
 		sh.pool.unref(ob) // the held list and the sends keep theirs
 	}
 	cg.role, cg.commit, cg.holders = fx.Heartbeat.Role, fx.Heartbeat.Commit, cg.holderSet(fx.Heartbeat.Holders)
+	cg.ticking = cg.c.Ticking()
 	if failed {
 		cg.c.LogFailed(wire.LogRecords)
 		sh.markDirty(cg)

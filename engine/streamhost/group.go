@@ -134,7 +134,7 @@ func (cg *copyGroup) OnTick(tick uint64) {
 		return
 	}
 	cg.syncHead()
-	if cg.c.Tick() {
+	if cg.ticking && cg.c.Tick() {
 		cg.h.markDirty(cg)
 	}
 	if tick >= cg.retainAt {

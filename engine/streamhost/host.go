@@ -284,7 +284,7 @@ func (h *Host) newCopy(sp Spec) (*copyGroup, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	sh := h.shards[shard.ShardOf(sp.Stream, len(h.shards))]
-	cg := &copyGroup{h: sh, spec: sp, cfg: cfg, dir: h.Dir(sp.Stream, sp.Incarnation)}
+	cg := &copyGroup{h: sh, spec: sp, cfg: cfg, dir: h.Dir(sp.Stream, sp.Incarnation), stagger: uint8(sp.Stream % parkCheckTicks)}
 	cg.spec.Assignment.Followers = slices.Clone(sp.Assignment.Followers)
 	cg.members = append(cg.members, shard.Member{Index: 0, Node: sp.Assignment.Owner})
 	for i, f := range cg.spec.Assignment.Followers {

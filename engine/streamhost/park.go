@@ -21,7 +21,7 @@ const parkCheckTicks = 16
 // park.
 func (cg *copyGroup) parkIfIdle(tick uint64) {
 	idle := cg.h.h.cfg.IdleCloseTicks
-	if idle < 0 || cg.seg == nil || cg.state >= stateClosing || (!cg.parkNow && (tick+cg.spec.Stream)%parkCheckTicks != 0) {
+	if idle < 0 || cg.seg == nil || cg.state >= stateClosing || (!cg.parkNow && (tick+uint64(cg.stagger))%parkCheckTicks != 0) {
 		return
 	}
 	if a := cg.seg.Activity(); a != cg.activity {

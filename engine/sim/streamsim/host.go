@@ -196,7 +196,9 @@ func (s *Sim) diskStep(n *node) {
 func (s *Sim) tickNode(n *node) {
 	for si, hc := range n.copies {
 		if hc != nil && s.err == nil {
-			hc.c.Tick()
+			if hc.c.Ticking() { // as the shard host does: a copy that times nothing is not ticked
+				hc.c.Tick()
+			}
 			s.drive(n, si)
 		}
 	}
