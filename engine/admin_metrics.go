@@ -106,6 +106,11 @@ func (n *Node) statusGauges(labels prometheus.Labels) []prometheus.Collector {
 			func() float64 { return float64(n.beat.Failures()) }),
 		gauge("ringstream_stream_copy_failures", "Stream copies that did not open or whose log failed.",
 			func() float64 { return float64(len(n.streams.Status())) }),
+		gauge("ringstream_stream_copies_parked", "Stream copies holding no open file (unused for "+
+			"storage.idle_close_after, or not used since they opened).",
+			func() float64 { parked, _ := n.streams.ParkedCopies(); return float64(parked) }),
+		counter("ringstream_stream_copy_parks_total", "Times a stream copy closed its files for being unused.",
+			func() float64 { _, parks := n.streams.ParkedCopies(); return float64(parks) }),
 	}
 	if n.meta == nil {
 		return out

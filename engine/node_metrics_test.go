@@ -121,3 +121,38 @@ func TestRecoveryMetrics_TimeRecordToCommit(t *testing.T) {
 		t.Errorf("record to commit sum %v, want above 0", s)
 	}
 }
+
+// TestNode_MetricsCountParkedCopies: a stream's copies start parked on every node (no file open
+// until used), the metrics say so, and a produce reopens the owner's copy, which the gauge shows.
+func TestNode_MetricsCountParkedCopies(t *testing.T) {
+	c := newTestCluster(t, "")
+	c.waitRegistered()
+	tc := dialNode(t, c.nodes[1].ClientAddr(), "")
+	created, e := tc.create("parked", 3)
+	if e != nil {
+		t.Fatalf("create: %+v", e)
+	}
+	look, e := tc.lookup("parked")
+	if e != nil {
+		t.Fatal(e)
+	}
+	owner := c.nodes[look.Owner]
+	parked := func(n *Node) float64 {
+		return metricCount(t, n, fmt.Sprintf(`ringstream_stream_copies_parked{node="%d"}`, n.ID()))
+	}
+	for _, n := range c.nodes {
+		if n == nil {
+			continue
+		}
+		waitForTB(t, fmt.Sprintf("node %d's copy parked", n.ID()), func() bool { return parked(n) == 1 })
+		if parks := metricCount(t, n, fmt.Sprintf(`ringstream_stream_copy_parks_total{node="%d"}`, n.ID())); parks < 1 {
+			t.Fatalf("node %d: %v parks counted with its copy parked", n.ID(), parks)
+		}
+	}
+	oc := dialNode(t, netip.MustParseAddrPort(string(look.OwnerAddr)), "")
+	waitForTB(t, "a produce to the parked copy confirmed", func() bool {
+		_, e = oc.produce(created.Stream, 7, 1, 1, []byte("wake"))
+		return e == nil
+	})
+	waitForTB(t, "the owner's copy reopened", func() bool { return parked(owner) == 0 })
+}

@@ -31,6 +31,7 @@ type Events interface {
 type quietListener interface {
 	wake() // the log has work a Flush starts or resumes
 	logQuiet(l *Log)
+	logParked(parked bool) // the log closed its descriptors (Park) or reopened them
 	sealDigestDone(l *Log, d SealDigest, err error)
 }
 
@@ -73,6 +74,7 @@ type Copy struct {
 	eventBuf     []byte
 	seal         sealState
 	activity     uint64 // appends, reads and seals (Activity), counted by the logs too
+	parkedLogs   int    // logs parked (Parked: both)
 	awake        bool   // on its Jobs' list of copies Poll flushes
 	ready        bool   // open finished
 	held         bool   // an exclusive rare operation runs: appends, reads and seals get ErrBusy
@@ -376,6 +378,14 @@ func (c *Copy) Complete(comp ring.Completion) {
 }
 
 func (c *Copy) logQuiet(*Log) { c.maybeSealDone() }
+
+func (c *Copy) logParked(parked bool) {
+	if parked {
+		c.parkedLogs++
+	} else {
+		c.parkedLogs--
+	}
+}
 
 // wake puts the copy on its Jobs' list of copies that Poll flushes (see Jobs.Poll).
 func (c *Copy) wake() {

@@ -69,9 +69,7 @@ func (c *Copy) Park() bool {
 }
 
 // Parked says whether the copy is open and holds no descriptor (see Park).
-func (c *Copy) Parked() bool {
-	return c.ready && !c.closed && c.records.pk.parked && c.cursors.pk.parked
-}
+func (c *Copy) Parked() bool { return c.ready && !c.closed && c.parkedLogs == 2 }
 
 // Activity counts the copy's appends, reads and seals since it opened. A host that sees it
 // unchanged over its idle period parks the copy (Park).
@@ -91,6 +89,9 @@ func (l *Log) park() {
 		l.dirfd = -1
 	}
 	l.pk.parked, l.pk.seg = true, l.segs[len(l.segs)-1]
+	if l.quiet != nil {
+		l.quiet.logParked(true)
+	}
 }
 
 // unpark queues the reopening of a parked log's directory and active segment; work waiting for
@@ -150,6 +151,9 @@ func (l *Log) onUnpark(c ring.Completion) {
 	}
 	l.dirfd, pk.seg.fd = pk.dirfd, pk.segfd
 	pk.dirfd, pk.segfd, pk.parked, pk.seg = -1, -1, false, nil
+	if l.quiet != nil {
+		l.quiet.logParked(false)
+	}
 	l.Flush()
 	l.wake()
 }

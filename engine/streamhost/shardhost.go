@@ -1,6 +1,7 @@
 package streamhost
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/ringstream/ringstream/engine/stream"
@@ -36,6 +37,9 @@ type shardHost struct {
 	stopping   bool
 	// The copies' tails for the node heartbeats: published is read under Host.mu, pending is rebuilt.
 	published, pending []wire.CopyTail
+	// Parked copies and parks so far, as of the last publish (Host.ParkedCopies, any goroutine).
+	parkedNow atomic.Int64
+	parksNow  atomic.Uint64
 }
 
 // Stats counts what a shard's copies could not do, for tests and status.

@@ -29,9 +29,13 @@ func (h *Host) AppendCopyTails(dst []wire.CopyTail) []wire.CopyTail {
 // publish rebuilds the shard's published tails (on the shard goroutine).
 func (sh *shardHost) publish() {
 	sh.pending = sh.pending[:0]
+	parked := 0
 	for _, cg := range sh.copies {
 		if cg.c == nil || cg.state != stateServing {
 			continue
+		}
+		if cg.seg.Parked() {
+			parked++
 		}
 		t := wire.CopyTail{Stream: cg.spec.Stream, Incarnation: cg.spec.Incarnation, Epoch: cg.spec.Assignment.Epoch}
 		t.RecordTail, t.CursorTail = cg.seg.Tails()
@@ -56,4 +60,17 @@ func (sh *shardHost) publish() {
 	sh.h.mu.Lock()
 	sh.published, sh.pending = sh.pending, sh.published
 	sh.h.mu.Unlock()
+	sh.parkedNow.Store(int64(parked))
+	sh.parksNow.Store(sh.stats.Parks)
+}
+
+// ParkedCopies is how many serving copies hold no descriptor now (segment.Copy.Park) and how many
+// parks the node made, as its shards last published them (every few ticks). Safe from any
+// goroutine.
+func (h *Host) ParkedCopies() (parked int, parks uint64) {
+	for _, sh := range h.shards {
+		parked += int(sh.parkedNow.Load())
+		parks += sh.parksNow.Load()
+	}
+	return parked, parks
 }
