@@ -71,8 +71,10 @@ func (c *Copy) Park() bool {
 // Parked says whether the copy is open and holds no descriptor (see Park).
 func (c *Copy) Parked() bool { return c.ready && !c.closed && c.parkedLogs == 2 }
 
-// Activity counts the copy's appends, reads and seals since it opened. A host that sees it
-// unchanged over its idle period parks the copy (Park).
+// Activity counts the copy's appends, reads and seals since it opened, and the reopens of its
+// parked logs (a rare operation's, say a retention's, counts too). A host that sees it unchanged
+// over its idle period parks the copy (Park); one that parked it and sees it unchanged since knows
+// the copy is still parked.
 func (c *Copy) Activity() uint64 { return c.activity }
 
 // park closes the log's descriptors through the ring (closeFd); the log must be quiet.
@@ -151,6 +153,9 @@ func (l *Log) onUnpark(c ring.Completion) {
 	}
 	l.dirfd, pk.seg.fd = pk.dirfd, pk.segfd
 	pk.dirfd, pk.segfd, pk.parked, pk.seg = -1, -1, false, nil
+	if l.activity != nil {
+		*l.activity++ // a host that saw the copy parked and no activity since knows it still is
+	}
 	if l.quiet != nil {
 		l.quiet.logParked(false)
 	}

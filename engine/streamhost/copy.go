@@ -51,6 +51,7 @@ type copyGroup struct {
 	ticking  bool  // the copy times something (stream.Copy.Ticking, read after each Ready): it gets Tick
 	retain   bool  // a retention job runs
 	parkNow  bool  // park at the next chance: the copy just opened
+	parked   bool  // parked at the last check, with no activity seen since (park.go)
 	delWait  bool  // a delete waits for the rare operation running
 	stagger  uint8 // the stream id modulo parkCheckTicks: copies compare their activity on different ticks
 	activity uint64

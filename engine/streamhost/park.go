@@ -25,8 +25,11 @@ func (cg *copyGroup) parkIfIdle(tick uint64) {
 		return
 	}
 	if a := cg.seg.Activity(); a != cg.activity {
-		cg.activity, cg.activeAt, cg.parkNow = a, tick, false
+		cg.activity, cg.activeAt, cg.parkNow, cg.parked = a, tick, false, false
 		return
+	}
+	if cg.parked {
+		return // parked, and nothing reopened it since: a reopen counts as activity
 	}
 	if cg.parkNow || tick-cg.activeAt >= uint64(idle) {
 		cg.parkNow = !cg.park()
@@ -34,14 +37,14 @@ func (cg *copyGroup) parkIfIdle(tick uint64) {
 }
 
 // park parks the copy's storage unless it is parked or busy (segment.Copy.Park), and says whether
-// it is parked now.
+// it is parked now (cg.parked).
 func (cg *copyGroup) park() bool {
-	if cg.seg.Parked() {
-		return true
+	if !cg.seg.Parked() {
+		if !cg.seg.Park() {
+			return false
+		}
+		cg.h.stats.Parks++
 	}
-	if !cg.seg.Park() {
-		return false
-	}
-	cg.h.stats.Parks++
+	cg.parked = true
 	return true
 }

@@ -34,7 +34,7 @@ func (sh *shardHost) publish() {
 		if cg.c == nil || cg.state != stateServing {
 			continue
 		}
-		if cg.seg.Parked() {
+		if cg.parked { // as of the copy's last check (parkCheckTicks)
 			parked++
 		}
 		t := wire.CopyTail{Stream: cg.spec.Stream, Incarnation: cg.spec.Incarnation, Epoch: cg.spec.Assignment.Epoch}
@@ -64,9 +64,9 @@ func (sh *shardHost) publish() {
 	sh.parksNow.Store(sh.stats.Parks)
 }
 
-// ParkedCopies is how many serving copies hold no descriptor now (segment.Copy.Park) and how many
-// parks the node made, as its shards last published them (every few ticks). Safe from any
-// goroutine.
+// ParkedCopies is how many serving copies hold no descriptor (segment.Copy.Park) and how many
+// parks the node made, as its shards last published them (every few ticks; a copy's parked state
+// as of its last idle check, at most 16 ticks old). Safe from any goroutine.
 func (h *Host) ParkedCopies() (parked int, parks uint64) {
 	for _, sh := range h.shards {
 		parked += int(sh.parkedNow.Load())
