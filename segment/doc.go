@@ -147,7 +147,8 @@
 //     what they touch, and reads open their own segment as reads of closed segments do, leaving
 //     the copy parked. The segment reopened is the one active at the park, even when appends
 //     queued since roll past it. A failed reopen fails the log. segment keeps no clock: the host
-//     decides when a copy is idle (Copy.Activity counts appends, reads and seals).
+//     decides when a copy is idle (Copy.Activity counts appends, reads, seals and reopens, so a
+//     host that parked a copy and sees the count unchanged knows it is still parked).
 //   - A shard runs at most JobsRunningMax rare operations at once; later ones wait their turn in
 //     order (the copy is busy meanwhile). A node opening 10,000 copies at boot thus holds a few
 //     descriptors per running open, about 640 per shard at the peak, instead of all of them at
