@@ -25,7 +25,8 @@ func (cg *copyGroup) parkIfIdle(tick uint64) {
 		return
 	}
 	if a := cg.seg.Activity(); a != cg.activity {
-		cg.activity, cg.activeAt, cg.parkNow, cg.parked = a, tick, false, false
+		// Reads leave a parked copy parked; anything that reopened it counted too.
+		cg.activity, cg.activeAt, cg.parkNow, cg.parked = a, tick, false, cg.seg.Parked()
 		return
 	}
 	if cg.parked {
