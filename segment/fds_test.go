@@ -2,24 +2,17 @@ package segment
 
 import (
 	"fmt"
-	"os"
-	"strings"
 	"testing"
+
+	"github.com/ringstream/ringstream/internal/fds"
 )
 
 // openUnder counts this process's descriptors open on dir or a file under it.
 func openUnder(t *testing.T, dir string) int {
 	t.Helper()
-	list, err := os.ReadDir("/proc/self/fd")
+	n, err := fds.Under(dir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range list {
-		p, err := os.Readlink("/proc/self/fd/" + e.Name())
-		if err == nil && (p == dir || strings.HasPrefix(p, dir+"/")) {
-			n++
-		}
 	}
 	return n
 }

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ringstream/ringstream/internal/fds"
 	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/shardtest"
@@ -109,11 +110,11 @@ func linksUp(n *shard.Node, want bool) func() bool {
 }
 
 func openFDs(t *testing.T) int {
-	entries, err := os.ReadDir("/proc/self/fd")
+	n, err := fds.Count()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(entries)
+	return n
 }
 
 // Start and Stop leave no goroutine and no file descriptor behind: rings, sockets, listener.

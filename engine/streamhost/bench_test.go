@@ -18,6 +18,7 @@ import (
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/engine/streamhost"
+	"github.com/ringstream/ringstream/internal/fds"
 	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/segment"
 	"github.com/ringstream/ringstream/shard"
@@ -321,11 +322,11 @@ func processCPU(tb testing.TB) time.Duration {
 }
 
 func openFDs(tb testing.TB) int {
-	ents, err := os.ReadDir("/proc/self/fd")
+	n, err := fds.Count()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return len(ents)
+	return n
 }
 
 // idleCopies is the copy count of the idle-copy benchmarks: 10,000, or STREAMHOST_IDLE_COPIES.

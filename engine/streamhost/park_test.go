@@ -1,30 +1,22 @@
 package streamhost_test
 
 import (
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/engine/streamhost"
+	"github.com/ringstream/ringstream/internal/fds"
 	"github.com/ringstream/ringstream/shard"
 )
 
 // fdsUnder counts this process's descriptors open on dir or under it.
 func fdsUnder(t testing.TB, dir string) int {
 	t.Helper()
-	list, err := os.ReadDir("/proc/self/fd")
+	n, err := fds.Under(dir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range list {
-		p, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		if err == nil && (p == dir || strings.HasPrefix(p, dir+"/")) {
-			n++
-		}
 	}
 	return n
 }
