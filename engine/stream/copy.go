@@ -280,13 +280,11 @@ func (c *Copy) Ticking() bool {
 }
 
 // Tick advances the copy's timers by one tick: probes of silent followers, fetch deadlines, the
-// cursor sync. It reports whether the tick may have given Ready anything to do, false when the
-// copy is not Ticking: a host may then skip the Ready it would call for the tick alone (every
-// input the copy takes still needs one).
-func (c *Copy) Tick() bool {
+// cursor sync. A copy that is not Ticking has none, so the tick leaves Ready nothing to do.
+func (c *Copy) Tick() {
 	c.now++
 	if !c.Ticking() {
-		return false
+		return
 	}
 	for i := range c.followers {
 		c.onFollowerTick(i)
@@ -296,7 +294,6 @@ func (c *Copy) Tick() bool {
 		c.cursorDue = 0
 		c.fx.SyncCursors = true
 	}
-	return true
 }
 
 // Ready returns the effects gathered since the last call; see Effects for the order the host keeps.

@@ -366,12 +366,14 @@ func (cl *cluster) tick(n int) {
 	}
 }
 
-// tick ticks a settled copy (every input it took was followed by its Ready). When Tick says the
-// tick gave Ready nothing, the Ready a shard host skips must indeed be empty: no effect and the
-// heartbeat of the last Ready.
+// tick ticks a settled copy (every input it took was followed by its Ready). A copy that is not
+// Ticking is ticked too (its clock stops in a shard host, which skips it), and the Ready a shard
+// host skips must indeed be empty: no effect and the heartbeat of the last Ready.
 func (n *node) tick(t tb) {
 	t.Helper()
-	if n.c.Tick() {
+	ticking := n.c.Ticking()
+	n.c.Tick()
+	if ticking {
 		n.ready(t)
 		return
 	}
@@ -379,10 +381,10 @@ func (n *node) tick(t tb) {
 	fx := n.c.Ready()
 	hb := fx.Heartbeat
 	if len(fx.Epochs)+len(fx.Appends)+len(fx.Reads)+len(fx.Prepares)+len(fx.PrepareOKs)+len(fx.Replies) > 0 || fx.SyncCursors {
-		t.Fatalf("node %d: Tick said nothing is due, but Ready had effects %+v", n.id, fx)
+		t.Fatalf("node %d: not Ticking, but the Ready a host skips had effects %+v", n.id, fx)
 	}
 	if hb.Role != prev.Role || hb.Epoch != prev.Epoch || hb.Commit != prev.Commit || hb.State != prev.State || !slices.Equal(hb.Holders, prev.Holders) {
-		t.Fatalf("node %d: Tick said nothing is due, but the heartbeat moved from %+v to %+v", n.id, prev, hb)
+		t.Fatalf("node %d: not Ticking, but the heartbeat moved from %+v to %+v", n.id, prev, hb)
 	}
 }
 

@@ -134,7 +134,8 @@ func (cg *copyGroup) OnTick(tick uint64) {
 		return
 	}
 	cg.syncHead()
-	if cg.ticking && cg.c.Tick() {
+	if cg.ticking {
+		cg.c.Tick()
 		cg.h.markDirty(cg)
 	}
 	if tick >= cg.retainAt {
