@@ -64,14 +64,8 @@ func TestNode_AcceptLossThroughAdminHTTP(t *testing.T) {
 	c := newTestClusterGrace(t, "", 50, `assignment_policy = "count_durable(1)"`)
 	c.waitRegistered()
 	tc := dialNode(t, c.nodes[1].ClientAddr(), "")
-	created, e := tc.create("fragile", 3)
-	if e != nil {
-		t.Fatalf("create: %+v", e)
-	}
-	look, e := tc.lookup("fragile")
-	if e != nil {
-		t.Fatal(e)
-	}
+	created, look := tc.createLooked("fragile")
+	var e *wire.ErrorReply
 	oc := dialNode(t, c.nodes[look.Owner].ClientAddr(), "")
 	waitForTB(t, "the owner's copy serving", func() bool {
 		_, e = oc.produce(created.Stream, 1, 1, 1, []byte("before"))

@@ -272,14 +272,8 @@ func TestNode_ShutdownAnswersEveryProduceInFlight(t *testing.T) {
 	c := newTestCluster(t, "")
 	c.waitRegistered()
 	tc := dialNode(t, c.nodes[1].ClientAddr(), "")
-	created, e := tc.create("draining", 3)
-	if e != nil {
-		t.Fatalf("create: %+v", e)
-	}
-	look, e := tc.lookup("draining")
-	if e != nil {
-		t.Fatal(e)
-	}
+	created, look := tc.createLooked("draining")
+	var e *wire.ErrorReply
 	owner := c.nodes[look.Owner]
 	oc := dialNode(t, owner.ClientAddr(), "")
 	waitForTB(t, "the owner's copy serving", func() bool {

@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/wire"
 )
 
 // metricCount is the value of the sample whose line starts with prefix (name and labels, in the
@@ -34,14 +35,8 @@ func TestNode_MetricsTimeGroupCommitsAndPersists(t *testing.T) {
 	c := newTestCluster(t, "")
 	c.waitRegistered()
 	tc := dialNode(t, c.nodes[1].ClientAddr(), "")
-	created, e := tc.create("timed", 3)
-	if e != nil {
-		t.Fatalf("create: %+v", e)
-	}
-	look, e := tc.lookup("timed")
-	if e != nil {
-		t.Fatal(e)
-	}
+	created, look := tc.createLooked("timed")
+	var e *wire.ErrorReply
 	owner := c.nodes[look.Owner]
 	oc := dialNode(t, netip.MustParseAddrPort(string(look.OwnerAddr)), "")
 	waitForTB(t, "the owner's copy serving", func() bool {
@@ -128,14 +123,8 @@ func TestNode_MetricsCountParkedCopies(t *testing.T) {
 	c := newTestCluster(t, "")
 	c.waitRegistered()
 	tc := dialNode(t, c.nodes[1].ClientAddr(), "")
-	created, e := tc.create("parked", 3)
-	if e != nil {
-		t.Fatalf("create: %+v", e)
-	}
-	look, e := tc.lookup("parked")
-	if e != nil {
-		t.Fatal(e)
-	}
+	var e *wire.ErrorReply
+	created, look := tc.createLooked("parked")
 	owner := c.nodes[look.Owner]
 	parked := func(n *Node) float64 {
 		return metricCount(t, n, fmt.Sprintf(`ringstream_stream_copies_parked{node="%d"}`, n.ID()))

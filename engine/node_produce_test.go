@@ -37,14 +37,8 @@ func TestNode_ProduceConfirmFetchThroughTheClientProtocol(t *testing.T) {
 	c := newTestCluster(t, "")
 	c.waitRegistered()
 	tc := dialNode(t, c.nodes[3].ClientAddr(), "")
-	created, e := tc.create("events", 3)
-	if e != nil {
-		t.Fatalf("create: %+v", e)
-	}
-	look, e := tc.lookup("events")
-	if e != nil {
-		t.Fatal(e)
-	}
+	var e *wire.ErrorReply
+	created, look := tc.createLooked("events")
 	owner := c.nodes[look.Owner]
 	oc := dialNode(t, netip.MustParseAddrPort(string(look.OwnerAddr)), "")
 	var r wire.ProduceReply
@@ -103,14 +97,8 @@ func TestNode_ProducesOfOneTurnLeaveAsOnePrepare(t *testing.T) {
 	c := newTestCluster(t, "")
 	c.waitRegistered()
 	tc := dialNode(t, c.nodes[1].ClientAddr(), "")
-	created, e := tc.create("pipelined", 3)
-	if e != nil {
-		t.Fatalf("create: %+v", e)
-	}
-	look, e := tc.lookup("pipelined")
-	if e != nil {
-		t.Fatal(e)
-	}
+	var e *wire.ErrorReply
+	created, look := tc.createLooked("pipelined")
 	owner := c.nodes[look.Owner]
 	oc := dialNode(t, owner.ClientAddr(), "")
 	waitForTB(t, "the owner's copy serving", func() bool {
@@ -157,14 +145,8 @@ func BenchmarkNode_Produce3Copies(b *testing.B) {
 	c := newTestCluster(b, "")
 	c.waitRegistered()
 	tc := dialNode(b, c.nodes[1].ClientAddr(), "")
-	created, e := tc.create("bench", 3)
-	if e != nil {
-		b.Fatalf("create: %+v", e)
-	}
-	look, e := tc.lookup("bench")
-	if e != nil {
-		b.Fatal(e)
-	}
+	var e *wire.ErrorReply
+	created, look := tc.createLooked("bench")
 	oc := dialNode(b, c.nodes[look.Owner].ClientAddr(), "")
 	waitForTB(b, "the owner's copy serving", func() bool {
 		_, e = oc.produce(created.Stream, 0, 0, 1, []byte("warm-up"))

@@ -20,14 +20,7 @@ func TestNode_RestartWithAnotherShardCount(t *testing.T) {
 		return p != nil && len(p.Status().Heartbeats.Nodes) == 3
 	})
 	tc := dialNode(t, c.client[1], "")
-	created, e := tc.create("resharded", 3)
-	if e != nil {
-		t.Fatalf("create: %+v", e)
-	}
-	look, e := tc.lookup("resharded")
-	if e != nil {
-		t.Fatal(e)
-	}
+	created, look := tc.createLooked("resharded")
 	owner, stream = look.Owner, created.Stream
 	oc := dialNode(t, c.client[owner], "")
 	produce := func(seq uint64) {

@@ -304,6 +304,20 @@ func (tc *testClient) create(name string, copies uint8) (wire.StreamIDReply, *wi
 	return r, nil
 }
 
+// createLooked creates a 3-copy stream name and looks up its owner, failing the test on a refusal.
+func (tc *testClient) createLooked(name string) (wire.StreamIDReply, wire.LookupStreamReply) {
+	tc.t.Helper()
+	created, e := tc.create(name, 3)
+	if e != nil {
+		tc.t.Fatalf("create %s: %+v", name, e)
+	}
+	look, e := tc.lookup(name)
+	if e != nil {
+		tc.t.Fatalf("lookup %s: %+v", name, e)
+	}
+	return created, look
+}
+
 // lookup asks who owns name.
 func (tc *testClient) lookup(name string) (wire.LookupStreamReply, *wire.ErrorReply) {
 	tc.t.Helper()
