@@ -197,10 +197,7 @@ func BenchmarkLogModes(b *testing.B) {
 }
 
 func benchLogMode(b *testing.B, e *env, size int) {
-	c, _, err := OpenSync(e.r, e.dir, e.cfg, &discardEvents{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := openDiscarding(b, e)
 	defer c.CloseSync()
 	base, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
 	if err != nil {

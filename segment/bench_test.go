@@ -58,6 +58,17 @@ func (d *discardEvents) ReadDone(LogKind, uint64, []byte, error)   {}
 func (d *discardEvents) SealDone(uint64, Seal, error)              {}
 func (d *discardEvents) Done(Result)                               {}
 
+// openDiscarding opens a copy on e that drops its events, so a benchmark measures the log, not a
+// recorder. The caller closes it (CloseSync) on its own locked thread.
+func openDiscarding(b *testing.B, e *env) *Copy {
+	b.Helper()
+	c, _, err := OpenSync(e.r, e.dir, e.cfg, &discardEvents{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
 // benchGroups are the group commit sizes the append benchmarks and their baseline share.
 func benchGroups() []int { return []int{1, 16, 64, 256} }
 
@@ -68,11 +79,7 @@ func BenchmarkAppendGroupCommit(b *testing.B) {
 		b.Run(fmt.Sprintf("group=%d", g), func(b *testing.B) {
 			benchBackends(b, func(b *testing.B, backend ring.Backend) {
 				e := benchEnv(b, backend)
-				ev := &discardEvents{}
-				c, _, err := OpenSync(e.r, e.dir, e.cfg, ev)
-				if err != nil {
-					b.Fatal(err)
-				}
+				c := openDiscarding(b, e)
 				defer c.CloseSync()
 				payload := make([]byte, 1024)
 				h := BatchHeader{RecordCount: 1, Epoch: 1}
@@ -418,10 +425,7 @@ func benchAppendInterleaved(b *testing.B, g, prewrite int) {
 	benchBackends(b, func(b *testing.B, backend ring.Backend) {
 		e := benchEnv(b, backend)
 		e.cfg.PrewriteBytes = prewrite
-		c, _, err := OpenSync(e.r, e.dir, e.cfg, &discardEvents{})
-		if err != nil {
-			b.Fatal(err)
-		}
+		c := openDiscarding(b, e)
 		defer c.CloseSync()
 		f, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
 		if err != nil {
@@ -488,11 +492,7 @@ func benchAppendInterleaved(b *testing.B, g, prewrite int) {
 func BenchmarkAppendAfterPark(b *testing.B) {
 	benchBackends(b, func(b *testing.B, backend ring.Backend) {
 		e := benchEnv(b, backend)
-		ev := &discardEvents{}
-		c, _, err := OpenSync(e.r, e.dir, e.cfg, ev)
-		if err != nil {
-			b.Fatal(err)
-		}
+		c := openDiscarding(b, e)
 		defer c.CloseSync()
 		payload := make([]byte, 1024)
 		h := BatchHeader{RecordCount: 1, Epoch: 1}
