@@ -253,11 +253,7 @@ func (h *Host) State(s *shard.Shard, streamID uint64) CopyState {
 func (h *Host) Stats(s *shard.Shard) Stats {
 	sh := h.shards[s.Index()]
 	st := sh.stats
-	for _, cg := range sh.copies {
-		if cg.seg != nil && cg.state < stateClosing && cg.seg.Parked() {
-			st.Parked++
-		}
-	}
+	st.Parked = int(sh.parkedNow.Load())
 	return st
 }
 

@@ -53,7 +53,7 @@ type Stats struct {
 	PrimarySilent  uint64 // a follower's owner fell silent (published in the node heartbeats)
 	QuorumLost     uint64
 	// Parks: copies parked (segment.Copy.Park) after their open or after IdleCloseTicks unused;
-	// Parked: copies parked now.
+	// Parked: serving copies parked, as the shard last published it (ParkedCopies).
 	Parks  uint64
 	Parked int
 	// Failover.
