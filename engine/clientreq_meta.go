@@ -126,11 +126,11 @@ func (m *metaService) serve(ctx context.Context, j *metaJob) []byte {
 		return m.local(ctx, j)
 	}
 	if j.from != 0 && (rid&forwardedOnce != 0 || m.n.meta == nil) {
-		return m.refusal(rid, wire.CodeUnavailable, fmt.Sprintf("node %d is not the metadata primary; retry", m.n.id))
+		return m.refusal(rid, wire.CodeNotYet, fmt.Sprintf("node %d is not the metadata primary; retry", m.n.id))
 	}
 	target := m.primaryGuess()
 	if target == 0 {
-		return m.refusal(rid, wire.CodeUnavailable, "the metadata group has no primary right now; retry")
+		return m.refusal(rid, wire.CodeNotYet, "the metadata group is electing a primary; retry")
 	}
 	return m.forward(ctx, j, target)
 }
@@ -278,7 +278,7 @@ func (m *metaService) proposeRefusal(rid uint64, err error) []byte {
 	case errors.Is(err, meta.ErrOpInvalid):
 		return m.refusal(rid, wire.CodeOf(err), err.Error())
 	case errors.Is(err, vsr.ErrNotPrimary):
-		return m.refusal(rid, wire.CodeUnavailable, "the metadata primary changed; retry")
+		return m.refusal(rid, wire.CodeNotYet, "the metadata primary changed; retry")
 	case errors.Is(err, vsr.ErrPipelineFull):
 		return m.refusal(rid, wire.CodeOverloaded, "the metadata group's pipeline is full; retry")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
