@@ -34,27 +34,27 @@ var (
 	ErrInvalidName = errors.New("client: invalid name")
 
 	// Sentinels of the node's refusals (wire.ErrorCode), matched by *Error.
-	ErrNotOwner          = errors.New("client: node does not own the stream")
-	ErrUnknownStream     = errors.New("client: unknown stream")
-	ErrStreamExists      = errors.New("client: stream exists")
-	ErrInvalidRequest    = errors.New("client: invalid request")
-	ErrUnavailable       = errors.New("client: stream unavailable")
-	ErrFenced            = errors.New("client: copy fenced by a newer epoch")
-	ErrOverloaded        = errors.New("client: node overloaded")
-	ErrInternal          = errors.New("client: internal error on the node")
-	ErrStaleIncarnation  = errors.New("client: stale stream incarnation")
-	ErrBatchTooLarge     = errors.New("client: batch too large for the stream")
-	ErrSequenceGap       = errors.New("client: producer sequence gap")
-	ErrLogFailed         = errors.New("client: the stream copy's log failed")
+	ErrNotOwner         = errors.New("client: node does not own the stream")
+	ErrUnknownStream    = errors.New("client: unknown stream")
+	ErrStreamExists     = errors.New("client: stream exists")
+	ErrInvalidRequest   = errors.New("client: invalid request")
+	ErrUnavailable      = errors.New("client: stream unavailable")
+	ErrFenced           = errors.New("client: copy fenced by a newer epoch")
+	ErrOverloaded       = errors.New("client: node overloaded")
+	ErrInternal         = errors.New("client: internal error on the node")
+	ErrStaleIncarnation = errors.New("client: stale stream incarnation")
+	ErrBatchTooLarge    = errors.New("client: batch too large for the stream")
+	ErrSequenceGap      = errors.New("client: producer sequence gap")
+	ErrLogFailed        = errors.New("client: the stream copy's log failed")
 	// ErrNotYet: the node is in a passing state (a new incarnation's copy opening, a metadata primary
 	// being elected); returned only once the retries ran out.
 	ErrNotYet = errors.New("client: not yet: the node is in a passing state")
 	// Sentinels of the refusals of a value that breaks one of wire's rules (rules.go). Each also
 	// matches ErrInvalidRequest, and is checked by the client before it sends, where it can be.
-	ErrInvalidCopies = errors.New("client: invalid copy count")
-	ErrInvalidPolicy = errors.New("client: invalid confirm policy")
-	ErrInvalidCount  = errors.New("client: invalid count")
-	ErrInvalidSize   = errors.New("client: invalid size")
+	ErrInvalidCopies     = errors.New("client: invalid copy count")
+	ErrInvalidPolicy     = errors.New("client: invalid confirm policy")
+	ErrInvalidCount      = errors.New("client: invalid count")
+	ErrInvalidSize       = errors.New("client: invalid size")
 	errUnknownRefusalTxt = "client: node refused the request"
 )
 
