@@ -101,7 +101,7 @@ func (m *metaService) list(ctx context.Context, req wire.ListStreams) []byte {
 		infos := make([]wire.StreamInfo, len(all))
 		for k, s := range all {
 			infos[k] = wire.StreamInfo{Stream: s.ID, Incarnation: s.Incarnation, Copies: s.Copies, Name: []byte(s.Name)}
-			infos[k].Policy, infos[k].ConfirmCount = wirePolicy(s.Policy)
+			infos[k].Policy, infos[k].ConfirmCount = wirePolicy(s.Policy, s.Copies)
 		}
 		frame = wire.AppendListStreamsReply(nil, m.n.from, &wire.ListStreamsReply{RequestID: req.RequestID, More: more}, infos)
 	})
@@ -111,13 +111,16 @@ func (m *metaService) list(ctx context.Context, req wire.ListStreams) []byte {
 	return frame
 }
 
-// wirePolicy is a stream's policy as the client protocol names it.
-func wirePolicy(p meta.Policy) (wire.ConfirmPolicy, uint8) {
+// wirePolicy is the policy of a stream of copies copies as the client protocol names it. A count is
+// capped at the copies, as the confirm rule caps it (meta.StreamConfirmPolicy): the metadata state
+// allows any count, and a stream created before wire's PolicyRule bounded it may carry a larger one,
+// which the list reply's encoder would refuse.
+func wirePolicy(p meta.Policy, copies uint8) (wire.ConfirmPolicy, uint8) {
 	switch p.Kind {
 	case meta.PolicyMajorityDurable:
 		return wire.PolicyMajority, 0
 	case meta.PolicyCountDurable, meta.PolicyCountAccepted:
-		return wire.PolicyCount, p.Count
+		return wire.PolicyCount, min(p.Count, max(copies, 1))
 	}
 	return wire.PolicyAll, 0
 }
