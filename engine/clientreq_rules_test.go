@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"strings"
 	"testing"
 
@@ -91,5 +93,16 @@ func TestWirePolicyCapsTheCountAtTheCopies(t *testing.T) {
 	wire.AppendListStreamsReply(nil, wire.From{Cluster: 1, Node: 1}, &wire.ListStreamsReply{RequestID: 1}, []wire.StreamInfo{info})
 	if p, n := wirePolicy(meta.Policy{Kind: meta.PolicyCountAccepted, Count: 2}, 3); p != wire.PolicyCount || n != 2 {
 		t.Fatalf("count 2 of 3: %d %d", p, n)
+	}
+}
+
+// TestProposeOpRefusesAnInvalidOp: an op that breaks a rule is refused by proposeOp with the rule's
+// error before anything is proposed (it used to reach AppendOp's assertion and take the primary down).
+func TestProposeOpRefusesAnInvalidOp(t *testing.T) {
+	m := &metaService{} // no node: the op must be refused before the service touches it
+	_, err := m.proposeOp(context.Background(), meta.CreateStream{Name: "orders/eu", Copies: 3,
+		Policy: meta.Policy{Kind: meta.PolicyMajorityDurable}, Owner: 1, Followers: []uint16{2, 3}})
+	if !errors.Is(err, meta.ErrOpInvalid) || wire.CodeOf(err) != wire.CodeBadStreamName {
+		t.Fatalf("proposeOp of a bad name: %v (code %d)", err, wire.CodeOf(err))
 	}
 }

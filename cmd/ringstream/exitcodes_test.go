@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ringstream/ringstream/client"
 	"github.com/ringstream/ringstream/wire"
 )
 
@@ -106,5 +108,22 @@ func TestExitCodes_Version(t *testing.T) {
 	}
 	if !strings.Contains(exitCodesHelp, "7  the request breaks a rule") {
 		t.Error("the root help does not list exit 7")
+	}
+}
+
+// TestHandshakeRefusalIsWiresAuthErrorsOnly: a node's refusal is the handshake's only when it carries
+// one of wire's handshake errors; "the cluster has 3 nodes" is not one (it exited 6 for an invalid
+// request).
+func TestHandshakeRefusalIsWiresAuthErrorsOnly(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"5 copies; the cluster has 3 nodes":              false,
+		"no cluster secret here, see the cluster config": false,
+		wire.ErrAuthFailed.Error():                       true,
+		"x: " + wire.ErrForeignCluster.Error() + ": 0x7": true,
+	} {
+		err := fmt.Errorf("client: create: %w", &client.Error{Code: wire.CodeInvalidRequest, Message: msg})
+		if got := handshakeRefusal(err); got != want {
+			t.Errorf("%q: handshake refusal %v, want %v", msg, got, want)
+		}
 	}
 }
