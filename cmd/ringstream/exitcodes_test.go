@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ringstream/ringstream/client"
+	"github.com/ringstream/ringstream/engine/adminapi"
 	"github.com/ringstream/ringstream/wire"
 )
 
@@ -124,6 +125,25 @@ func TestHandshakeRefusalIsWiresAuthErrorsOnly(t *testing.T) {
 		err := fmt.Errorf("client: create: %w", &client.Error{Code: wire.CodeInvalidRequest, Message: msg})
 		if got := handshakeRefusal(err); got != want {
 			t.Errorf("%q: handshake refusal %v, want %v", msg, got, want)
+		}
+	}
+}
+
+// TestRecoveryAskedOfABackupIs8: a recovery action answered by a node that is not the metadata
+// primary exits 8, whether or not it names the primary, and whatever the stream (only the primary may
+// say a stream is unknown); an unknown stream on the primary is 3.
+func TestRecoveryAskedOfABackupIs8(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		res    adminapi.RecoveryAction
+		want   int
+	}{
+		{409, adminapi.RecoveryAction{Action: "withdraw", Stream: "nosuch", Error: "node 2 is not the metadata primary", Primary: 1}, exitNotPrimary},
+		{409, adminapi.RecoveryAction{Action: "withdraw", Stream: "nosuch", Error: "node 4 is not the metadata primary"}, exitNotPrimary},
+		{409, adminapi.RecoveryAction{Action: "withdraw", Stream: "nosuch", Error: `no stream is named "nosuch"`}, exitNotFound},
+	} {
+		if got := exitCode(recoveryErr(c.status, &c.res)); got != c.want {
+			t.Errorf("%+v: exit %d, want %d", c.res, got, c.want)
 		}
 	}
 }
