@@ -81,13 +81,11 @@ func (c *Client) CreateStream(ctx context.Context, name string, opts StreamOptio
 		opts.Policy.Kind = wire.PolicyMajority
 	}
 	p := opts.Policy
-	if p.Kind < wire.PolicyAll || p.Kind > wire.PolicyCount || (p.Kind == wire.PolicyCount) != (p.Count != 0) {
-		return StreamInfo{}, fmt.Errorf("%w: policy %v: a count goes with the count policy only, and it needs one",
-			ErrConfig, p)
+	if err := wire.ValidateCopies(opts.Copies, 0); err != nil {
+		return StreamInfo{}, fmt.Errorf("%w: %w", ErrInvalidCopies, err)
 	}
-	if p.Count > opts.Copies {
-		return StreamInfo{}, fmt.Errorf("%w: policy %v asks for more copies than the stream's %d", ErrConfig, p,
-			opts.Copies)
+	if err := wire.ValidatePolicy(p.Kind, p.Count, opts.Copies); err != nil {
+		return StreamInfo{}, fmt.Errorf("%w: policy %v: %w", ErrInvalidPolicy, p, err)
 	}
 	q := &createRequest{m: wire.CreateStream{Name: []byte(name), Copies: opts.Copies, Policy: p.Kind, ConfirmCount: p.Count}}
 	cl := newCall()

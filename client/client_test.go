@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,8 +201,90 @@ func TestRefusalsMapToSentinels(t *testing.T) {
 	if _, err := c.CreateStream(ctx, "bad\nname", StreamOptions{}); !errors.Is(err, ErrInvalidName) {
 		t.Fatalf("create with a control character: %v, want ErrInvalidName", err)
 	}
-	if _, err := c.CreateStream(ctx, "x", StreamOptions{Copies: 3, Policy: Policy{Kind: wire.PolicyCount}}); !errors.Is(err, ErrConfig) {
-		t.Fatalf("count policy without a count: %v, want ErrConfig", err)
+	if _, err := c.CreateStream(ctx, "x", StreamOptions{Copies: 3, Policy: Policy{Kind: wire.PolicyCount}}); !errors.Is(err, ErrInvalidPolicy) {
+		t.Fatalf("count policy without a count: %v, want ErrInvalidPolicy", err)
+	}
+}
+
+// TestNamesCheckedByWiresRule: the client refuses, before sending anything, the names wire's rule
+// refuses (issue 21: the client's rule took 'orders/eu', the metadata's did not), with the rule's text;
+// and copy counts and policies by theirs.
+func TestNamesCheckedByWiresRule(t *testing.T) {
+	n := startFake(t, 1, func(h *wire.Header, body []byte) ([]byte, bool) { return nil, false })
+	c := dialTest(t, testConfig(n.addr))
+	ctx := testCtx(t)
+	for _, name := range []string{"orders/eu", "a b/c", "naïve", ".", ".."} {
+		_, err := c.CreateStream(ctx, name, StreamOptions{})
+		if !errors.Is(err, ErrInvalidName) || !strings.Contains(err.Error(), wire.StreamNameRule) {
+			t.Errorf("create %q: %v, want ErrInvalidName with the rule", name, err)
+		}
+		if err := c.DeleteStream(ctx, name); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("delete %q: %v", name, err)
+		}
+		if err := c.CommitCursor(ctx, "orders", name, 1); !errors.Is(err, ErrInvalidName) ||
+			!strings.Contains(err.Error(), wire.ConsumerNameRule) {
+			t.Errorf("cursor of consumer %q: %v", name, err)
+		}
+	}
+	if _, err := c.CreateStream(ctx, "x", StreamOptions{Copies: 8}); !errors.Is(err, ErrInvalidCopies) {
+		t.Errorf("8 copies: %v, want ErrInvalidCopies", err)
+	}
+	if _, err := c.CreateStream(ctx, "x", StreamOptions{Copies: 2, Policy: Policy{Kind: wire.PolicyCount, Count: 3}}); !errors.Is(err, ErrInvalidPolicy) {
+		t.Errorf("count 3 of 2 copies: %v, want ErrInvalidPolicy", err)
+	}
+	if got := n.count(wire.CommandCreateStream) + n.count(wire.CommandDeleteStream) + n.count(wire.CommandCommitCursor); got != 0 {
+		t.Errorf("%d requests reached the node", got)
+	}
+}
+
+// TestRuleRefusalsAreFinal: a node's refusal of a value by one of wire's rules matches its sentinel
+// and ErrInvalidRequest, and is not retried.
+func TestRuleRefusalsAreFinal(t *testing.T) {
+	var n *fakeNode
+	n = startFake(t, 1, func(h *wire.Header, body []byte) ([]byte, bool) {
+		return n.refuse(h, wire.CodeBadCopies, "5 copies on a cluster of 3 nodes: "+wire.CopiesRule), false
+	})
+	c := dialTest(t, testConfig(n.addr))
+	_, err := c.CreateStream(testCtx(t), "x2", StreamOptions{Copies: 5})
+	if !errors.Is(err, ErrInvalidCopies) || !errors.Is(err, ErrInvalidRequest) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("create: %v, want ErrInvalidCopies and ErrInvalidRequest", err)
+	}
+	if got := n.count(wire.CommandCreateStream); got != 1 {
+		t.Fatalf("%d creates sent, want 1 (a rule's refusal is final)", got)
+	}
+}
+
+// TestNotYetIsRetriedOnTheSameRoute: CodeNotYet (issue 21 finding 2: a new incarnation's copy not open
+// yet) is a passing state: the produce is retried without a new lookup until it is taken; and once the
+// retries run out the error is ErrNotYet.
+func TestNotYetIsRetriedOnTheSameRoute(t *testing.T) {
+	var s *fakeStream
+	var n *fakeNode
+	var notYet atomic.Int32
+	notYet.Store(3)
+	n = startFake(t, 1, func(h *wire.Header, body []byte) ([]byte, bool) {
+		switch {
+		case h.Command == wire.CommandLookupStream:
+			return n.lookupReply(h, 1, n.addr), false
+		case h.Command == wire.CommandProduce && notYet.Add(-1) >= 0:
+			return n.refuse(h, wire.CodeNotYet, "copy not open yet"), false
+		}
+		return s.handle(h, body)
+	})
+	s = newFakeStream(n)
+	c := dialTest(t, testConfig(n.addr))
+	if _, err := produceOne(t, c, ProducerConfig{Stream: "orders", Linger: -1}, "a"); err != nil {
+		t.Fatalf("produce through three not-yets: %v", err)
+	}
+	if got := n.count(wire.CommandProduce); got != 4 {
+		t.Errorf("%d produces, want 4", got)
+	}
+	if got := n.count(wire.CommandLookupStream); got != 1 {
+		t.Errorf("%d lookups, want 1 (not yet keeps the route)", got)
+	}
+	notYet.Store(100)
+	if _, err := produceOne(t, c, ProducerConfig{Stream: "orders", Linger: -1}, "b"); !errors.Is(err, ErrNotYet) {
+		t.Errorf("produce past the retries: %v, want ErrNotYet", err)
 	}
 }
 

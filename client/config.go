@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ringstream/ringstream/wire"
 )
@@ -89,15 +88,14 @@ func (c Config) validate() error {
 	return nil
 }
 
-// checkName reports whether s is a valid stream or consumer name (wire's rule).
+// checkName checks a stream or consumer name (what) against wire's rule before anything is sent.
 func checkName(what, s string) error {
-	if len(s) == 0 || len(s) > wire.NameSizeMax || !utf8.ValidString(s) {
-		return fmt.Errorf("%w: %s name %q: want 1 to %d bytes of UTF-8", ErrInvalidName, what, s, wire.NameSizeMax)
+	check := wire.ValidateStreamName
+	if what == "consumer" {
+		check = wire.ValidateConsumerName
 	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f {
-			return fmt.Errorf("%w: %s name %q holds a control character", ErrInvalidName, what, s)
-		}
+	if err := check(s); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidName, err)
 	}
 	return nil
 }

@@ -10,11 +10,16 @@
 // It speaks wire only and imports nothing of the node.
 //
 // Retries. A request about a stream goes to the owner the client looked up. A refusal that may clear
-// (CodeNotOwner, CodeFenced, CodeStaleIncarnation, CodeLogFailed, CodeUnavailable, CodeOverloaded), a
-// lost connection, a node silent for RequestTimeout and a stream without an owner are retried up to
-// Config.Retries times, waiting BackoffMin doubled per attempt up to BackoffMax (with jitter); all but
-// CodeOverloaded look the owner up again first. Other refusals return at once as *Error, which
-// matches its sentinel (ErrUnknownStream, ErrStreamExists, ...) with errors.Is. A stream still without
+// (CodeNotOwner, CodeFenced, CodeStaleIncarnation, CodeLogFailed, CodeUnavailable, CodeOverloaded,
+// CodeNotYet), a lost connection, a node silent for RequestTimeout and a stream without an owner are
+// retried up to Config.Retries times, waiting BackoffMin doubled per attempt up to BackoffMax (with
+// jitter); all but CodeOverloaded and CodeNotYet look the owner up again first. CodeNotYet is a passing
+// state the node names (a new incarnation's copy opening, a metadata primary being elected), retried
+// on the same route and returned as ErrNotYet only when the retries run out. Other refusals return at
+// once as *Error, which matches its sentinel (ErrUnknownStream, ErrStreamExists, ...) with errors.Is;
+// unknown stream is final. Names, copy counts and policies are checked with wire's rules (wire/rules.go)
+// before anything is sent, and a node's refusal of one (CodeBadStreamName and the other rule codes) is
+// final: ErrInvalidName, ErrInvalidCopies, ... each matching ErrInvalidRequest too. A stream still without
 // an owner after the retries is ErrNoOwner; one whose owner the metadata names but the client cannot
 // reach (its node is down and the stream was not moved, as a one-copy stream waits for its node) is
 // ErrOwnerUnreachable. Both name the stream.

@@ -28,23 +28,33 @@ var (
 	ErrCorruptBatch = errors.New("client: corrupt record batch")
 	// ErrRecordTooLarge: a record does not fit in one batch of ProducerConfig.BatchBytesMax.
 	ErrRecordTooLarge = errors.New("client: record too large")
-	// ErrInvalidName: a stream or consumer name is empty, longer than 255 bytes, not UTF-8 or holds a
-	// control character.
+	// ErrInvalidName: a stream or consumer name breaks wire.StreamNameRule or wire.ConsumerNameRule
+	// (1 to 255 bytes of [A-Za-z0-9._-], not "." or ".."); checked before anything is sent, and the
+	// sentinel of a node's CodeBadStreamName and CodeBadConsumerName.
 	ErrInvalidName = errors.New("client: invalid name")
 
 	// Sentinels of the node's refusals (wire.ErrorCode), matched by *Error.
-	ErrNotOwner          = errors.New("client: node does not own the stream")
-	ErrUnknownStream     = errors.New("client: unknown stream")
-	ErrStreamExists      = errors.New("client: stream exists")
-	ErrInvalidRequest    = errors.New("client: invalid request")
-	ErrUnavailable       = errors.New("client: stream unavailable")
-	ErrFenced            = errors.New("client: copy fenced by a newer epoch")
-	ErrOverloaded        = errors.New("client: node overloaded")
-	ErrInternal          = errors.New("client: internal error on the node")
-	ErrStaleIncarnation  = errors.New("client: stale stream incarnation")
-	ErrBatchTooLarge     = errors.New("client: batch too large for the stream")
-	ErrSequenceGap       = errors.New("client: producer sequence gap")
-	ErrLogFailed         = errors.New("client: the stream copy's log failed")
+	ErrNotOwner         = errors.New("client: node does not own the stream")
+	ErrUnknownStream    = errors.New("client: unknown stream")
+	ErrStreamExists     = errors.New("client: stream exists")
+	ErrInvalidRequest   = errors.New("client: invalid request")
+	ErrUnavailable      = errors.New("client: stream unavailable")
+	ErrFenced           = errors.New("client: copy fenced by a newer epoch")
+	ErrOverloaded       = errors.New("client: node overloaded")
+	ErrInternal         = errors.New("client: internal error on the node")
+	ErrStaleIncarnation = errors.New("client: stale stream incarnation")
+	ErrBatchTooLarge    = errors.New("client: batch too large for the stream")
+	ErrSequenceGap      = errors.New("client: producer sequence gap")
+	ErrLogFailed        = errors.New("client: the stream copy's log failed")
+	// ErrNotYet: the node is in a passing state (a new incarnation's copy opening, a metadata primary
+	// being elected); returned only once the retries ran out.
+	ErrNotYet = errors.New("client: not yet: the node is in a passing state")
+	// Sentinels of the refusals of a value that breaks one of wire's rules (rules.go). Each also
+	// matches ErrInvalidRequest, and is checked by the client before it sends, where it can be.
+	ErrInvalidCopies     = errors.New("client: invalid copy count")
+	ErrInvalidPolicy     = errors.New("client: invalid confirm policy")
+	ErrInvalidCount      = errors.New("client: invalid count")
+	ErrInvalidSize       = errors.New("client: invalid size")
 	errUnknownRefusalTxt = "client: node refused the request"
 )
 
@@ -75,9 +85,24 @@ func codeSentinel(c wire.ErrorCode) error {
 		return ErrSequenceGap
 	case wire.CodeLogFailed:
 		return ErrLogFailed
+	case wire.CodeNotYet:
+		return ErrNotYet
+	case wire.CodeBadStreamName, wire.CodeBadConsumerName:
+		return ErrInvalidName
+	case wire.CodeBadCopies:
+		return ErrInvalidCopies
+	case wire.CodeBadPolicy:
+		return ErrInvalidPolicy
+	case wire.CodeBadCount:
+		return ErrInvalidCount
+	case wire.CodeBadSize:
+		return ErrInvalidSize
 	}
 	return nil
 }
+
+// ruleCode reports whether c is the refusal of a value that breaks one of wire's rules.
+func ruleCode(c wire.ErrorCode) bool { return c >= wire.CodeBadStreamName && c <= wire.CodeBadSize }
 
 // Error is a node's refusal of a request (an ErrorReply). errors.Is(err, ErrUnknownStream) and the like
 // match its Code.
@@ -102,19 +127,24 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Is matches the sentinel of e's code.
+// Is matches the sentinel of e's code; a rule's refusal also matches ErrInvalidRequest.
 func (e *Error) Is(target error) bool {
+	if target == ErrInvalidRequest && ruleCode(e.Code) {
+		return true
+	}
 	sent := codeSentinel(e.Code)
 	return sent != nil && sent == target
 }
 
-// retryable reports whether a refusal may clear by itself (a failover, a full queue), and whether the
-// stream's route must be looked up again first.
+// retryable reports whether a refusal may clear by itself (a failover, a full queue, a passing state),
+// and whether the stream's route must be looked up again first. CodeNotYet is retried on the same
+// route: the node that said it holds the route's copy, or will. CodeUnknownStream and the rules'
+// refusals are final.
 func retryable(code wire.ErrorCode) (retry, relookup bool) {
 	switch code {
 	case wire.CodeNotOwner, wire.CodeFenced, wire.CodeStaleIncarnation, wire.CodeLogFailed, wire.CodeUnavailable:
 		return true, true
-	case wire.CodeOverloaded:
+	case wire.CodeOverloaded, wire.CodeNotYet:
 		return true, false
 	}
 	return false, false

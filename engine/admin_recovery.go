@@ -77,7 +77,7 @@ func (n *Node) recoveryAction(ctx context.Context, res *adminapi.RecoveryAction,
 		}
 		return http.StatusConflict
 	}
-	pr, err := n.metaSvc.propose(ctx, meta.AppendOp(nil, op))
+	pr, err := n.metaSvc.proposeOp(ctx, op)
 	if err != nil {
 		res.Error = "the op did not commit: " + err.Error()
 		return http.StatusServiceUnavailable

@@ -97,7 +97,13 @@ func (c *clientHandler) data(s *shard.Shard, req shard.ClientRequest, h *wire.He
 		m.Cursor, err = wire.DecodeGetCursor(h, body)
 	}
 	if err != nil {
-		c.refuse(s, req, wire.CodeInvalidRequest, 0, err.Error())
+		c.refuse(s, req, wire.CodeOf(err), 0, err.Error())
+		return
+	}
+	if have, ok := c.n.streams.Incarnation(s, req.Stream); ok && h.Incarnation > have {
+		// The copy here is an older incarnation's (being deleted, or the delete not applied yet): the
+		// metadata says whether the one asked for exists (not yet here) or not (final).
+		c.noCopy(s, req, h.Incarnation)
 		return
 	}
 	tok := cs.acquire(req, h.Command)
@@ -109,7 +115,7 @@ func (c *clientHandler) data(s *shard.Shard, req shard.ClientRequest, h *wire.He
 	}
 	if err := c.n.streams.Step(s, req.Stream, m); err != nil {
 		cs.take(tok)
-		c.noCopy(s, req)
+		c.noCopy(s, req, h.Incarnation)
 	}
 }
 
@@ -241,18 +247,20 @@ func errorFrame(dst []byte, from wire.From, requestID, streamID uint64, code wir
 		Owner: owner, Message: []byte(msg)})
 }
 
-// noCopy answers a data request for a stream this node holds no serving copy of. A metadata replica
-// looks the stream up in its applied state (on shard 0) and names the owner (CodeNotOwner), or, when
-// this node is the owner and its copy is not open yet, answers unavailable; only the primary says a
-// stream it does not know is unknown (a backup may trail it). A node without a replica, or a backup
-// that does not know the stream, answers CodeNotOwner without an owner: the client looks it up.
-func (c *clientHandler) noCopy(s *shard.Shard, req shard.ClientRequest) {
+// noCopy answers a data request for incarnation (0: the current one) of a stream this node holds no
+// serving copy of, or only an older incarnation's copy of. A metadata replica looks the stream up in
+// its applied state (on shard 0) and names the owner (CodeNotOwner), or, when this node is the owner
+// and its copy is not open yet, answers CodeNotYet (a passing state: the client retries); only the
+// primary says a stream or an incarnation it does not know is unknown (a backup may trail it), and
+// that is final. A node without a replica, or a backup that does not know the stream, answers
+// CodeNotOwner without an owner: the client looks it up.
+func (c *clientHandler) noCopy(s *shard.Shard, req shard.ClientRequest, incarnation uint32) {
 	if c.n.meta == nil {
 		c.refuse(s, req, wire.CodeNotOwner, 0, fmt.Sprintf("node %d holds no copy of stream %d; look up its owner", c.n.id, req.Stream))
 		return
 	}
 	err := c.n.shard.Run(0, func(*shard.Shard) {
-		code, owner, msg := c.n.ownerOf(req.Stream)
+		code, owner, msg := c.n.ownerOf(req.Stream, incarnation)
 		_ = c.n.shard.Run(req.Shard, func(rs *shard.Shard) { c.refuse(rs, req, code, owner, msg) })
 	})
 	if err != nil {
@@ -260,22 +268,28 @@ func (c *clientHandler) noCopy(s *shard.Shard, req shard.ClientRequest) {
 	}
 }
 
-// ownerOf says who owns streamID in this node's applied metadata state (shard 0's goroutine).
-func (n *Node) ownerOf(streamID uint64) (wire.ErrorCode, uint16, string) {
+// ownerOf says who owns incarnation (0: the current one) of streamID in this node's applied metadata
+// state (shard 0's goroutine).
+func (n *Node) ownerOf(streamID uint64, incarnation uint32) (wire.ErrorCode, uint16, string) {
 	st := n.meta.State()
-	if _, ok := st.StreamByID(streamID); !ok {
+	s, ok := st.StreamByID(streamID)
+	if !ok || incarnation > s.Incarnation {
 		if n.meta.Status().Primary {
-			return wire.CodeUnknownStream, 0, fmt.Sprintf("no stream has id %d", streamID)
+			return wire.CodeUnknownStream, 0, fmt.Sprintf("no stream has id %d and incarnation %d", streamID, incarnation)
 		}
 		// A backup may not have applied the op that created it yet: only the primary's state is the last word.
-		return wire.CodeNotOwner, 0, fmt.Sprintf("node %d knows no stream %d (its metadata may trail the primary's); look it up", n.id, streamID)
+		return wire.CodeNotOwner, 0, fmt.Sprintf("node %d knows no stream %d at incarnation %d (its metadata may trail the primary's); look it up",
+			n.id, streamID, incarnation)
+	}
+	if incarnation != 0 && incarnation < s.Incarnation {
+		return wire.CodeStaleIncarnation, 0, fmt.Sprintf("stream %d is at incarnation %d; look it up", streamID, s.Incarnation)
 	}
 	if _, ok := st.RecoveryOf(streamID); ok {
 		return wire.CodeUnavailable, 0, fmt.Sprintf("stream %d is recovering (its owner was lost); retry", streamID)
 	}
 	a, _ := st.Assignment(streamID)
 	if a.Owner == n.id {
-		return wire.CodeUnavailable, 0, fmt.Sprintf("stream %d's copy on node %d is not open yet; retry", streamID, n.id)
+		return wire.CodeNotYet, 0, fmt.Sprintf("stream %d's copy of incarnation %d on node %d is not open yet; retry", streamID, s.Incarnation, n.id)
 	}
 	return wire.CodeNotOwner, a.Owner, fmt.Sprintf("node %d owns stream %d at epoch %d", a.Owner, streamID, a.Epoch)
 }
@@ -341,6 +355,20 @@ func errorCodeName(c wire.ErrorCode) string {
 		return "sequence_gap"
 	case wire.CodeLogFailed:
 		return "log_failed"
+	case wire.CodeNotYet:
+		return "not_yet"
+	case wire.CodeBadStreamName:
+		return "bad_stream_name"
+	case wire.CodeBadConsumerName:
+		return "bad_consumer_name"
+	case wire.CodeBadCopies:
+		return "bad_copies"
+	case wire.CodeBadPolicy:
+		return "bad_policy"
+	case wire.CodeBadCount:
+		return "bad_count"
+	case wire.CodeBadSize:
+		return "bad_size"
 	}
 	return "other"
 }

@@ -21,25 +21,25 @@ func (m *metaService) local(ctx context.Context, j *metaJob) []byte {
 	case wire.CommandLookupStream:
 		req, err := wire.DecodeLookupStream(&j.h, j.body)
 		if err != nil {
-			return m.refusal(rid, wire.CodeInvalidRequest, err.Error())
+			return m.refusal(rid, wire.CodeOf(err), err.Error())
 		}
 		return m.lookup(ctx, rid, string(req.Name))
 	case wire.CommandListStreams:
 		req, err := wire.DecodeListStreams(&j.h, j.body)
 		if err != nil {
-			return m.refusal(rid, wire.CodeInvalidRequest, err.Error())
+			return m.refusal(rid, wire.CodeOf(err), err.Error())
 		}
 		return m.list(ctx, req)
 	case wire.CommandCreateStream:
 		req, err := wire.DecodeCreateStream(&j.h, j.body)
 		if err != nil {
-			return m.refusal(rid, wire.CodeInvalidRequest, err.Error())
+			return m.refusal(rid, wire.CodeOf(err), err.Error())
 		}
 		return m.create(ctx, req)
 	case wire.CommandDeleteStream:
 		req, err := wire.DecodeDeleteStream(&j.h, j.body)
 		if err != nil {
-			return m.refusal(rid, wire.CodeInvalidRequest, err.Error())
+			return m.refusal(rid, wire.CodeOf(err), err.Error())
 		}
 		return m.delete(ctx, rid, string(req.Name))
 	}
@@ -101,7 +101,7 @@ func (m *metaService) list(ctx context.Context, req wire.ListStreams) []byte {
 		infos := make([]wire.StreamInfo, len(all))
 		for k, s := range all {
 			infos[k] = wire.StreamInfo{Stream: s.ID, Incarnation: s.Incarnation, Copies: s.Copies, Name: []byte(s.Name)}
-			infos[k].Policy, infos[k].ConfirmCount = wirePolicy(s.Policy)
+			infos[k].Policy, infos[k].ConfirmCount = wirePolicy(s.Policy, s.Copies)
 		}
 		frame = wire.AppendListStreamsReply(nil, m.n.from, &wire.ListStreamsReply{RequestID: req.RequestID, More: more}, infos)
 	})
@@ -111,13 +111,16 @@ func (m *metaService) list(ctx context.Context, req wire.ListStreams) []byte {
 	return frame
 }
 
-// wirePolicy is a stream's policy as the client protocol names it.
-func wirePolicy(p meta.Policy) (wire.ConfirmPolicy, uint8) {
+// wirePolicy is the policy of a stream of copies copies as the client protocol names it. A count is
+// capped at the copies, as the confirm rule caps it (meta.StreamConfirmPolicy): the metadata state
+// allows any count, and a stream created before wire's PolicyRule bounded it may carry a larger one,
+// which the list reply's encoder would refuse.
+func wirePolicy(p meta.Policy, copies uint8) (wire.ConfirmPolicy, uint8) {
 	switch p.Kind {
 	case meta.PolicyMajorityDurable:
 		return wire.PolicyMajority, 0
 	case meta.PolicyCountDurable, meta.PolicyCountAccepted:
-		return wire.PolicyCount, p.Count
+		return wire.PolicyCount, min(p.Count, max(copies, 1))
 	}
 	return wire.PolicyAll, 0
 }
@@ -138,17 +141,12 @@ func metaPolicy(p wire.ConfirmPolicy, count uint8) meta.Policy {
 // with the cluster's assignment policy (the controller's rule), a single copy with the stream's own.
 func (m *metaService) create(ctx context.Context, req wire.CreateStream) []byte {
 	rid, name := req.RequestID, string(req.Name)
+	// The decoder checked the name, the copy count and the policy against wire's rules (a forwarded
+	// request was decoded here too); the cluster's size is what only this node knows.
+	if err := wire.ValidateCopies(req.Copies, len(m.n.clientAddrs)); err != nil {
+		return m.refusal(rid, wire.CodeOf(err), err.Error())
+	}
 	policy := metaPolicy(req.Policy, req.ConfirmCount)
-	if err := policy.Validate(); err != nil {
-		return m.refusal(rid, wire.CodeInvalidRequest, err.Error())
-	}
-	if req.Copies > meta.CopiesMax {
-		return m.refusal(rid, wire.CodeInvalidRequest, fmt.Sprintf("%d copies; at most %d", req.Copies, meta.CopiesMax))
-	}
-	if int(req.Copies) > len(m.n.clientAddrs) {
-		return m.refusal(rid, wire.CodeInvalidRequest, fmt.Sprintf("%d copies; the cluster has %d nodes",
-			req.Copies, len(m.n.clientAddrs)))
-	}
 	var op meta.CreateStream
 	var refusal []byte
 	err := m.onShard0(ctx, func() {
@@ -176,7 +174,7 @@ func (m *metaService) create(ctx context.Context, req wire.CreateStream) []byte 
 	if refusal != nil {
 		return refusal
 	}
-	res, err := m.propose(ctx, meta.AppendOp(nil, op))
+	res, err := m.proposeOp(ctx, op)
 	if err != nil {
 		return m.proposeRefusal(rid, err)
 	}
@@ -223,7 +221,7 @@ func (m *metaService) delete(ctx context.Context, rid uint64, name string) []byt
 	if !found {
 		return m.refusal(rid, wire.CodeUnknownStream, fmt.Sprintf("no stream is named %q", name))
 	}
-	res, err := m.propose(ctx, meta.AppendOp(nil, op))
+	res, err := m.proposeOp(ctx, op)
 	if err != nil {
 		return m.proposeRefusal(rid, err)
 	}
@@ -305,7 +303,7 @@ func (n *Node) register(ctx context.Context) {
 		}
 		failed := false
 		for _, op := range ops {
-			res, err := n.metaSvc.propose(ctx, meta.AppendOp(nil, op))
+			res, err := n.metaSvc.proposeOp(ctx, op)
 			if err != nil {
 				failed = true
 				break

@@ -76,7 +76,7 @@ func (c *clientHandler) refuseHeld(s *shard.Shard, cs *clientShard, held []heldP
 		}
 		c.produces.Add(-1)
 		if errors.Is(err, streamhost.ErrUnknownStream) {
-			c.noCopy(s, sl.req)
+			c.noCopy(s, sl.req, held[k].msg.Produce.Incarnation)
 			continue
 		}
 		c.refuse(s, sl.req, wire.CodeInternal, 0, err.Error())

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/vsr"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/wire"
@@ -125,11 +126,11 @@ func (m *metaService) serve(ctx context.Context, j *metaJob) []byte {
 		return m.local(ctx, j)
 	}
 	if j.from != 0 && (rid&forwardedOnce != 0 || m.n.meta == nil) {
-		return m.refusal(rid, wire.CodeUnavailable, fmt.Sprintf("node %d is not the metadata primary; retry", m.n.id))
+		return m.refusal(rid, wire.CodeNotYet, fmt.Sprintf("node %d is not the metadata primary; retry", m.n.id))
 	}
 	target := m.primaryGuess()
 	if target == 0 {
-		return m.refusal(rid, wire.CodeUnavailable, "the metadata group has no primary right now; retry")
+		return m.refusal(rid, wire.CodeNotYet, "the metadata group is electing a primary; retry")
 	}
 	return m.forward(ctx, j, target)
 }
@@ -260,11 +261,24 @@ func (m *metaService) propose(ctx context.Context, op []byte) (ProposeResult, er
 	}
 }
 
+// proposeOp checks op against meta's rules (EncodeOp) and proposes it: an op that breaks a rule is
+// refused here, on the node that built it, and never reaches the log (issue 21: an op built from a
+// client's name was asserted, and the assertion took the metadata primary down).
+func (m *metaService) proposeOp(ctx context.Context, op meta.Op) (ProposeResult, error) {
+	b, err := meta.EncodeOp(nil, op)
+	if err != nil {
+		return ProposeResult{}, err
+	}
+	return m.propose(ctx, b)
+}
+
 // proposeRefusal turns a proposal's failure into an error reply.
 func (m *metaService) proposeRefusal(rid uint64, err error) []byte {
 	switch {
+	case errors.Is(err, meta.ErrOpInvalid):
+		return m.refusal(rid, wire.CodeOf(err), err.Error())
 	case errors.Is(err, vsr.ErrNotPrimary):
-		return m.refusal(rid, wire.CodeUnavailable, "the metadata primary changed; retry")
+		return m.refusal(rid, wire.CodeNotYet, "the metadata primary changed; retry")
 	case errors.Is(err, vsr.ErrPipelineFull):
 		return m.refusal(rid, wire.CodeOverloaded, "the metadata group's pipeline is full; retry")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -308,8 +308,11 @@ func (h *ControlHost) carryOut(fx *control.Effects) bool {
 	h.dropped = h.dropped[:0]
 	for _, p := range fx.Proposals {
 		h.request++
-		h.opBuf = meta.AppendOp(h.opBuf[:0], p.Op)
-		if err := h.g.replica.Propose(h.client, h.request, h.opBuf); err != nil {
+		var err error
+		if h.opBuf, err = meta.EncodeOp(h.opBuf[:0], p.Op); err == nil {
+			err = h.g.replica.Propose(h.client, h.request, h.opBuf)
+		}
+		if err != nil {
 			if !errors.Is(err, vsr.ErrNotPrimary) && !errors.Is(err, vsr.ErrPipelineFull) {
 				h.log.Warn("controller proposal refused", "stream", p.Stream, "err", err)
 			}

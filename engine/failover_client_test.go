@@ -206,7 +206,7 @@ func (p *producer) step(drain bool) {
 	if h.Command == wire.CommandErrorReply {
 		e, _ := wire.DecodeErrorReply(&h, body)
 		switch e.Code {
-		case wire.CodeNotOwner, wire.CodeUnavailable, wire.CodeFenced, wire.CodeUnknownStream, wire.CodeLogFailed:
+		case wire.CodeNotOwner, wire.CodeUnavailable, wire.CodeNotYet, wire.CodeFenced, wire.CodeUnknownStream, wire.CodeLogFailed:
 			time.Sleep(time.Millisecond) // the owner is moving: nothing to wait on from outside
 			p.reconnect()
 			return

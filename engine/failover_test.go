@@ -172,7 +172,7 @@ func (c *failoverCluster) createStream(name string) uint64 {
 	})
 	tc := dialNode(t, c.client[1], "")
 	r, e := tc.create(name, 3)
-	for deadline := time.Now().Add(waitBound); e != nil && e.Code == wire.CodeUnavailable && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(waitBound); e != nil && (e.Code == wire.CodeUnavailable || e.Code == wire.CodeNotYet) && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond) // no metadata primary right now (a view change): retry
 		r, e = tc.create(name, 3)
 	}

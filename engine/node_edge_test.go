@@ -134,14 +134,15 @@ func TestNode_BadInputAtTheClientEdge(t *testing.T) {
 	wire.EndFrame(frame, 0)
 	good.write(frame)
 	h, body = good.read()
-	if e := errorOf(t, h, body); e == nil || e.Code != wire.CodeInvalidRequest || e.RequestID != 99 {
+	if e := errorOf(t, h, body); e == nil || e.Code != wire.CodeBadCopies || e.RequestID != 99 ||
+		!strings.Contains(string(e.Message), wire.CopiesRule) {
 		t.Fatalf("create with 0 copies: %s %+v", h.Command, e)
 	}
 	served("a malformed request")
 
 	// More copies than the cluster has nodes can never be placed: refused, not left to retry.
-	if _, e := good.create("too-wide", 4); e == nil || e.Code != wire.CodeInvalidRequest ||
-		!strings.Contains(string(e.Message), "the cluster has 3 nodes") {
+	if _, e := good.create("too-wide", 4); e == nil || e.Code != wire.CodeBadCopies ||
+		!strings.Contains(string(e.Message), "a cluster of 3 nodes") {
 		t.Fatalf("create with 4 copies on 3 nodes: %+v", e)
 	}
 

@@ -44,7 +44,7 @@ func TestNode_ProduceConfirmFetchThroughTheClientProtocol(t *testing.T) {
 	var r wire.ProduceReply
 	waitForTB(t, "the owner's copy serving", func() bool {
 		r, e = oc.produce(created.Stream, 7, 1, 2, []byte("first-second"))
-		if e != nil && e.Code != wire.CodeUnavailable && e.Code != wire.CodeNotOwner {
+		if e != nil && e.Code != wire.CodeUnavailable && e.Code != wire.CodeNotYet && e.Code != wire.CodeNotOwner {
 			t.Fatalf("produce: %v %s", e.Code, e.Message)
 		}
 		return e == nil

@@ -27,7 +27,7 @@ func TestNode_RestartWithAnotherShardCount(t *testing.T) {
 		t.Helper()
 		waitForTB(t, "a confirmed produce", func() bool {
 			_, e := oc.produce(stream, 9, seq, 1, []byte("record"))
-			if e != nil && e.Code != wire.CodeUnavailable && e.Code != wire.CodeNotOwner {
+			if e != nil && e.Code != wire.CodeUnavailable && e.Code != wire.CodeNotYet && e.Code != wire.CodeNotOwner {
 				t.Fatalf("produce %d: %v %s", seq, e.Code, e.Message)
 			}
 			return e == nil

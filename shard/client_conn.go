@@ -185,7 +185,7 @@ func (cn *clientConn) replyError(h *wire.Header, err error) {
 	}
 	from := wire.From{Cluster: cn.s.cfg.Cluster, Node: cn.s.cfg.Node}
 	cn.out = wire.AppendErrorReply(cn.out, from, &wire.ErrorReply{RequestID: id, Stream: stream,
-		Code: wire.CodeInvalidRequest, Message: []byte(msg)})
+		Code: wire.CodeOf(err), Message: []byte(msg)})
 }
 
 // receive hands on the requests completed by n bytes just received (0: retry a stalled one) and reads

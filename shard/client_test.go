@@ -331,7 +331,7 @@ func TestClientBadFramesDisturbNoOne(t *testing.T) {
 		if _, err := malformed.Write(bad); err != nil {
 			t.Fatal(err)
 		}
-		if e := readError(t, malformed); e.RequestID != 77 || e.Stream != 4 || e.Code != wire.CodeInvalidRequest ||
+		if e := readError(t, malformed); e.RequestID != 77 || e.Stream != 4 || e.Code != wire.CodeBadSize ||
 			!strings.Contains(string(e.Message), "bytes_max") {
 			t.Fatalf("malformed fetch: reply %d %d %q", e.RequestID, e.Code, e.Message)
 		}

@@ -20,20 +20,6 @@ const (
 	clientRequestID = 0 // every client frame: request_id u64 at area offset 0
 )
 
-// validName reports whether b is a stream or consumer name: 1 to NameSizeMax bytes of UTF-8 without
-// control characters.
-func validName(b []byte) bool {
-	if len(b) == 0 || len(b) > NameSizeMax || !utf8.Valid(b) {
-		return false
-	}
-	for _, c := range b {
-		if c < 0x20 || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
 // ConfirmPolicy is how many copies must hold a record durably before it is confirmed.
 type ConfirmPolicy uint8
 
@@ -46,10 +32,8 @@ const (
 
 func (p ConfirmPolicy) valid() bool { return p >= PolicyAll && p <= PolicyCount }
 
-// validPolicy reports whether a policy and its count go together: a count only with PolicyCount.
-func validPolicy(p ConfirmPolicy, count uint8) bool {
-	return p.valid() && (p == PolicyCount) == (count != 0)
-}
+// validPolicy reports whether a policy and its count go together (PolicyRule, the copy count unknown).
+func validPolicy(p ConfirmPolicy, count uint8) bool { return ValidatePolicy(p, count, 0) == nil }
 
 // CreateStream asks for a new stream (command 60). Area: request_id u64 | copies u8 | policy u8 |
 // confirm_count u8. Body: the name.
@@ -70,9 +54,9 @@ const (
 
 // AppendCreateStream appends a create-stream request.
 func AppendCreateStream(dst []byte, from From, m *CreateStream) []byte {
-	assert.True(validName(m.Name), "wire: create stream with an invalid name")
-	assert.True(m.Copies != 0, "wire: create stream with 0 copies")
-	assert.True(validPolicy(m.Policy, m.ConfirmCount), "wire: create stream with an invalid policy")
+	assert.True(validStreamName(m.Name), "wire: create stream with an invalid name")
+	assert.True(ValidateCopies(m.Copies, 0) == nil, "wire: create stream with a copy count out of range")
+	assert.True(ValidatePolicy(m.Policy, m.ConfirmCount, m.Copies) == nil, "wire: create stream with an invalid policy")
 	h := Header{Command: CommandCreateStream}
 	put64(h.Area[:], clientRequestID, m.RequestID)
 	h.Area[createCopies] = m.Copies
@@ -95,13 +79,14 @@ func DecodeCreateStream(h *Header, body []byte) (CreateStream, error) {
 		Policy:       ConfirmPolicy(h.Area[createPolicy]),
 		ConfirmCount: h.Area[createConfirm],
 	}
-	switch {
-	case !validName(body):
-		return CreateStream{}, malformed("stream name")
-	case m.Copies == 0:
-		return CreateStream{}, malformed("copies 0")
-	case !validPolicy(m.Policy, m.ConfirmCount):
-		return CreateStream{}, malformed("confirm policy")
+	if err := validateName(body, "stream", CodeBadStreamName, StreamNameRule); err != nil {
+		return CreateStream{}, err
+	}
+	if err := ValidateCopies(m.Copies, 0); err != nil {
+		return CreateStream{}, err
+	}
+	if err := ValidatePolicy(m.Policy, m.ConfirmCount, m.Copies); err != nil {
+		return CreateStream{}, err
 	}
 	return m, nil
 }
@@ -186,7 +171,7 @@ func AppendLookupStream(dst []byte, from From, m *StreamNameRequest) []byte {
 }
 
 func appendStreamNameRequest(dst []byte, from From, c Command, m *StreamNameRequest) []byte {
-	assert.True(validName(m.Name), "wire: stream request with an invalid name")
+	assert.True(validStreamName(m.Name), "wire: stream request with an invalid name")
 	h := Header{Command: c}
 	put64(h.Area[:], clientRequestID, m.RequestID)
 	dst, start := startFrame(dst, from, &h)
@@ -208,8 +193,8 @@ func decodeStreamNameRequest(h *Header, body []byte, c Command) (StreamNameReque
 	if err := checkHeader(h, c, 8); err != nil {
 		return StreamNameRequest{}, err
 	}
-	if !validName(body) {
-		return StreamNameRequest{}, malformed("stream name")
+	if err := validateName(body, "stream", CodeBadStreamName, StreamNameRule); err != nil {
+		return StreamNameRequest{}, err
 	}
 	return StreamNameRequest{RequestID: get64(h.Area[:], clientRequestID), Name: body}, nil
 }
@@ -312,8 +297,8 @@ func DecodeListStreams(h *Header, body []byte) (ListStreams, error) {
 		After:     get64(h.Area[:], listAfter),
 		Limit:     get32(h.Area[:], listLimit),
 	}
-	if m.Limit == 0 {
-		return ListStreams{}, malformed("limit 0")
+	if err := ValidateCount("limit", uint64(m.Limit)); err != nil {
+		return ListStreams{}, err
 	}
 	return m, nil
 }
@@ -354,7 +339,7 @@ func AppendListStreamsReply(dst []byte, from From, m *ListStreamsReply, streams 
 	for i := range streams {
 		s := &streams[i]
 		assert.True(s.Stream != 0, "wire: stream info for stream 0")
-		assert.True(validName(s.Name), "wire: stream info with an invalid name")
+		assert.True(validStreamName(s.Name), "wire: stream info with an invalid name")
 		assert.True(validPolicy(s.Policy, s.ConfirmCount), "wire: stream info with an invalid policy")
 		dst = AppendU64(dst, s.Stream)
 		dst = AppendU32(dst, s.Incarnation)
@@ -424,7 +409,7 @@ func (l *StreamInfos) next() (StreamInfo, bool, error) {
 	switch {
 	case s.Stream == 0:
 		return StreamInfo{}, false, malformed("stream 0")
-	case !validName(s.Name):
+	case !validStreamName(s.Name):
 		return StreamInfo{}, false, malformed("stream name")
 	case s.Copies == 0:
 		return StreamInfo{}, false, malformed("copies 0")
@@ -454,8 +439,22 @@ const (
 	CodeBatchTooLarge    ErrorCode = 10 // the produced batch is above the stream's batch limit
 	CodeSequenceGap      ErrorCode = 11 // the producer's sequence skips ahead of (or falls behind) what was appended
 	CodeLogFailed        ErrorCode = 12 // the copy's log failed (write or fsync error); it serves nothing until reopened
+	// 13 is left to the storage work of another change.
 
-	codeMax = CodeLogFailed
+	// CodeNotYet: a passing state on the node; the same request succeeds once it passes, so a client
+	// retries it within its bounds. The copy of a new incarnation is being created or opened, the
+	// stream's assignment is moving, the metadata group is electing a primary.
+	CodeNotYet ErrorCode = 14
+	// Refusals of a value that breaks one of the rules of rules.go, each naming its rule. Final: the
+	// same request is refused again.
+	CodeBadStreamName   ErrorCode = 15 // StreamNameRule
+	CodeBadConsumerName ErrorCode = 16 // ConsumerNameRule
+	CodeBadCopies       ErrorCode = 17 // CopiesRule
+	CodeBadPolicy       ErrorCode = 18 // PolicyRule
+	CodeBadCount        ErrorCode = 19 // CountRule
+	CodeBadSize         ErrorCode = 20 // SizeRule
+
+	codeMax = CodeBadSize
 )
 
 // ErrorReply refuses a client request (command 99). Stream is the stream the request addressed, or 0.

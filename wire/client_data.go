@@ -194,11 +194,11 @@ func DecodeFetch(h *Header, body []byte) (Fetch, error) {
 		RecordsMax:  get32(h.Area[:], fetchRecordsMax),
 		WaitMs:      get32(h.Area[:], fetchWaitMs),
 	}
-	switch {
-	case m.Stream == 0:
+	if m.Stream == 0 {
 		return Fetch{}, malformed("stream 0")
-	case m.BytesMax == 0:
-		return Fetch{}, malformed("bytes_max 0")
+	}
+	if err := ValidateSize("bytes_max", uint64(m.BytesMax)); err != nil {
+		return Fetch{}, err
 	}
 	return m, nil
 }
@@ -290,7 +290,7 @@ func AppendGetCursor(dst []byte, from From, m *CursorRequest) []byte {
 
 func appendCursorRequest(dst []byte, from From, c Command, m *CursorRequest) []byte {
 	assert.True(m.Stream != 0, "wire: cursor request for stream 0")
-	assert.True(validName(m.Consumer), "wire: cursor request with an invalid consumer name")
+	assert.True(validConsumerName(m.Consumer), "wire: cursor request with an invalid consumer name")
 	h := Header{Command: c, Group: m.Stream, Incarnation: m.Incarnation}
 	put64(h.Area[:], clientRequestID, m.RequestID)
 	put64(h.Area[:], cursorOffset, m.Offset)
@@ -320,11 +320,11 @@ func decodeCursorRequest(h *Header, body []byte, c Command, areaEnd int) (Cursor
 		Consumer:    body,
 		Offset:      get64(h.Area[:], cursorOffset),
 	}
-	switch {
-	case m.Stream == 0:
+	if m.Stream == 0 {
 		return CursorRequest{}, malformed("stream 0")
-	case !validName(body):
-		return CursorRequest{}, malformed("consumer name")
+	}
+	if err := validateName(body, "consumer", CodeBadConsumerName, ConsumerNameRule); err != nil {
+		return CursorRequest{}, err
 	}
 	return m, nil
 }

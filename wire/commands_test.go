@@ -72,7 +72,7 @@ var (
 	}
 	testStreams = []wire.StreamInfo{
 		{Stream: 1, Incarnation: 1, Copies: 3, Policy: wire.PolicyMajority, Name: []byte("orders")},
-		{Stream: 7, Incarnation: 4, Copies: 5, Policy: wire.PolicyCount, ConfirmCount: 4, Name: []byte("événements-ü")},
+		{Stream: 7, Incarnation: 4, Copies: 5, Policy: wire.PolicyCount, ConfirmCount: 4, Name: []byte("evenements-u_1.2")},
 		{Stream: 1 << 60, Incarnation: 0, Copies: 1, Policy: wire.PolicyAll, Name: bytes.Repeat([]byte("n"), wire.NameSizeMax)},
 	}
 )

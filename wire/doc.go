@@ -40,7 +40,9 @@
 //     apart by its log field; prepare-ok reports both durable tails. A follower that refuses a prepare
 //     answers with its log epochs, and the owner resends from where their histories agree.
 //   - Client frames carry a request id in the first 8 bytes of the area, and replies echo it. Stream
-//     names and consumer names are 1 to 255 bytes of UTF-8 without control characters.
+//     names and consumer names follow StreamNameRule and ConsumerNameRule (rules.go): 1 to 255 bytes of
+//     [A-Za-z0-9._-], not "." or "..". Every rule a client's value must hold is one function in rules.go,
+//     and a refusal of it carries its own ErrorCode and the rule's text.
 //   - FrameReader caps frames at a limit its owner chooses (FrameSizeMax at most) and grows its buffer
 //     for a large frame only while that frame is pending. Any framing error is sticky: once the
 //     stream is misaligned nothing after it can be trusted, so the connection is closed.

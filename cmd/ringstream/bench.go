@@ -19,11 +19,6 @@ import (
 	"github.com/ringstream/ringstream/bench"
 )
 
-// Exit statuses of `ringstream bench`.
-const (
-	benchExitFailed = 2 // the run was carried out and failed: a confirmed record missing or duplicated, no failover
-)
-
 // benchFlags are the flags shared by `bench` and `bench sweep`.
 type benchFlags struct {
 	cfg      bench.Config
@@ -45,14 +40,14 @@ func newBenchCommand() *cobra.Command {
 			"and the restart 30% of it later).\n\n" +
 			"Verification is always on: every record whose produce was confirmed is read back; one missing, at " +
 			"another offset, or at two offsets fails the run.\n\n" +
-			"Exit status: 0 the run passed; 1 it could not be carried out (bad flags, the cluster did not start); " +
-			"2 it was carried out and failed (a confirmed record missing or duplicated, the owner kill did not " +
-			"fail over, the restarted owner did not rejoin).",
+			"Exit status: 0 the run passed; 1 it could not be carried out (the cluster did not start); 2 bad " +
+			"flags; 10 it was carried out and failed (a confirmed record missing or duplicated, the owner kill " +
+			"did not fail over, the restarted owner did not rejoin).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := bf.resolve(cmd.Flags())
 			if err != nil {
-				return err
+				return usageErr(err)
 			}
 			return runBench(cmd, cfg, bf.progressWriter(cmd))
 		},
@@ -192,7 +187,7 @@ func runBench(cmd *cobra.Command, cfg bench.Config, progress io.Writer) error {
 		}
 	}
 	if !rep.OK() {
-		return &exitError{code: benchExitFailed, err: fmt.Errorf("bench failed: %s", strings.Join(rep.Failures, "; "))}
+		return &exitError{code: exitBenchFailed, err: fmt.Errorf("bench failed: %s", strings.Join(rep.Failures, "; "))}
 	}
 	return nil
 }
@@ -221,11 +216,11 @@ func newBenchTrafficCommand() *cobra.Command {
 		Long: "Start a local cluster, create --groups streams, let them settle, and count from the nodes' metrics " +
 			"the Commit and CommitReply frames, their entries and the peer bytes per 5 s, beside what the same " +
 			"entries would cost sent one frame each (the unbatched baseline). --idle produces nothing; --busy " +
-			"produces to every group.\n\nExit status: 0, or 1 if the run could not be carried out.",
+			"produces to every group.\n\nExit status: 0, 2 bad flags, or 1 if the run could not be carried out.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if idle && busy {
-				return errors.New("bench traffic: give --idle or --busy, not both")
+				return usageErr(errors.New("bench traffic: give --idle or --busy, not both"))
 			}
 			tc.Busy = busy
 			ctx, stop := benchContext(cmd)
@@ -267,17 +262,17 @@ func newBenchSweepCommand() *cobra.Command {
 		Short: "Run the same load once per shard count and tabulate the scaling",
 		Long: "Run the bench's load (no faults unless given) on a new local cluster per shard count in " +
 			"--shards, and tabulate throughput and latency per count.\n\nExit status: 0 every run passed; 1 a " +
-			"run could not be carried out; 2 a run failed its verification.",
+			"run could not be carried out; 2 bad flags; 10 a run failed its verification.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			counts, err := parseInts(shards)
 			if err != nil {
-				return fmt.Errorf("bench sweep: --shards %q: %w", shards, err)
+				return usageErr(fmt.Errorf("bench sweep: --shards %q: %w", shards, err))
 			}
 			fs := cmd.Flags()
 			cfg, err := bf.resolve(fs)
 			if err != nil {
-				return err
+				return usageErr(err)
 			}
 			anyFault := fs.Changed("kill-owner-at-secs") || fs.Changed("kill-follower-at-secs") ||
 				fs.Changed("kill-node-at-secs") || fs.Changed("pause-owner-at-secs")
@@ -299,7 +294,7 @@ func newBenchSweepCommand() *cobra.Command {
 				}
 			}
 			if !rep.OK() {
-				return &exitError{code: benchExitFailed, err: errors.New("bench sweep: a run failed its verification")}
+				return &exitError{code: exitBenchFailed, err: errors.New("bench sweep: a run failed its verification")}
 			}
 			return nil
 		},

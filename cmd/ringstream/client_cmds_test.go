@@ -185,6 +185,20 @@ func TestClientCommands_AgainstRealCluster(t *testing.T) {
 	if _, code := runCLI(t, "", "recovery", "accept-loss", "demo", "--admin", admin); code != exitUsage {
 		t.Fatalf("accept-loss without --yes: exit %d, want %d", code, exitUsage)
 	}
+	// Issue 21 finding 3: an invalid request exited 6 ("wrong secret or cluster id") because the node's
+	// message mentioned the cluster; a recovery action asked of a backup exited 5.
+	if _, code := cli("", "stream", "create", "x2", "--copies", "5"); code != exitInvalid {
+		t.Fatalf("stream create x2 --copies 5 on 3 nodes: exit %d, want %d", code, exitInvalid)
+	}
+	if st.Meta == nil || st.Meta.PrimaryID == 0 {
+		t.Fatalf("status names no metadata primary: %+v", st.Meta)
+	}
+	backup := lc.Node(uint16(st.Meta.PrimaryID%3 + 1)).AdminAddr
+	for _, name := range []string{"nosuch", "demo"} {
+		if _, code := runCLI(t, "", "recovery", "withdraw", name, "--admin", backup); code != exitNotPrimary {
+			t.Fatalf("withdraw %s asked of a backup: exit %d, want %d", name, code, exitNotPrimary)
+		}
+	}
 	if out, code := cli("", "stream", "delete", "demo"); code != 0 || out != "deleted stream \"demo\"\n" {
 		t.Fatalf("stream delete: %d %q", code, out)
 	}

@@ -20,27 +20,6 @@ import (
 	"github.com/ringstream/ringstream/wire"
 )
 
-// Exit statuses of the client commands (stream, produce, consume, status, attention, recovery), listed
-// in the root command's help. config check and serve keep their own, given in their help.
-const (
-	exitFailure     = 1 // a failure not listed below
-	exitUsage       = 2 // bad flags or arguments
-	exitNotFound    = 3 // no such stream (or no pending recovery)
-	exitExists      = 4 // stream create: the name is taken
-	exitUnavailable = 5 // no node answered, the stream has no owner, or the retries ran out
-	exitAuth        = 6 // the nodes refused the handshake: wrong cluster id or secret
-)
-
-const exitCodesHelp = `Exit status of stream, produce, consume, status, attention and recovery:
-  0  success
-  1  a failure not listed below (a protocol error, a corrupt batch, an I/O error)
-  2  bad flags or arguments
-  3  no such stream, or no pending recovery to act on
-  4  stream create: a stream of that name exists
-  5  the cluster is unavailable: no node answered, the stream has no owner, or the retries ran out
-  6  the handshake was refused: wrong cluster id or secret
-config check and serve document their own exit statuses in their help.`
-
 // clientFlags are the flags every command that talks to the nodes' client listener shares.
 type clientFlags struct {
 	addrs      []string
@@ -121,9 +100,6 @@ func (f *clientFlags) dial(ctx context.Context, cmd *cobra.Command) (*client.Cli
 	return c, nil
 }
 
-// usageErr marks err as a usage error (exit 2).
-func usageErr(err error) error { return &exitError{code: exitUsage, err: err} }
-
 // clientErr gives a client error its exit status.
 func clientErr(err error) error {
 	if err == nil {
@@ -139,7 +115,10 @@ func clientErr(err error) error {
 		code = exitNotFound
 	case errors.Is(err, client.ErrStreamExists):
 		code = exitExists
-	case errors.Is(err, client.ErrInvalidName), errors.Is(err, client.ErrConfig), errors.Is(err, client.ErrRecordTooLarge):
+	case errors.Is(err, client.ErrInvalidName), errors.Is(err, client.ErrInvalidCopies), errors.Is(err, client.ErrInvalidPolicy),
+		errors.Is(err, client.ErrInvalidCount), errors.Is(err, client.ErrInvalidSize), errors.Is(err, wire.ErrRule):
+		code = exitInvalid // a rule of the cluster, checked here or by a node
+	case errors.Is(err, client.ErrConfig), errors.Is(err, client.ErrRecordTooLarge):
 		code = exitUsage
 	case errors.Is(err, wire.ErrAuthFailed), errors.Is(err, wire.ErrAuthMissing), errors.Is(err, wire.ErrAuthNoSecret),
 		errors.Is(err, wire.ErrForeignCluster), handshakeRefusal(err):
@@ -147,6 +126,7 @@ func clientErr(err error) error {
 	case errors.Is(err, client.ErrProtocol), errors.Is(err, client.ErrCorruptBatch):
 		code = exitFailure
 	case errors.Is(err, client.ErrNoOwner), errors.Is(err, client.ErrOwnerUnreachable), errors.Is(err, client.ErrUnavailable), errors.Is(err, client.ErrOverloaded),
+		errors.Is(err, client.ErrNotYet),
 		errors.Is(err, client.ErrNotOwner), errors.Is(err, client.ErrFenced), errors.Is(err, context.DeadlineExceeded),
 		isNetError(err):
 		code = exitUnavailable
@@ -154,12 +134,20 @@ func clientErr(err error) error {
 	return &exitError{code: code, err: err}
 }
 
-// handshakeRefusal reports a node's refusal of the handshake (its message names the secret or the
-// cluster).
+// handshakeRefusal reports a node's refusal of the handshake: its message carries the text of one of
+// wire's handshake errors (another request that merely mentions "cluster" is not one: issue 21, where
+// "5 copies; the cluster has 3 nodes" exited as a wrong secret).
 func handshakeRefusal(err error) bool {
-	var e *client.Error
-	return errors.As(err, &e) && e.Code == wire.CodeInvalidRequest &&
-		(strings.Contains(e.Message, "secret") || strings.Contains(e.Message, "cluster"))
+	e, ok := errors.AsType[*client.Error](err)
+	if !ok || e.Code != wire.CodeInvalidRequest {
+		return false
+	}
+	for _, sent := range []error{wire.ErrAuthFailed, wire.ErrAuthMissing, wire.ErrAuthNoSecret, wire.ErrForeignCluster, wire.ErrRevision} {
+		if strings.Contains(e.Message, sent.Error()) {
+			return true
+		}
+	}
+	return false
 }
 
 func isNetError(err error) bool {
@@ -176,6 +164,26 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// streamArgs is exactArgs for a command whose first argument is a stream name: a name that breaks
+// wire's rule exits 7 with the rule, before any node is asked.
+func streamArgs(names ...string) cobra.PositionalArgs {
+	exact := exactArgs(names...)
+	return func(cmd *cobra.Command, args []string) error {
+		if err := exact(cmd, args); err != nil {
+			return err
+		}
+		return invalidErr(wire.ValidateStreamName(args[0]))
+	}
+}
+
+// invalidErr marks a rule's refusal (exit 7); nil stays nil.
+func invalidErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: exitInvalid, err: err}
 }
 
 // clientCommand sets what every client command shares: usage exit status for bad flags.

@@ -10,9 +10,6 @@ import (
 	"github.com/ringstream/ringstream/engine/config"
 )
 
-// exitCheckInvalid is the exit status of `config check` for a file that does not load.
-const exitCheckInvalid = 2
-
 // newConfigCommand is `ringstream config defaults|check`.
 func newConfigCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -47,7 +44,7 @@ type checkResult struct {
 }
 
 // newConfigCheckCommand is `ringstream config check --config F [--json]`: exit 0 when F loads (its
-// warnings printed), 2 when it does not (the error names the key and the rule), 1 on a usage error.
+// warnings printed), 9 when it does not (the error names the key and the rule), 2 on a usage error.
 func newConfigCheckCommand() *cobra.Command {
 	var path string
 	var asJSON bool
@@ -56,12 +53,12 @@ func newConfigCheckCommand() *cobra.Command {
 		SilenceUsage: true,
 		Short:        "Load and validate a node configuration file; print its warnings",
 		Long: "Load and validate a node's TOML file as `ringstream serve` would, and print what it allows\n" +
-			"but advises against. Exit status: 0 valid (warnings may be printed), 2 invalid (the error\n" +
-			"names the key and the rule), 1 usage error.",
+			"but advises against. Exit status: 0 valid (warnings may be printed), 9 invalid (the error\n" +
+			"names the key and the rule), 2 usage error.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if path == "" {
-				return errors.New("config check: --config is required")
+				return usageErr(errors.New("config check: --config is required"))
 			}
 			res := checkResult{Config: path, Warnings: []string{}}
 			c, loadErr := config.Load(path)

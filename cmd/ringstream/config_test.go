@@ -20,7 +20,7 @@ func runConfig(args ...string) (string, int) {
 }
 
 // TestConfigDefaultsPassCheck: the printed defaults are a file `config check` accepts, with the empty
-// secret warned about; an invalid option exits 2 naming the key; usage errors exit 1.
+// secret warned about; an invalid option exits 9 naming the key; usage errors exit 2.
 func TestConfigDefaultsPassCheck(t *testing.T) {
 	cmd := newConfigCommand()
 	var defaults bytes.Buffer
@@ -54,7 +54,7 @@ func TestConfigDefaultsPassCheck(t *testing.T) {
 	if _, code := runConfig("check", "--config", filepath.Join(dir, "missing.toml")); code != exitCheckInvalid {
 		t.Fatalf("missing file: exit %d", code)
 	}
-	if _, code := runConfig("check"); code != 1 {
+	if _, code := runConfig("check"); code != exitUsage {
 		t.Fatalf("no --config: exit %d", code)
 	}
 }

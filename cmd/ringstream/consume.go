@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ringstream/ringstream/client"
+	"github.com/ringstream/ringstream/wire"
 )
 
 // recordJSON is one record in `consume --json` output (one JSON object a line).
@@ -36,10 +37,15 @@ func newConsumeCommand() *cobra.Command {
 			"stdout, one a line; with --json one object a line ({\"offset\":N,\"value\":\"...\"}). It stops at\n" +
 			"the confirmed tail, or after --count records; --follow waits for more until interrupted. With\n" +
 			"--consumer it commits that consumer's cursor after each batch of records printed.",
-		Args: exactArgs("STREAM"),
+		Args: streamArgs("STREAM"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if wait < 0 {
 				return usageErr(fmt.Errorf("--wait %v: must not be negative", wait))
+			}
+			if consumer != "" {
+				if err := wire.ValidateConsumerName(consumer); err != nil {
+					return invalidErr(fmt.Errorf("--consumer: %w", err))
+				}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()

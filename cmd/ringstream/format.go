@@ -25,14 +25,14 @@ func newFormatCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case f.Dir == "":
-				return errors.New("format: --dir is required")
+				return usageErr(errors.New("format: --dir is required"))
 			case newCluster == f.Recover:
-				return errors.New("format: say --new-cluster (a member of a cluster being created) or --recover " +
-					"(a replica replacing one whose disk was lost), exactly one")
+				return usageErr(errors.New("format: say --new-cluster (a member of a cluster being created) or --recover " +
+					"(a replica replacing one whose disk was lost), exactly one"))
 			case node == 0 || node > 0xffff:
-				return fmt.Errorf("format: --node %d: want 1 to 65535", node)
+				return usageErr(fmt.Errorf("format: --node %d: want 1 to 65535", node))
 			case replica > 0xff:
-				return fmt.Errorf("format: --replica %d: want a member index", replica)
+				return usageErr(fmt.Errorf("format: --replica %d: want a member index", replica))
 			}
 			f.Node, f.Replica = uint16(node), uint8(replica)
 			if err := engine.FormatMeta(f); err != nil {

@@ -6,7 +6,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,26 +16,6 @@ import (
 
 func main() {
 	os.Exit(exitCode(newRootCommand().Execute()))
-}
-
-// exitError is an error that sets the process's exit status (1 for any other error).
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-// exitCode is the exit status for what Execute returned; cobra has printed the error.
-func exitCode(err error) int {
-	if err == nil {
-		return 0
-	}
-	if ee, ok := errors.AsType[*exitError](err); ok {
-		return ee.code
-	}
-	return 1
 }
 
 // newRootCommand builds `ringstream` with every subcommand attached.
@@ -75,6 +54,11 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newAttentionCommand())
 	root.AddCommand(newRecoveryCommand())
 	root.AddCommand(newBenchCommand())
+	root.AddCommand(newVersionCommand())
+	root.Version = versionText()
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.InitDefaultCompletionCmd() // now, so enforceUsage reaches it too
+	enforceUsage(root)
 	return root
 }
 

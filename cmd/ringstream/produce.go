@@ -39,7 +39,7 @@ func newProduceCommand() *cobra.Command {
 			"sent with a producer id and sequence, so a batch retried across a failover is never appended twice.\n" +
 			"It exits once every record is confirmed and prints how many there were and their offsets. --timeout\n" +
 			"bounds each wait for the cluster (a batch's confirm), not the time spent reading stdin.",
-		Args: exactArgs("STREAM"),
+		Args: streamArgs("STREAM"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client.ParseCodec(codec)
 			if err != nil {

@@ -46,7 +46,7 @@ func newRecoveryActionCommand(action, short, long string) *cobra.Command {
 		Use:   action + " STREAM",
 		Short: short,
 		Long:  long,
-		Args:  exactArgs("STREAM"),
+		Args:  streamArgs("STREAM"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if action == "accept-loss" && !yes {
 				return usageErr(fmt.Errorf("accept-loss may lose confirmed records; add --yes to do it"))
@@ -99,12 +99,16 @@ func recoveryErr(status int, res *adminapi.RecoveryAction) error {
 	err := fmt.Errorf("recovery %s of %q refused (HTTP %d): %s", res.Action, res.Stream, status, msg)
 	switch {
 	case res.Primary != 0:
-		return &exitError{code: exitUnavailable, err: fmt.Errorf("%w; ask node %d, the metadata primary", err, res.Primary)}
+		// Only the metadata primary acts on a recovery, and only it may say a stream is unknown: a
+		// backup's state may trail it. So a backup's answer is "ask the primary", whatever the stream.
+		return &exitError{code: exitNotPrimary, err: fmt.Errorf("%w; ask node %d, the metadata primary", err, res.Primary)}
+	case strings.Contains(msg, "not the metadata primary"):
+		return &exitError{code: exitNotPrimary, err: fmt.Errorf("%w; ask the metadata primary's admin listener", err)}
 	case status == http.StatusBadRequest:
 		return usageErr(err)
 	case strings.Contains(msg, "no stream") || strings.Contains(msg, "no pending recovery"):
 		return &exitError{code: exitNotFound, err: err}
-	case status == http.StatusServiceUnavailable || strings.Contains(msg, "not the metadata primary"):
+	case status == http.StatusServiceUnavailable:
 		return &exitError{code: exitUnavailable, err: err}
 	}
 	return &exitError{code: exitFailure, err: err}

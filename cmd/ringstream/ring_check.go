@@ -44,11 +44,11 @@ func newRingCheckCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := parseBackend(backend)
 			if err != nil {
-				return err
+				return usageErr(err)
 			}
 			cfg := ring.Config{Backend: b, TaskRun: ring.TaskRun(taskRun), Logger: slog.Default()}
 			if err := cfg.Validate(); err != nil {
-				return fmt.Errorf("invalid --task-run %q: want coop or defer: %w", taskRun, err)
+				return usageErr(fmt.Errorf("invalid --task-run %q: want coop or defer: %w", taskRun, err))
 			}
 			return runRingCheck(cmd.OutOrStdout(), cfg, dir)
 		},

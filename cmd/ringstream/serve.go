@@ -22,7 +22,7 @@ import (
 // The first signal starts the clean shutdown (engine.Node.Shutdown: produces in flight answered, the
 // controller told, logs closed), bounded by --shutdown-timeout; a second signal, or the timeout,
 // stops the node at once. A clean shutdown exits 0; a node that could not start exits 1 with the
-// cause (configuration, data directory, listeners); one whose stop failed exits 3.
+// cause (configuration, data directory, listeners); one whose stop failed exits 11 (exitShutdownStuck).
 func newServeCommand() *cobra.Command {
 	var path string
 	var shutdownTimeout time.Duration
@@ -36,7 +36,7 @@ func newServeCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if path == "" {
-				return errors.New("serve: --config is required (see `ringstream config defaults`)")
+				return usageErr(errors.New("serve: --config is required (see `ringstream config defaults`)"))
 			}
 			cfg, err := config.Load(path)
 			if err != nil {
@@ -84,7 +84,7 @@ func serve(ctx context.Context, out io.Writer, cfg *config.Config, shutdownTimeo
 		}
 	}()
 	if err := n.Shutdown(sctx); err != nil {
-		return &exitError{code: 3, err: fmt.Errorf("serve: shutdown: %w", err)}
+		return &exitError{code: exitShutdownStuck, err: fmt.Errorf("serve: shutdown: %w", err)}
 	}
 	fmt.Fprintf(out, "ringstream: node %d stopped\n", n.ID())
 	return nil

@@ -110,7 +110,7 @@ func (w *wireClient) call(build func(rid uint64) []byte) (wire.Header, []byte, *
 	return h, body, nil
 }
 
-// retry calls until the reply is not CodeUnavailable (a node still registering, a copy opening).
+// retry calls until the reply is not CodeUnavailable or CodeNotYet (a node still registering, a copy opening).
 func (w *wireClient) retry(what string, build func(rid uint64) []byte) (wire.Header, []byte) {
 	w.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -119,7 +119,7 @@ func (w *wireClient) retry(what string, build func(rid uint64) []byte) (wire.Hea
 		if e == nil {
 			return h, body
 		}
-		if e.Code != wire.CodeUnavailable || time.Now().After(deadline) {
+		if (e.Code != wire.CodeUnavailable && e.Code != wire.CodeNotYet) || time.Now().After(deadline) {
 			w.t.Fatalf("%s: %v %s", what, e.Code, e.Message)
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -27,7 +27,7 @@ func newSimCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if seeds < 1 {
-				return errors.New("sim: --seeds must be at least 1")
+				return usageErr(errors.New("sim: --seeds must be at least 1"))
 			}
 			return runSims(cmd.OutOrStdout(), seed, seeds, keepGoing)
 		},

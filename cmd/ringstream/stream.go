@@ -65,15 +65,18 @@ func newStreamCreateCommand() *cobra.Command {
 		Short: "Create a stream with E copies and a confirm policy",
 		Long: "Create a stream kept as --copies copies on different nodes. A record is confirmed once the\n" +
 			"policy's number of copies hold it on disk: majority_durable (the default), local_durable (every\n" +
-			"copy) or count_durable(N). Prints the stream's id and incarnation.",
-		Args: exactArgs("NAME"),
+			"copy) or count_durable(N). Prints the stream's id and incarnation.\n\n" +
+			"NAME: " + wire.StreamNameRule + ".\n" +
+			"--copies: " + wire.CopiesRule + ".\n" +
+			"A name or copy count that breaks its rule exits 7, before or after the cluster is asked.",
+		Args: streamArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := parsePolicy(policy)
 			if err != nil {
 				return usageErr(err)
 			}
-			if copies == 0 {
-				return usageErr(fmt.Errorf("--copies 0: a stream needs at least one copy"))
+			if err := wire.ValidateCopies(copies, 0); err != nil {
+				return invalidErr(fmt.Errorf("--copies: %w", err))
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 			defer cancel()
@@ -142,7 +145,7 @@ func newStreamDeleteCommand() *cobra.Command {
 	cmd := clientCommand(&cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a stream with its records and cursors",
-		Args:  exactArgs("NAME"),
+		Args:  streamArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 			defer cancel()
@@ -177,7 +180,7 @@ func newStreamLookupCommand() *cobra.Command {
 	cmd := clientCommand(&cobra.Command{
 		Use:   "lookup NAME",
 		Short: "Show which node owns a stream now, at which epoch",
-		Args:  exactArgs("NAME"),
+		Args:  streamArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 			defer cancel()

@@ -33,11 +33,11 @@ func newStreamSimCommand() *cobra.Command {
 				return nil
 			}
 			if seeds < 1 {
-				return errors.New("streamsim: --seeds must be at least 1")
+				return usageErr(errors.New("streamsim: --seeds must be at least 1"))
 			}
 			v, err := streamsim.ParseVariant(variant)
 			if err != nil {
-				return err
+				return usageErr(err)
 			}
 			for s := seed; s < seed+uint64(seeds); s++ {
 				st, err := streamsim.Run(streamsim.Options{Seed: s, Variant: v})

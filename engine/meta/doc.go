@@ -49,7 +49,11 @@
 //     (whose start is the tails it last published) is never cut at its own start.
 //   - Epochs are u32 here and in wire, u64 in segment (its log epochs and fence files). A copy
 //     converts at the storage boundary; segment's width is left alone (a storage format change).
-//   - Stream names are 1 to 255 bytes of [A-Za-z0-9._-]; at most CopiesMax (7) copies per assignment.
+//   - Stream names follow wire.StreamNameRule (1 to 255 bytes of [A-Za-z0-9._-], not "." or ".."), and
+//     copy counts wire.CopiesRule (at most CopiesMax, 7): meta calls wire's rule functions, the one
+//     place every layer takes its rules from, so meta imports wire for them. Ops built from what a
+//     client, an operator or a peer handed the node are encoded with EncodeOp, which refuses an op
+//     that breaks a rule; AppendOp, which panics on one, is for ops built from constants.
 //
 // The package does not keep a stream's assignment away from a copy whose history starts it cannot
 // read: starts live in the same state as the assignment, so a snapshot that does not decode is

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/ringstream/ringstream/wire"
 )
 
 var writeCorpus = flag.Bool("meta.write-corpus", false, "write the fuzz seed corpus to testdata/fuzz")
@@ -63,6 +67,93 @@ func FuzzApply(f *testing.F) {
 			t.Fatal("snapshot round trip differs")
 		}
 	})
+}
+
+// FuzzApplyOnReplicas is issue 21's target for metadata ops applied on a replica: arbitrary op bytes
+// (each prefixed with its u8 length, as FuzzApply) are applied to two replicas of one state, one that
+// applied the history itself and one restored from its snapshot, the way a lagging replica catches up.
+// Apply never panics on the bytes, and it is deterministic: both replicas return byte-identical results
+// and hold the same digest after every op, so a committed op a replica cannot carry out is refused the
+// same way on every replica.
+func FuzzApplyOnReplicas(f *testing.F) {
+	for _, seed := range replicaSeeds() {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		a := richState(t)
+		b := NewState()
+		if err := b.Restore(a.s.AppendSnapshot(nil)); err != nil {
+			t.Fatalf("restore: %v", err)
+		}
+		op := a.op
+		for len(in) > 0 {
+			n := min(int(in[0]), len(in)-1)
+			bytesOp := in[1 : 1+n]
+			in = in[1+n:]
+			op++
+			ra := a.s.Apply(bytesOp, op, nil)
+			rb := b.Apply(bytesOp, op, nil)
+			if !bytes.Equal(ra, rb) {
+				t.Fatalf("op %d (%x): replicas answered %x and %x", op, bytesOp, ra, rb)
+			}
+			if a.s.Digest() != b.Digest() {
+				t.Fatalf("op %d (%x): replicas diverged", op, bytesOp)
+			}
+			if err := a.s.validate(); err != nil {
+				t.Fatalf("op %d (%x): %v", op, bytesOp, err)
+			}
+		}
+	})
+}
+
+// replicaSeeds are FuzzApply's sequences and committed ops that break a rule on their own: names that
+// crashed the metadata primary before the rules were one (issue 21: 'orders/eu', 'a b/c', 'naïve'),
+// ".", a copy count of 0 and of 8, a count policy without a count. They are encoded by hand, since
+// EncodeOp refuses them: they stand for bytes another build or a broken peer put in the log.
+func replicaSeeds() [][]byte {
+	raw := func(name string, copies uint8, policy Policy) []byte {
+		b := []byte{opVersion, uint8(OpCreateStream)}
+		b = appendStr(b, name)
+		b = append(b, copies)
+		b = appendPolicy(b, policy)
+		b = append(b, 1, 0) // owner 1
+		b = appendNodes(b, []uint16{2, 3})
+		b = appendPolicy(b, Policy{Kind: PolicyMajorityDurable})
+		return append([]byte{byte(len(b))}, b...)
+	}
+	majority := Policy{Kind: PolicyMajorityDurable}
+	seeds := applySeeds()
+	for _, name := range []string{"orders/eu", "a b/c", "naïve", ".", "..", "ok-name"} {
+		seeds = append(seeds, raw(name, 3, majority))
+	}
+	seeds = append(seeds, raw("zero", 0, majority), raw("eight", 8, majority),
+		raw("nocount", 3, Policy{Kind: PolicyCountDurable}))
+	return seeds
+}
+
+// TestBadNamesRefusedOnEveryReplica: a committed create whose name breaks wire.StreamNameRule is
+// refused as malformed, with the rule in the result, and changes nothing on any replica.
+func TestBadNamesRefusedOnEveryReplica(t *testing.T) {
+	for _, seed := range replicaSeeds()[len(applySeeds()):] {
+		fx := richState(t)
+		before := fx.s.Digest()
+		fx.op++
+		r := fx.s.applyOp(seed[1:], fx.op)
+		good := bytes.Contains(seed, []byte("ok-name"))
+		switch {
+		case good && !r.OK():
+			t.Errorf("%q: refused: %s", seed, r)
+		case !good && (r.Code != ResultMalformed || fx.s.Digest() != before):
+			t.Errorf("%q: got %s, want malformed and no change", seed, r)
+		}
+	}
+	if err := ValidateStreamName("orders/eu"); !errors.Is(err, ErrOpInvalid) || wire.CodeOf(err) != wire.CodeBadStreamName {
+		t.Errorf("ValidateStreamName: %v", err)
+	}
+	if _, err := EncodeOp(nil, CreateStream{Name: "a b/c", Copies: 1, Policy: Policy{Kind: PolicyMajorityDurable},
+		Owner: 1}); !errors.Is(err, ErrOpInvalid) || !strings.Contains(err.Error(), wire.StreamNameRule) {
+		t.Errorf("EncodeOp of a bad name: %v", err)
+	}
 }
 
 // FuzzRestore: Restore never panics on raw bytes, nor on arbitrary bodies given a correct checksum
@@ -147,9 +238,10 @@ func restoreSeeds(tb testing.TB) [][]byte {
 // with -meta.write-corpus; otherwise it checks that every seed is in the corpus.
 func TestWriteFuzzCorpus(t *testing.T) {
 	sets := map[string][][]byte{
-		"FuzzDecodeOp": opSeeds(),
-		"FuzzApply":    applySeeds(),
-		"FuzzRestore":  restoreSeeds(t),
+		"FuzzDecodeOp":        opSeeds(),
+		"FuzzApply":           applySeeds(),
+		"FuzzRestore":         restoreSeeds(t),
+		"FuzzApplyOnReplicas": replicaSeeds(),
 	}
 	for _, name := range sortedKeys(sets) {
 		dir := filepath.Join("testdata", "fuzz", name)

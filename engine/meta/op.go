@@ -3,6 +3,8 @@ package meta
 import (
 	"fmt"
 	"slices"
+
+	"github.com/ringstream/ringstream/wire"
 )
 
 // OpKind names an op in its encoding. The numbers are part of the replicated log format: never reuse
@@ -48,10 +50,10 @@ func (k OpKind) String() string {
 
 // Limits every op and snapshot is checked against.
 const (
-	// CopiesMax bounds E, an assignment's copy set and a recovery's proposed members.
-	CopiesMax = 7
-	// NameBytesMax bounds a stream name; AddressBytesMax bounds a node address.
-	NameBytesMax    = 255
+	// CopiesMax bounds E, an assignment's copy set and a recovery's proposed members (wire's rule).
+	CopiesMax = wire.CopiesMax
+	// NameBytesMax bounds a stream name (wire's rule); AddressBytesMax bounds a node address.
+	NameBytesMax    = wire.NameSizeMax
 	AddressBytesMax = 255
 )
 
@@ -198,8 +200,8 @@ func (o CreateStream) Validate() error {
 	if err := ValidateStreamName(o.Name); err != nil {
 		return err
 	}
-	if o.Copies == 0 || o.Copies > CopiesMax {
-		return fmt.Errorf("%w: %d copies (1..%d)", ErrOpInvalid, o.Copies, CopiesMax)
+	if err := wire.ValidateCopies(o.Copies, 0); err != nil {
+		return fmt.Errorf("%w: %w", ErrOpInvalid, err)
 	}
 	if err := o.Policy.Validate(); err != nil {
 		return fmt.Errorf("%w: stream policy: %w", ErrOpInvalid, err)
@@ -297,19 +299,11 @@ func (o AcceptOwnerLoss) Validate() error {
 	return nil
 }
 
-// ValidateStreamName checks a stream name: 1 to NameBytesMax bytes of ASCII letters, digits, '.',
-// '_' and '-'. (The design is silent; these are the names an operator can type, log and put in a URL
-// without quoting.)
+// ValidateStreamName checks a stream name against the one name rule (wire.StreamNameRule, in
+// wire.ValidateStreamName): the error matches ErrOpInvalid and the *wire.RuleError.
 func ValidateStreamName(name string) error {
-	if len(name) == 0 || len(name) > NameBytesMax {
-		return fmt.Errorf("%w: stream name of %d bytes (1..%d)", ErrOpInvalid, len(name), NameBytesMax)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
-		if !ok {
-			return fmt.Errorf("%w: stream name has byte %#x at %d", ErrOpInvalid, c, i)
-		}
+	if err := wire.ValidateStreamName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrOpInvalid, err)
 	}
 	return nil
 }

@@ -15,12 +15,24 @@ import (
 // u8, and a bool is one byte, 0 or 1. Nothing may follow the last field.
 const opVersion = 1
 
-// AppendOp appends op's encoding to dst and returns the extended slice. op must pass Validate: an op
-// that does not is a programmer error here (check operator input with Validate first).
-func AppendOp(dst []byte, op Op) []byte {
-	assert.True(op.Validate() == nil, "meta: encoding an invalid op")
+// EncodeOp checks op (Validate) and appends its encoding to dst. An op that breaks a rule is refused
+// with Validate's error (matching ErrOpInvalid, and the wire rule it broke when there is one) and dst is
+// returned unchanged. Every op built from what a client, an operator or a peer handed the node is
+// encoded here before it is proposed, so an invalid op never reaches the log.
+func EncodeOp(dst []byte, op Op) ([]byte, error) {
+	if err := op.Validate(); err != nil {
+		return dst, fmt.Errorf("%s: %w", op.Kind(), err)
+	}
 	dst = append(dst, opVersion, uint8(op.Kind()))
-	return op.appendBody(dst)
+	return op.appendBody(dst), nil
+}
+
+// AppendOp is EncodeOp for an op the caller built from constants of its own (tests, the simulators):
+// an op that breaks a rule there is a programmer error, so it panics.
+func AppendOp(dst []byte, op Op) []byte {
+	dst, err := EncodeOp(dst, op)
+	assert.True(err == nil, "meta: encoding an invalid op built from constants")
+	return dst
 }
 
 // DecodeOp reads one encoded op. It never panics: bytes from the log are input. A decoded op has
