@@ -421,7 +421,7 @@ func (l *Log) onCommitOp(c ring.Completion) {
 	f := l.commit.flight
 	i := tagIndex(c.Tag)
 	if err := c.Err(); err != nil {
-		l.commitOpFailed(err)
+		l.commitOpFailed(fmt.Errorf("%s: %w", l.commitOpFile(c.Tag), err)) // the file and the errno
 	} else {
 		switch tagKind(c.Tag) {
 		case tagCommitOpen:
@@ -446,6 +446,15 @@ func (l *Log) onCommitOp(c ring.Completion) {
 		return
 	}
 	l.finishCommit()
+}
+
+// commitOpFile names the file a group commit operation worked on: its segment, or the log directory
+// for the directory fsync.
+func (l *Log) commitOpFile(tag uint64) string {
+	if i := tagIndex(tag); tagKind(tag) != tagCommitDirFsync && i < len(l.commit.flight.parts) {
+		return l.path(l.commit.flight.parts[i].seg.base)
+	}
+	return l.dir
 }
 
 // finishCommit ends the group in flight: on success the durable tail moves and every append in it
