@@ -244,3 +244,88 @@ func TestHeal_FailedOwnerFencesItselfAndReturnsRestarted(t *testing.T) {
 		t.Fatalf("the restarted owner answered %+v %v, want unavailable until a recovery", r, err)
 	}
 }
+
+// retryCopy is Host.RetryCopy waited for.
+func retryCopy(t testing.TB, n *testNode, id uint64) error {
+	t.Helper()
+	done := make(chan error, 1)
+	if err := n.host.RetryCopy(id, func(err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	return <-done
+}
+
+// A copy whose data is corrupt is reported as such and not reopened by itself (it would fail the same
+// way); the operator's retry, after a repair, reopens it at once and it serves. A retry of a healthy
+// copy, or of no copy, says so.
+func TestHeal_CorruptWaitsForOperatorRetry(t *testing.T) {
+	dir := t.TempDir()
+	specs := []streamhost.Spec{soloSpec(11), soloSpec(12)}
+	heal := func(cfg *streamhost.Config) { cfg.HealBaseTicks, cfg.HealMaxTicks = 5, 20 }
+	n := soloNode(t, dir, heal)
+	if _, errs := openAll(t, n, specs); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if r := produceOne(t, n, 12, 0); r.Kind != stream.ReplyProduce {
+		t.Fatalf("produce answered %+v", r)
+	}
+	if err := n.node.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	epochs := filepath.Join(n.host.Dir(12, 1), "epochs")
+	good, err := os.ReadFile(epochs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(epochs, []byte("not an epochs file, not at all"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	specs = nextEpoch(specs)
+	n = soloNode(t, dir, heal)
+	if _, errs := openAll(t, n, specs); len(errs) != 1 {
+		t.Fatalf("open errors %v, want stream 12's alone", errs)
+	}
+	f, ok := failureOf12(n)
+	if !ok || f.Cause != streamhost.CauseCorrupt || f.Retrying || !errors.Is(f.Err, streamhost.ErrDamaged) {
+		t.Fatalf("failure %+v (%v): want corrupt, not retried", f, f.Err)
+	}
+	time.Sleep(100 * time.Millisecond) // 50 ticks: ten times the first backoff
+	if hs := n.host.HealStats(); hs.Attempts != 0 {
+		t.Fatalf("heal stats %+v: a corrupt copy was reopened by itself", hs)
+	}
+	if err := retryCopy(t, n, 11); !errors.Is(err, streamhost.ErrNotFailed) {
+		t.Fatalf("retry of a healthy copy: %v, want ErrNotFailed", err)
+	}
+	if err := retryCopy(t, n, 99); !errors.Is(err, streamhost.ErrUnknownStream) {
+		t.Fatalf("retry of no copy: %v, want ErrUnknownStream", err)
+	}
+	if err := os.WriteFile(epochs, good, 0o644); err != nil { // the operator's repair
+		t.Fatal(err)
+	}
+	if err := retryCopy(t, n, 12); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-n.sink.opened:
+		if err != nil {
+			t.Fatalf("reopen after the repair: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the retried copy never reopened")
+	}
+	if _, failed := failureOf12(n); failed {
+		t.Fatal("still listed as failed after the retry")
+	}
+	if r := produceOne(t, n, 12, 1); r.Kind != stream.ReplyProduce || r.Produce.BaseOffset != recordsPerBatch {
+		t.Fatalf("produce after the retry answered %+v (%s)", r, r.Error.Message)
+	}
+}
+
+func failureOf12(n *testNode) (streamhost.Failure, bool) {
+	for _, f := range n.host.Status() {
+		if f.Stream == 12 {
+			return f, true
+		}
+	}
+	return streamhost.Failure{}, false
+}
