@@ -334,6 +334,9 @@ func (cg *copyGroup) AppendDone(log segment.LogKind, _ uint64, end uint64, err e
 func (cg *copyGroup) ReadDone(_ segment.LogKind, tag uint64, data []byte, err error) {
 	b := cg.takeRead(tag)
 	switch {
+	case (tag >= tagScan && cg.state != stateScanning) || (tag == tagBoundary && cg.state >= stateClosing):
+		cg.h.pool.unref(b) // the scan or cut it served ended with a failure; the reopen starts over
+		return
 	case tag == tagBoundary:
 		cg.boundaryDone(b, data, err)
 		return
