@@ -17,7 +17,8 @@ import (
 )
 
 // adminServer is the node's admin HTTP listener: /metrics, /debug/pprof/, /v1/status, /v1/attention,
-// and the operator's recovery actions (POST /v1/recovery/accept-loss and /v1/recovery/withdraw).
+// the operator's recovery actions (POST /v1/recovery/accept-loss and /v1/recovery/withdraw) and the
+// retry of a failed copy (POST /v1/copies/{stream}/retry).
 // It is bound in NewNode (so its address is known before Start) and served from Start.
 type adminServer struct {
 	n   *Node
@@ -46,6 +47,7 @@ func newAdminServer(n *Node, addr netip.AddrPort) (*adminServer, error) {
 	mux.HandleFunc("GET /v1/attention", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, n.Attention()) })
 	mux.HandleFunc("POST /v1/recovery/accept-loss", n.serveRecovery("accept-loss"))
 	mux.HandleFunc("POST /v1/recovery/withdraw", n.serveRecovery("withdraw"))
+	mux.HandleFunc("POST /v1/copies/{stream}/retry", n.serveCopyRetry)
 	a.ln = ln
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return a, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ringstream/ringstream/engine/streamhost"
 	"github.com/ringstream/ringstream/wire"
 )
 
@@ -112,6 +113,7 @@ func (n *Node) statusGauges(labels prometheus.Labels) []prometheus.Collector {
 		counter("ringstream_stream_copy_parks_total", "Times a stream copy closed its files for being unused.",
 			func() float64 { _, parks := n.streams.ParkedCopies(); return float64(parks) }),
 	}
+	out = append(out, n.healCounters(labels)...)
 	if n.meta == nil {
 		return out
 	}
@@ -135,6 +137,29 @@ func (n *Node) statusGauges(labels prometheus.Labels) []prometheus.Collector {
 		counter("ringstream_controller_proposals_total", "Ops the controller proposed.",
 			func() float64 { return float64(n.ctl.Status().Stats.Proposals) }),
 	)
+}
+
+// healCounters count the stream copies whose storage failed, by cause, and their reopens and heals
+// (streamhost.Host.HealStats, read at scrape time).
+func (n *Node) healCounters(labels prometheus.Labels) []prometheus.Collector {
+	var out []prometheus.Collector
+	for c := range streamhost.CauseCount {
+		l := prometheus.Labels{"cause": c.String()}
+		for k, v := range labels {
+			l[k] = v
+		}
+		out = append(out, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ringstream_stream_copy_log_failures_total",
+			Help: "Stream copies whose storage failed (closed, then reopened through recovery), by cause.", ConstLabels: l},
+			func() float64 { return float64(n.streams.HealStats().Failures[c]) }))
+	}
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, f)
+	}
+	return append(out,
+		counter("ringstream_stream_copy_heal_attempts_total", "Reopens of failed stream copies tried (with a backoff, or an operator's retry).",
+			func() float64 { return float64(n.streams.HealStats().Attempts) }),
+		counter("ringstream_stream_copy_heals_total", "Failed stream copies that reopened and serve again.",
+			func() float64 { return float64(n.streams.HealStats().Healed) }))
 }
 
 func (m *nodeMetrics) countRequest(c wire.Command) {

@@ -29,7 +29,8 @@ func (n *Node) Status() adminapi.Status {
 	}
 	for _, f := range n.streams.Status() {
 		st.Failures = append(st.Failures, adminapi.Failure{Stream: f.Stream, Incarnation: f.Incarnation, Dir: f.Dir,
-			Error: f.Err.Error()})
+			Error: f.Err.Error(), Cause: f.Cause.String(), Retrying: f.Retrying, Attempts: f.Attempts,
+			Role: f.Role.String(), Epoch: f.Epoch})
 	}
 	st.Heartbeats = adminapi.Heartbeats{Sent: n.beat.Sent(), Failures: n.beat.Failures()}
 	if n.meta != nil {

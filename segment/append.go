@@ -183,6 +183,9 @@ func (l *Log) segmentFor(size int) *segment {
 	if !l.rolls(size) {
 		return l.segs[len(l.segs)-1]
 	}
+	// The segment it closes keeps its descriptor for its closing digest, which is queued once its
+	// bytes are durable: a read that ends before then must not close it (releaseSeg).
+	l.segs[len(l.segs)-1].digestPending = true
 	s := &segment{base: l.next, end: l.next, wEnd: l.next, fd: -1}
 	l.reserveIndex(s)
 	l.segs = append(l.segs, s)
@@ -278,6 +281,13 @@ func (l *Log) wake() {
 func (l *Log) Busy() bool {
 	return l.commit.busy() || len(l.commit.pend.acks) > 0 || l.dig.running || len(l.dig.jobs) > 0 ||
 		l.reads.used > 0 || l.pw.inFlight || l.closing > 0 || l.pk.opening > 0
+}
+
+// opsInFlight says whether any ring operation of the log is in flight or parked on a full ring: a
+// group commit's, a digest's, a read's, a zero write, a close or a reopen.
+func (l *Log) opsInFlight() bool {
+	return l.commit.outstanding > 0 || l.dig.running || l.reads.used > 0 || l.pw.inFlight || l.closing > 0 ||
+		l.pk.opening > 0
 }
 
 // room says whether n more operations fit the ring even if all in flight were still queued, so
@@ -411,7 +421,7 @@ func (l *Log) onCommitOp(c ring.Completion) {
 	f := l.commit.flight
 	i := tagIndex(c.Tag)
 	if err := c.Err(); err != nil {
-		l.commitOpFailed(err)
+		l.commitOpFailed(fmt.Errorf("%s: %w", l.commitOpFile(c.Tag), err)) // the file and the errno
 	} else {
 		switch tagKind(c.Tag) {
 		case tagCommitOpen:
@@ -436,6 +446,15 @@ func (l *Log) onCommitOp(c ring.Completion) {
 		return
 	}
 	l.finishCommit()
+}
+
+// commitOpFile names the file a group commit operation worked on: its segment, or the log directory
+// for the directory fsync.
+func (l *Log) commitOpFile(tag uint64) string {
+	if i := tagIndex(tag); tagKind(tag) != tagCommitDirFsync && i < len(l.commit.flight.parts) {
+		return l.path(l.commit.flight.parts[i].seg.base)
+	}
+	return l.dir
 }
 
 // finishCommit ends the group in flight: on success the durable tail moves and every append in it

@@ -514,8 +514,38 @@ func (c *Copy) close() error {
 	if err == nil {
 		err = c.records.trimPrewritten()
 	}
+	// A failed log ends drainAll at once, with reads, digests or zero writes still in flight on
+	// descriptors closeFiles closes: no operation may outlive its descriptor (a reused number would
+	// send it to another file).
+	if qerr := c.quiesce(); err == nil {
+		err = qerr
+	}
 	c.closeFiles()
 	return err
+}
+
+// quiesce waits until no ring operation of the copy is in flight: reads (those parked on a full ring
+// are queued first), digest steps, zero writes, closes, reopens and the seal's fence steps.
+func (c *Copy) quiesce() error {
+	for {
+		idle := c.seal.fenceOps == 0
+		for _, l := range []*Log{c.records, c.cursors} {
+			if l == nil {
+				continue
+			}
+			l.readKick()
+			l.digestKick()
+			if l.opsInFlight() {
+				idle = false
+			}
+		}
+		if idle {
+			return nil
+		}
+		if err := c.sr.turn(); err != nil {
+			return fmt.Errorf("segment: close waits for its operations: %w", err)
+		}
+	}
 }
 
 func (c *Copy) closeFiles() {

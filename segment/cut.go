@@ -89,7 +89,7 @@ func (l *Log) shorten(s *segment, off uint64, pos int64) error {
 	l.reserveIndex(s)
 	s.size, s.wSize, s.filled = pos, pos, pos
 	s.end, s.wEnd = off, off
-	s.digestKnown, s.digestQueued, s.sidecarSaved = false, false, false
+	s.digestKnown, s.digestQueued, s.sidecarSaved, s.digestPending = false, false, false, false
 	return nil
 }
 
@@ -172,8 +172,12 @@ func (l *Log) retainPick(nowMs, maxBytes, maxAgeMs int64, keepFrom uint64) []*se
 	return picked
 }
 
-// segInUse says whether a read or digest in flight or queued uses s.
+// segInUse says whether a read, digest or zero write in flight or queued uses s, or its closing
+// digest is still to come (s closed by a roll whose group is not durable yet).
 func (l *Log) segInUse(s *segment) bool {
+	if s.digestPending || l.prewriteBusy(s) {
+		return true
+	}
 	for i := range l.reads.slots {
 		if l.reads.slots[i].busy && l.reads.slots[i].seg == s {
 			return true

@@ -64,7 +64,16 @@
 //   - The cursor log commits only when asked (Copy.SyncCursors, a seal, a snapshot) or when
 //     Config.CursorSyncBytes of events are queued: cursor events get no fsync of their own.
 //   - A failed write or fsync fails the log for good (ErrFailed): after a failed fdatasync the
-//     page cache cannot be trusted, so the copy must be reopened.
+//     page cache cannot be trusted, so the copy must be reopened (Close, then Open: recovery cuts or
+//     makes durable what the failed group left). None of the group's appends is acknowledged
+//     (TestGroupCommit_FailedIsNeverDurable). The other refusals are not failures: ErrBusy (a rare
+//     operation runs, or holds the copy) and ErrBackpressure (queue or ring full) ask the caller to
+//     try again later; ErrFenced, ErrBelowHead, ErrBeyondTail, ErrNotBoundary, ErrEpochOrder,
+//     ErrOffsetOrder and ErrInvalidBatch refuse that one request and leave the logs as they were.
+//   - No operation outlives its descriptor: a segment closed by a roll keeps its descriptor until its
+//     closing digest ran (a read that ends first does not close it), retention skips segments a
+//     digest, read or zero write still uses, and Close waits for every ring operation of the copy in
+//     flight, even on a failed log, before it closes the files.
 //   - A batch never spans segments. A segment rolls when the next batch would take it past
 //     SegmentBytes. Segment files are named by base offset in 20 digits. Each closed segment gets a
 //     sidecar <base>.index (sparse index, digest, sizes, newest timestamp) written after its digest

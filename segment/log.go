@@ -45,7 +45,7 @@ type segment struct {
 	wSize         int64  // bytes including queued ones
 	fd            int    // -1 until the file is created, and for a closed segment nothing uses
 	readers       int    // reads in flight on fd
-	digestPending bool   // its closing digest (and sidecar) is queued or running: fd stays open
+	digestPending bool   // closed by a roll, its closing digest (and sidecar) to come, queued or running: fd stays open
 	index         []indexEntry
 	maxTimestamp  int64  // largest batch max timestamp (retention age)
 	digest        uint64 // xxhash64 of the whole file, valid when digestKnown

@@ -111,12 +111,28 @@ type Copy struct {
 	OwnerRestarted bool `json:"owner_restarted,omitempty"`
 }
 
-// Failure is a copy that did not open, or whose log failed.
+// Failure is a copy whose storage did not open or failed while it served: its cause (enospc, eio,
+// erofs, corrupt, refused, other), whether the node reopens it by itself (retrying, with a backoff;
+// false: corrupt data waits for POST /v1/copies/{stream}/retry after a repair, or a delete), the
+// reopens tried, and the role it had.
 type Failure struct {
 	Stream      uint64 `json:"stream"`
 	Incarnation uint32 `json:"incarnation"`
 	Dir         string `json:"dir"`
 	Error       string `json:"error"`
+	Cause       string `json:"cause"`
+	Retrying    bool   `json:"retrying"`
+	Attempts    int    `json:"attempts"`
+	Role        string `json:"role"`
+	Epoch       uint32 `json:"epoch"`
+}
+
+// CopyRetry is the answer to POST /v1/copies/{stream}/retry: whether the reopen of the node's failed
+// copy started (its outcome shows in status), or why not.
+type CopyRetry struct {
+	Stream  uint64 `json:"stream"`
+	Started bool   `json:"started"`
+	Error   string `json:"error,omitempty"`
 }
 
 // Heartbeats is this node's heartbeat sender and, on a metadata replica, every registered node with

@@ -182,16 +182,19 @@ func (cg *copyGroup) onAssign(a meta.Assignment, starts wire.HistoryStarts) {
 // empty. The log epoch of the new epoch is appended by the copy's OpenDone, as at boot.
 func (cg *copyGroup) stepApply() {
 	ap := &cg.apply
-	if ap.phase != applyWaiting || cg.seal.busy() {
-		return
+	if ap.phase != applyWaiting || cg.seal.busy() || cg.fail.active {
+		return // a failed copy applies it once it reopened (Done(OpOpen))
 	}
 	switch cg.state {
-	case stateOpening, stateScanning, stateClosing, stateClosed:
+	case stateOpening, stateScanning, stateClosing, stateFailed, stateClosed:
 		return // the open's end (or its failure) comes back here
 	case stateServing:
 		if cg.c != nil {
 			cg.c.Sealed(ap.asg.Epoch)
 			cg.carryOut()
+		}
+		if cg.fail.active {
+			return // carrying out found the storage failed
 		}
 		cg.state = stateApplying
 		if cg.seal.phase == sealQueued {
@@ -234,10 +237,11 @@ func (cg *copyGroup) applyCutDone(err error) {
 	cg.stepApply() // a newer assignment that came during the cut cuts again (a no-op if the same)
 }
 
-// applyFailed closes a copy whose cut failed: its logs no longer match a role, so it serves
-// nothing and is reported; the others serve.
+// applyFailed closes a copy whose cut (or whose old copy's appends) failed: its logs match no role
+// yet, so it serves nothing and is reported; reopened, it applies the assignment again (its cut
+// repeats). The others serve.
 func (cg *copyGroup) applyFailed(err error) {
-	cg.apply.phase = applyNone
+	cg.apply.phase = applyWaiting
 	cg.failScan(err)
 }
 

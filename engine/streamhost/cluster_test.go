@@ -86,6 +86,14 @@ func streamConfig() stream.Config {
 // newTestNode makes node id's shard.Node and host (not started).
 func newTestNode(t testing.TB, id uint16, dir string, listen netip.AddrPort, tune ...func(*streamhost.Config)) *testNode {
 	t.Helper()
+	return newTestNodeOn(t, id, dir, listen, nil, tune...)
+}
+
+// newTestNodeOn is newTestNode with every shard's ring wrapped by wrap (a storage fault model), when
+// set.
+func newTestNodeOn(t testing.TB, id uint16, dir string, listen netip.AddrPort, wrap func(ring.Ring) ring.Ring,
+	tune ...func(*streamhost.Config)) *testNode {
+	t.Helper()
 	tn := &testNode{id: id, dir: dir, listen: listen, sink: newSink()}
 	cfg := streamhost.Config{Dir: dir, Cluster: 42, Node: id, Shards: 1,
 		Segment: segment.Config{SegmentBytes: 8 << 20, Logger: quiet()}, Stream: streamConfig(),
@@ -94,8 +102,12 @@ func newTestNode(t testing.TB, id uint16, dir string, listen netip.AddrPort, tun
 	for _, f := range tune {
 		f(&cfg)
 	}
-	n, err := shard.NewNode(shard.Config{Node: id, Cluster: 42, Shards: cfg.Shards, Tick: 2 * time.Millisecond, Listen: listen,
-		ReconnectBaseTicks: 5, ReconnectMaxTicks: 50, Logger: quiet(), Ring: ring.Config{TaskRun: ring.TaskRun(*taskRun)}})
+	sc := shard.Config{Node: id, Cluster: 42, Shards: cfg.Shards, Tick: 2 * time.Millisecond, Listen: listen,
+		ReconnectBaseTicks: 5, ReconnectMaxTicks: 50, Logger: quiet(), Ring: ring.Config{TaskRun: ring.TaskRun(*taskRun)}}
+	if wrap != nil {
+		sc.WrapRing = func(_ int, r ring.Ring) ring.Ring { return wrap(r) }
+	}
+	n, err := shard.NewNode(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,10 +146,17 @@ func newCluster(t testing.TB, asg meta.Assignment, tune ...func(*streamhost.Conf
 
 // newClusterWith is newCluster with more nodes, extra, that hold no copy.
 func newClusterWith(t testing.TB, asg meta.Assignment, extra []uint16, tune ...func(*streamhost.Config)) *cluster {
-	c := &cluster{t: t, nodes: map[uint16]*testNode{}, asg: asg, root: t.TempDir(), tune: tune}
+	return newClusterOn(t, t.TempDir(), asg, extra, nil, tune...)
+}
+
+// newClusterOn is newClusterWith with the node directories under root (root/<id>) and the rings of
+// the nodes in wraps wrapped (a storage fault model).
+func newClusterOn(t testing.TB, root string, asg meta.Assignment, extra []uint16, wraps map[uint16]func(ring.Ring) ring.Ring,
+	tune ...func(*streamhost.Config)) *cluster {
+	c := &cluster{t: t, nodes: map[uint16]*testNode{}, asg: asg, root: root, tune: tune}
 	ids := append(append([]uint16{asg.Owner}, asg.Followers...), extra...)
 	for _, id := range ids {
-		c.nodes[id] = newTestNode(t, id, filepath.Join(c.root, fmt.Sprint(id)), netip.MustParseAddrPort("127.0.0.1:0"), tune...)
+		c.nodes[id] = newTestNodeOn(t, id, filepath.Join(c.root, fmt.Sprint(id)), netip.MustParseAddrPort("127.0.0.1:0"), wraps[id], tune...)
 	}
 	for _, id := range ids {
 		c.start(id)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/segment"
@@ -20,7 +22,8 @@ const (
 	stateServing
 	stateApplying // a new assignment: the protocol copy stopped, the cut and the reopen follow
 	stateClosing  // closing or deleting: its storage is going away
-	stateClosed   // closed, failed or deleted: it serves nothing
+	stateFailed   // its storage failed and is closed: it is reopened later (heal.go)
+	stateClosed   // closed or deleted: it serves nothing
 )
 
 // Tags of the copy's own rare operations and reads. Reads the copy asks for carry its own tags,
@@ -58,6 +61,14 @@ type copyGroup struct {
 	activeAt uint64 // parking (park.go): the storage's activity count when it last changed, and that tick
 	seal     sealWork
 	apply    applyWork
+	fail     healWork // its storage failed: closed, then reopened (heal.go)
+	// The log epoch the copy asked for, while storage refuses it as busy (another rare operation
+	// runs): tried again at each operation's end and at each tick.
+	epochWait  bool
+	epochEntry segment.EpochEntry
+	// healedAt and lastBackoff: the tick of its last heal and the wait before it (a copy that fails
+	// again soon after waits longer).
+	healedAt, lastBackoff uint64
 
 	spec    Spec
 	cfg     stream.Config
@@ -110,10 +121,23 @@ func (cg *copyGroup) Attach(s shard.Sender) {
 
 // Done receives the end of a rare operation (from Jobs.Poll).
 func (cg *copyGroup) Done(r segment.Result) {
+	cg.done(r)
+	if cg.fail.closeWait {
+		cg.closeForHeal() // it waited for this operation to end
+		return
+	}
+	cg.tryEpoch() // a log epoch refused while the operation ran
+}
+
+func (cg *copyGroup) done(r segment.Result) {
 	switch r.Op {
 	case segment.OpOpen:
 		if r.Err != nil {
 			cg.seg = nil
+			if cg.fail.active {
+				cg.healAttemptFailed(r.Err)
+				return
+			}
 			cg.closeFailed(r.Err)
 			return
 		}
@@ -127,22 +151,68 @@ func (cg *copyGroup) Done(r segment.Result) {
 	case segment.OpCut:
 		cg.cutDone(r)
 	case segment.OpAppendEpoch:
-		if cg.c != nil {
-			cg.c.EpochDone(uint32(r.Tag-tagEpoch), r.Err)
-			cg.h.markDirty(cg)
-			cg.reportOpened(r.Err)
-		}
+		cg.epochDone(uint32(r.Tag-tagEpoch), r.Err)
 	case segment.OpRetain:
 		cg.syncHead()
 		cg.retain = false
+		if r.Err != nil && !errors.Is(r.Err, segment.ErrBusy) {
+			cg.storageFailed(fmt.Errorf("streamhost: retention: %w", r.Err))
+		}
 	case segment.OpClose:
+		if cg.fail.active && !cg.h.stopping {
+			cg.state = stateFailed
+			cg.armRetry()
+			return
+		}
 		cg.state = stateClosed
 	case segment.OpDelete:
 		cg.state = stateClosed
+		cg.fail = healWork{}
+		cg.h.h.clearFailure(cg.spec.Stream, cg.spec.Incarnation)
 		cg.remove()
 		if cg.deleted != nil {
 			cg.deleted(r.Err)
 		}
+	}
+}
+
+// tryEpoch asks storage for the log epoch the copy waits for. Busy is not broken: a refusal because
+// another rare operation runs (ErrBusy) keeps it queued; a seal that fenced the copy past the epoch
+// (ErrFenced) leaves it sealed, and the next assignment reopens it; anything else fails the copy.
+func (cg *copyGroup) tryEpoch() {
+	if !cg.epochWait || cg.c == nil || cg.state != stateServing {
+		return
+	}
+	e := cg.epochEntry
+	err := cg.seg.AppendEpoch(tagEpoch+e.Epoch, e)
+	switch {
+	case errors.Is(err, segment.ErrBusy):
+		cg.h.stats.EpochsQueued++
+		return
+	case err == nil, errors.Is(err, segment.ErrFenced), errors.Is(err, segment.ErrClosed):
+	default:
+		cg.c.EpochDone(uint32(e.Epoch), err)
+		cg.storageFailed(fmt.Errorf("streamhost: log epoch %d: %w", e.Epoch, err))
+	}
+	cg.epochWait = false
+}
+
+// epochDone: storage wrote the log epoch (or failed to). One fenced by a seal that came first is the
+// seal's business (the copy is sealed); a failed write fails the copy.
+func (cg *copyGroup) epochDone(epoch uint32, err error) {
+	if cg.c == nil || cg.state != stateServing {
+		return
+	}
+	switch {
+	case err == nil:
+		cg.c.EpochDone(epoch, nil)
+		cg.h.markDirty(cg)
+		cg.reportOpened(nil)
+	case errors.Is(err, segment.ErrFenced):
+	default:
+		cg.c.EpochDone(epoch, err)
+		cg.reportOpened(err)
+		cg.storageFailed(fmt.Errorf("streamhost: log epoch %d: %w", epoch, err))
 	}
 }
 
@@ -161,15 +231,16 @@ func (cg *copyGroup) syncHead() {
 	}
 }
 
-// closeFailed reports a copy whose storage did not open and leaves it closed; the others serve.
+// closeFailed reports a copy whose storage did not open and leaves it closed, to be reopened after a
+// backoff (heal.go; corrupt data waits for an operator); the others serve.
 func (cg *copyGroup) closeFailed(err error) {
-	cg.state = stateClosed
-	sh := cg.h
-	sh.h.fail(Failure{Stream: cg.spec.Stream, Incarnation: cg.spec.Incarnation, Dir: cg.dir, Err: fmt.Errorf("%w: %w", ErrDamaged, err)})
-	if f := sh.h.cfg.Opened; f != nil {
+	cg.c = nil
+	cg.failed(ErrDamaged, err)
+	cg.state = stateFailed
+	cg.armRetry()
+	if f := cg.h.h.cfg.Opened; f != nil {
 		f(cg.spec.Stream, err)
 	}
-	cg.remove()
 }
 
 // remove takes the copy off its shard (the group goes at the shard's next turn).
@@ -187,6 +258,8 @@ func (cg *copyGroup) delete(done func(error)) {
 		return
 	}
 	cg.deleted = done
+	cg.fail.retryAt = 0 // a failed copy being deleted is not reopened
+	cg.fail.auto = false
 	cg.tryDelete()
 }
 
@@ -207,7 +280,11 @@ func (cg *copyGroup) tryDelete() {
 
 // OnStop closes the copy's storage; the shard host's OnStop polls the jobs that do it.
 func (cg *copyGroup) OnStop() {
-	if cg.seg != nil && cg.state != stateClosing && cg.state != stateClosed {
+	if cg.fail.closeWait {
+		cg.closeForHeal()
+		return
+	}
+	if cg.seg != nil && cg.state != stateClosing && cg.state != stateClosed && cg.state != stateFailed {
 		if cg.seg.Close(tagClose) == nil {
 			cg.state = stateClosing
 		}
@@ -244,8 +321,7 @@ func (cg *copyGroup) AppendDone(log segment.LogKind, _ uint64, end uint64, err e
 		return
 	}
 	if err != nil {
-		cg.c.LogFailed(kindOf(log))
-		cg.h.markDirty(cg)
+		cg.storageFailed(err)
 		return
 	}
 	cg.syncHead()
@@ -258,6 +334,9 @@ func (cg *copyGroup) AppendDone(log segment.LogKind, _ uint64, end uint64, err e
 func (cg *copyGroup) ReadDone(_ segment.LogKind, tag uint64, data []byte, err error) {
 	b := cg.takeRead(tag)
 	switch {
+	case (tag >= tagScan && cg.state != stateScanning) || (tag == tagBoundary && cg.state >= stateClosing):
+		cg.h.pool.unref(b) // the scan or cut it served ended with a failure; the reopen starts over
+		return
 	case tag == tagBoundary:
 		cg.boundaryDone(b, data, err)
 		return
@@ -276,6 +355,9 @@ func (cg *copyGroup) ReadDone(_ segment.LogKind, tag uint64, data []byte, err er
 	cg.syncHead()
 	cg.c.ReadDone(tag, data, err)
 	cg.h.markDirty(cg)
+	if errors.Is(err, unix.EIO) {
+		cg.storageFailed(err) // the disk failed a read: reopen through recovery, which checks the tail
+	}
 }
 
 // read starts a read of log from offset into a pooled buffer of bytesMax plus the sparse index's
@@ -352,14 +434,19 @@ func (cg *copyGroup) scanDone(b *buffer, data []byte, err error) {
 	cg.scanNext()
 }
 
+// failScan reports a copy whose scan, or whose cut onto a new assignment, failed: its storage is
+// closed and reopened later (heal.go).
 func (cg *copyGroup) failScan(err error) {
 	cg.c = nil
-	if cg.seg.Close(tagClose) == nil {
-		cg.state = stateClosing
+	if cg.fail.active {
+		cg.fail.closeWait = false
+		cg.healAttemptFailed(err)
+		cg.closeForHeal()
+		return
 	}
-	sh := cg.h
-	sh.h.fail(Failure{Stream: cg.spec.Stream, Incarnation: cg.spec.Incarnation, Dir: cg.dir, Err: fmt.Errorf("%w: %w", ErrDamaged, err)})
-	if f := sh.h.cfg.Opened; f != nil {
+	cg.failed(ErrDamaged, err)
+	cg.closeForHeal()
+	if f := cg.h.h.cfg.Opened; f != nil {
 		f(cg.spec.Stream, err)
 	}
 }
@@ -383,6 +470,7 @@ func (cg *copyGroup) openDone() {
 	}
 	cg.h.markDirty(cg)
 	cg.silent = false
+	cg.healed()
 	if cg.seal.phase == sealQueued {
 		cg.startSeal()
 	}

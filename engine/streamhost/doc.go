@@ -48,7 +48,8 @@
 //   - Open runs segment.Open as a job on the shard's ring (all copies of a node open at once, interleaved),
 //     then reads every retained batch through the ring to feed the copy its headers (ObserveBatch),
 //     and the cursors segment recovered (ObserveCursor, in name order), then OpenDone. A copy whose open
-//     or scan fails is logged, listed by Status, and left closed; the other copies serve.
+//     or scan fails is logged, listed by Status, and left closed until its reopen (below); the other
+//     copies serve.
 //   - Delete is segment.Copy.Delete (rename, then removals through the ring), then the group goes.
 //   - Retention runs every RetainEveryTicks with the spec's bytes and age, never past the copy's
 //     RetainLimit (segment.Copy.RetainBelow). segment moves the head when the job starts (inside
@@ -68,6 +69,48 @@
 //     memory). Seals, seal replies and assignments are frames addressed to the stream's group: they
 //     reach the copy's group, or Host.OnUnroutedFrame on a node without a copy (shard.UnroutedHandler,
 //     passed on by engine.ControlHost), or Host.OnControlFrame from the controller on this node.
+//   - Busy is not broken, and a storage error is a state with a name. Every refusal or error segment
+//     returns to the host is one of three things:
+//     retried or queued: ErrBusy and ErrBackpressure on a seal (kept queued, tried at each tick), on
+//     a cut (at each tick), on a delete (at each tick) and on a log epoch (AppendEpoch refused while
+//     another rare operation of the copy runs: a retention, a cursor snapshot, the previous epoch's
+//     append when two assignments come back to back, as issue 22's wedged new owner had it; queued
+//     and asked for again at that operation's Done and at each tick, Stats.EpochsQueued); a read
+//     refused (ErrBackpressure, ErrBelowHead, ErrBeyondTail) or failed, but for EIO, goes to the
+//     protocol copy, which reads again (catch-up) or refuses that one fetch; a retention that finds
+//     a seal running is tried at its next turn; ErrFenced on a log epoch or a seal's repeat is the
+//     seal's business (the copy is sealed, the next assignment reopens it); ErrClosed on a copy
+//     going away ends the step.
+//     an error of the copy, which fails it (storageFailed): a failed group commit (writev, short
+//     write, fdatasync: ErrFailed, the page cache can no longer be trusted), a failed reopen of a
+//     parked log, a failed log-epoch write, a seal whose fence or digest failed on failed storage,
+//     a failed cut or retention, a read that failed with EIO, and an append segment refused
+//     (ErrOffsetOrder, ErrInvalidBatch, ErrFenced, ErrBusy, ErrBackpressure: none is reachable
+//     while the copy serves, since the protocol copy checks offsets, epochs and room first and the
+//     rare operations that hold a log run only while it is stopped or sealed; an append cannot be
+//     retried, the protocol copy counts it appended, so one that is refused is a failure of the
+//     copy, not a silent gap); a log epoch refused for another reason (ErrEpochOrder: the protocol
+//     copy's epochs and storage's disagree).
+//     and at open: an open or scan that fails (ErrDamaged), retried the same way.
+//   - A failed copy is reported at once: listed in Status (Failure: its cause, CauseOf: enospc,
+//     eio, erofs, corrupt, refused, other; the role it had; whether it is retried; attempts), counted
+//     by cause (HealStats), and logged once at ERROR with its directory, cause, errno and the error,
+//     which names the file. The protocol copy is told first (LogFailed): an owner refuses what waits
+//     (log_failed) and confirms nothing more, since its own durable tail caps the confirmed tail and
+//     no longer moves. Then, once that Ready went out, its storage is closed (segment.Copy.Close
+//     waits for the operations in flight; one that waits for a rare operation to end is closed at
+//     that operation's Done) and the copy is offline: no Commit entries, no frames, no tails
+//     published, so its followers and the controller see it gone.
+//   - A failed copy heals by itself: after HealBaseTicks it is reopened through recovery
+//     (segment.Open, the torn tail cut), as at boot, in the role its assignment gives it (one that
+//     came meanwhile is applied then, with its cut); a reopen that fails waits twice as long, up to
+//     HealMaxTicks, and so does a copy that fails again within HealMaxTicks of a heal (a full disk
+//     that an open does not notice). A follower reopened catches up as a returning follower; an owner
+//     reopens in its own epoch as a restarted owner and serves nothing until a recovery moves the
+//     stream on (engine/stream's Restarted, flagged in the heartbeats). Corrupt data, and a cut below
+//     the retained head, are not retried: they wait for RetryCopy (POST /v1/copies/{stream}/retry)
+//     after a repair, or a delete. Seals that reach a failed copy wait, queued, for its reopen (the
+//     controller seals again meanwhile and learns of the failure from Status in the heartbeats).
 //   - A seal is one storage operation in steps, each reported back and never driving the ring from a
 //     completion: the protocol copy is sealed at once (waiting produces refused as fenced), then
 //     segment.Seal makes the fence durable and commits what was queued; then, if meta.CutPoint puts a

@@ -1,6 +1,8 @@
 package streamhost
 
 import (
+	"fmt"
+
 	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/internal/assert"
 	"github.com/ringstream/ringstream/segment"
@@ -20,14 +22,12 @@ func (cg *copyGroup) carryOut() {
 	cg.syncHead()
 	fx := cg.c.Ready()
 	for _, e := range fx.Epochs {
-		err := cg.seg.AppendEpoch(tagEpoch+uint64(e.Epoch), segment.EpochEntry{Epoch: uint64(e.Epoch),
-			RecordStart: e.RecordStart, CursorStart: e.CursorStart})
-		if err != nil {
-			cg.c.EpochDone(e.Epoch, err)
-			sh.markDirty(cg)
-		}
+		cg.epochWait = true
+		cg.epochEntry = segment.EpochEntry{Epoch: uint64(e.Epoch), RecordStart: e.RecordStart, CursorStart: e.CursorStart}
+		cg.tryEpoch()
 	}
-	ob, failed := cg.appendAll(fx)
+	ob, appendErr := cg.appendAll(fx)
+	failed := appendErr != nil
 	if fx.SyncCursors && !failed {
 		cg.seg.SyncCursors()
 	}
@@ -68,8 +68,10 @@ func (cg *copyGroup) carryOut() {
 	cg.role, cg.commit, cg.holders = fx.Heartbeat.Role, fx.Heartbeat.Commit, cg.holderSet(fx.Heartbeat.Holders)
 	cg.ticking = cg.c.Ticking()
 	if failed {
-		cg.c.LogFailed(wire.LogRecords)
-		sh.markDirty(cg)
+		cg.storageFailed(appendErr)
+	}
+	if cg.fail.active {
+		cg.closeForHeal() // the refusals of the failure went out above
 	}
 }
 
@@ -77,8 +79,9 @@ func (cg *copyGroup) carryOut() {
 // buffer for the whole Ready, and appended from it (segment.Copy.AppendEncoded): the sends of
 // SourceAppends prepares use the same bytes. That buffer is returned with a reference for the
 // caller, and another kept on the held list until the log reports it durable. A refused append
-// stops the rest: failed is set, and the caller reports the log failed.
-func (cg *copyGroup) appendAll(fx *stream.Effects) (ob *buffer, failed bool) {
+// stops the rest and is returned: the caller fails the copy (a refused append cannot be retried: the
+// protocol copy counts it appended; see the package doc for which refusals can happen).
+func (cg *copyGroup) appendAll(fx *stream.Effects) (ob *buffer, err error) {
 	sh := cg.h
 	size := 0
 	for i := range fx.Appends {
@@ -102,7 +105,6 @@ func (cg *copyGroup) appendAll(fx *stream.Effects) (ob *buffer, failed bool) {
 		a := &fx.Appends[i]
 		cg.token++
 		var base uint64
-		var err error
 		switch {
 		case a.Log == wire.LogRecords && a.Encoded == nil:
 			h := segment.BatchHeader{BaseOffset: a.Header.BaseOffset, RecordCount: a.Header.Count, Epoch: uint64(a.Header.Epoch),
@@ -125,12 +127,14 @@ func (cg *copyGroup) appendAll(fx *stream.Effects) (ob *buffer, failed bool) {
 			cg.spanOf = append(cg.spanOf, -1)
 			base, err = cg.seg.AppendCursorEncoded(cg.token, a.Encoded)
 		}
-		if err != nil || base != a.Header.BaseOffset {
-			sh.h.log.Error("streamhost: append refused", "stream", cg.spec.Stream, "at", a.Header.BaseOffset, "base", base, "err", err)
-			return ob, true
+		if err == nil && base != a.Header.BaseOffset {
+			err = fmt.Errorf("%w: appended at %d, the copy asked for %d", segment.ErrOffsetOrder, base, a.Header.BaseOffset)
+		}
+		if err != nil {
+			return ob, fmt.Errorf("streamhost: append at %d refused: %w", a.Header.BaseOffset, err)
 		}
 	}
-	return ob, false
+	return ob, nil
 }
 
 // sendPrepare sends one prepare: from the Ready's encoded appends, from what waits for the group

@@ -119,6 +119,10 @@ func (cg *copyGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
 // OnTick advances the copy's tick-counted timers, and starts retention when due. A seal or an
 // assignment that storage could not take yet is tried again.
 func (cg *copyGroup) OnTick(tick uint64) {
+	if cg.fail.active {
+		cg.healTick(tick)
+		return
+	}
 	if cg.seal.phase == sealQueued && cg.state == stateServing {
 		cg.startSeal()
 	}
@@ -134,6 +138,7 @@ func (cg *copyGroup) OnTick(tick uint64) {
 		return
 	}
 	cg.syncHead()
+	cg.tryEpoch()
 	if cg.ticking {
 		cg.c.Tick()
 		cg.h.markDirty(cg)

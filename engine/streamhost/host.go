@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/stream"
@@ -24,6 +25,10 @@ var (
 	ErrUnknownStream = errors.New("streamhost: no copy of that stream here")
 	// ErrDamaged: a copy's directory did not open (its cause is wrapped beside it).
 	ErrDamaged = errors.New("streamhost: copy did not open")
+	// ErrLogFailed: a serving copy's storage failed (its cause is wrapped beside it).
+	ErrLogFailed = errors.New("streamhost: copy's storage failed")
+	// ErrNotFailed: a retry names a copy whose storage has not failed.
+	ErrNotFailed = errors.New("streamhost: the copy has not failed")
 )
 
 // Config sets up the stream copies of one node.
@@ -55,7 +60,12 @@ type Config struct {
 	// (segment.Copy.Park: its four descriptors closed until it is used again). 0: the default,
 	// 1000 ticks; negative: never. Copies park right after their open either way unless negative.
 	IdleCloseTicks int64
-	Logger         *slog.Logger // nil: slog.Default()
+	// HealBaseTicks and HealMaxTicks: a copy whose storage failed is closed and reopened through
+	// recovery after HealBaseTicks, the wait doubling after each reopen that fails up to HealMaxTicks
+	// (defaults 100 and 3000 ticks: 1 s and 30 s at the default tick).
+	HealBaseTicks uint64
+	HealMaxTicks  uint64
+	Logger        *slog.Logger // nil: slog.Default()
 }
 
 // Spec names one copy to open on this node: the stream, its incarnation, the assignment this node
@@ -68,12 +78,20 @@ type Spec struct {
 	RetainAgeMs int64
 }
 
-// Failure is a copy that did not open, or whose log failed, as reported by Status.
+// Failure is a copy whose storage did not open or failed while it served, as reported by Status
+// (the node's status, its metrics and its heartbeats read it).
 type Failure struct {
 	Stream      uint64
 	Incarnation uint32
 	Dir         string
-	Err         error
+	Err         error // wraps ErrDamaged (the open or its scan failed) or ErrLogFailed, and the cause
+	Cause       Cause
+	// Retrying: the host reopens it by itself, with a backoff; false: corrupt data, which waits for
+	// an operator's retry (RetryCopy) after a repair, or a delete.
+	Retrying bool
+	Attempts int         // reopens tried since it failed
+	Role     stream.Role // the role it had when it failed (RoleOpening: it failed opening)
+	Epoch    uint32      // the epoch of its assignment
 }
 
 // Host runs the stream copies of one node on its shards. Open, Delete and Status are safe from any
@@ -85,7 +103,11 @@ type Host struct {
 	log    *slog.Logger
 
 	mu       sync.Mutex
-	failures []Failure
+	failures []Failure // sorted by stream
+
+	failCounts   [CauseCount]atomic.Uint64
+	healAttempts atomic.Uint64
+	heals        atomic.Uint64
 }
 
 // New makes the host of node's stream copies: it creates Dir/streams (a plain mkdir, before the
@@ -109,6 +131,15 @@ func New(node *shard.Node, cfg Config) (*Host, error) {
 	}
 	if cfg.IdleCloseTicks == 0 {
 		cfg.IdleCloseTicks = 1000
+	}
+	if cfg.HealBaseTicks == 0 {
+		cfg.HealBaseTicks = 100
+	}
+	if cfg.HealMaxTicks == 0 {
+		cfg.HealMaxTicks = 3000
+	}
+	if cfg.HealMaxTicks < cfg.HealBaseTicks {
+		return nil, fmt.Errorf("%w: HealMaxTicks %d below HealBaseTicks %d", ErrConfig, cfg.HealMaxTicks, cfg.HealBaseTicks)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -257,18 +288,14 @@ func (h *Host) Stats(s *shard.Shard) Stats {
 	return st
 }
 
-// Status lists the copies that did not open or whose logs failed.
+// Status lists, sorted by stream, the copies whose storage did not open or failed and that have not
+// healed (reopened and serving again) or been deleted since: with the cause, whether the host
+// retries them by itself, and the role they had. The node's status, metrics and heartbeats read it.
+// Safe from any goroutine.
 func (h *Host) Status() []Failure {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.failures)
-}
-
-func (h *Host) fail(f Failure) {
-	h.log.Error("streamhost: copy closed", "stream", f.Stream, "incarnation", f.Incarnation, "dir", f.Dir, "err", f.Err)
-	h.mu.Lock()
-	h.failures = append(h.failures, f)
-	h.mu.Unlock()
 }
 
 // newCopy makes the group of one copy (its protocol state is made when its storage opened).

@@ -71,7 +71,7 @@ func (cg *copyGroup) onSeal(from uint16, m wire.StreamSeal, starts wire.HistoryS
 // fenceEpoch is storage's fence epoch; 0 while storage is not open (a seal or an assignment then
 // waits for the open, and the copy's OpenDone compares the fence with its assignment).
 func (cg *copyGroup) fenceEpoch() uint32 {
-	if cg.seg == nil || cg.state == stateOpening || cg.state == stateClosed {
+	if cg.seg == nil || cg.state == stateOpening || cg.state == stateClosed || cg.state == stateFailed {
 		return 0
 	}
 	return uint32(cg.seg.FenceEpoch())
@@ -117,6 +117,15 @@ func (cg *copyGroup) sealFailed(err error) {
 func (cg *copyGroup) SealDone(_ uint64, res segment.Seal, err error) {
 	s := &cg.seal
 	switch {
+	case err != nil && (cg.fail.active || storageFault(err)):
+		// Its storage failed: not an answer the controller can use. The seal waits for the copy to
+		// reopen (openDone starts it again); the controller seals again meanwhile and learns of the
+		// failure from the node's heartbeats.
+		cg.h.h.log.Warn("streamhost: seal failed on failed storage", "stream", cg.spec.Stream, "fence", s.msg.FenceEpoch, "err", err)
+		cg.h.stats.SealsFailed++
+		s.phase = sealQueued
+		cg.storageFailed(err)
+		return
 	case err != nil:
 		cg.sealFailed(err)
 		return
@@ -145,6 +154,9 @@ func (cg *copyGroup) SealDone(_ uint64, res segment.Seal, err error) {
 func (cg *copyGroup) sealCutDone(err error) {
 	s := &cg.seal
 	switch {
+	case err != nil && (cg.fail.active || storageFault(err)):
+		s.phase = sealQueued // reopened, the copy seals again (the cut repeats as a no-op)
+		cg.storageFailed(err)
 	case err != nil:
 		cg.sealFailed(err)
 	case s.again:
@@ -156,6 +168,12 @@ func (cg *copyGroup) sealCutDone(err error) {
 		}
 		s.phase = sealDigesting
 	}
+}
+
+// storageFault says whether err is the storage's failure (a log failed, or an operation failed with
+// an errno) rather than a refusal of the request.
+func storageFault(err error) bool {
+	return errors.Is(err, segment.ErrFailed) || errnoOf(err) != 0
 }
 
 // sealAnswer keeps the reply of a finished seal and sends it.

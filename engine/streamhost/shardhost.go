@@ -52,6 +52,9 @@ type Stats struct {
 	FramesBad      uint64 // frames that did not decode
 	PrimarySilent  uint64 // a follower's owner fell silent (published in the node heartbeats)
 	QuorumLost     uint64
+	// EpochsQueued: log epochs storage refused as busy (another rare operation ran), kept and asked
+	// for again: busy is not broken.
+	EpochsQueued uint64
 	// Parks: copies parked (segment.Copy.Park) after their open or after IdleCloseTicks unused;
 	// Parked: serving copies parked, as the shard last published it (ParkedCopies).
 	Parks  uint64

@@ -12,8 +12,9 @@
 // then yields thousands of power-loss states at the cost of copying small files, without repeating the
 // workload and its fsyncs. Disk.Cut is the moment the power goes for a workload that cannot stop at
 // once (a node whose shards are still running): afterwards nothing reaches the model and every sync
-// completes with EIO, so nothing is acknowledged that the power loss undoes. Disk.Inject makes a chosen write or sync fail with EIO or ENOSPC without
-// touching the file, for failed-persist tests.
+// completes with EIO, so nothing is acknowledged that the power loss undoes. Disk.Inject makes a chosen write, sync, truncate or read fail with EIO or ENOSPC
+// without touching the file, for failed-persist tests; a fault with Until stays armed (a full file
+// system) until Disk.Clear, and a Short one makes a write write half its bytes.
 //
 // The model:
 //

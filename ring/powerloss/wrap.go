@@ -35,6 +35,7 @@ type op struct {
 	buf      []byte
 	bufs     [][]byte
 	injected unix.Errno
+	short    bool // a write queued with half its bytes (Fault.Short)
 }
 
 // Complete updates the model from c, then passes c on (with an injected errno in place of the fd -1
@@ -187,7 +188,8 @@ func (w *wrapped) fileOp(h ring.Handler, code ring.Opcode, fd int, fl ring.Flags
 	if dir {
 		o.dir = path
 	}
-	o.injected = d.takeFault(code, path)
+	f := d.takeFault(code, path)
+	o.injected, o.short = f.errno, f.short
 	return o
 }
 
@@ -211,6 +213,9 @@ func (w *wrapped) Write(h ring.Handler, tag uint64, fd int, buf []byte, off int6
 	o := w.fileOp(h, ring.OpWrite, fd, fl)
 	if o != nil {
 		o.buf, o.off = buf, off
+		if o.short && len(buf) > 0 {
+			buf = shortBufs([][]byte{buf})[0]
+		}
 	}
 	tfd, tfl := target(o, fd, fl)
 	return w.Ring.Write(handler(o, h), tag, tfd, buf, off, tfl)
@@ -220,6 +225,9 @@ func (w *wrapped) WriteFixed(h ring.Handler, tag uint64, fd int, buf []byte, buf
 	o := w.fileOp(h, ring.OpWriteFixed, fd, fl)
 	if o != nil {
 		o.buf, o.off = buf, off
+		if o.short && len(buf) > 0 {
+			buf = shortBufs([][]byte{buf})[0]
+		}
 	}
 	tfd, tfl := target(o, fd, fl)
 	return w.Ring.WriteFixed(handler(o, h), tag, tfd, buf, bufIndex, off, tfl)
@@ -229,6 +237,9 @@ func (w *wrapped) Writev(h ring.Handler, tag uint64, fd int, bufs [][]byte, off 
 	o := w.fileOp(h, ring.OpWritev, fd, fl)
 	if o != nil {
 		o.bufs, o.off = bufs, off
+		if o.short {
+			bufs = shortBufs(bufs)
+		}
 	}
 	tfd, tfl := target(o, fd, fl)
 	return w.Ring.Writev(handler(o, h), tag, tfd, bufs, off, tfl)
