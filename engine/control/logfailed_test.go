@@ -1,6 +1,7 @@
 package control
 
 import (
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -240,5 +241,42 @@ func TestFailedFollower_TakenOutAndPlacedAgainOnceHealed(t *testing.T) {
 	g.heartbeat(3, 0, failedTail(st, 1, wire.RoleFollower, 4, wire.LogFailNoSpace))
 	if fx := g.ready(); len(fx.Proposals) != 0 {
 		t.Fatalf("a recovery that cannot seal: %+v", fx.Proposals)
+	}
+}
+
+// An operator's accept that would promote, without a seal, a copy whose heartbeat says it cannot take
+// the role (its log failed, or it reopened within its epoch and waits for a seal) is refused with the
+// reason: the stream would wait with no recovery left to end the wait. Once the copy answered the
+// seal, the accept goes through.
+func TestAcceptOwnerLoss_RefusesACopyThatCannotServe(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		tail func(st meta.Stream) wire.CopyTail
+	}{
+		{"log failed", func(st meta.Stream) wire.CopyTail { return failedTail(st, 1, wire.RoleOwner, 6, wire.LogFailNoSpace) }},
+		{"restarted", func(st meta.Stream) wire.CopyTail {
+			t := tail(st, 1, wire.RoleOwner, 6, 0)
+			t.Flags = wire.CopyOwnerRestarted
+			return t
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, testConfig(), 3)
+			st := f.createStream("s", 1, majority, 1)
+			restarted := tail(st, 1, wire.RoleOwner, 6, 0)
+			restarted.Flags = wire.CopyOwnerRestarted
+			f.heartbeat(1, 0, restarted)
+			onlyProposal[meta.RecordRecovery](t, f.ready())
+			f.mustCommit()
+			_, seal := sealsTo(t, f.ready())
+			f.heartbeat(1, 0, c.tail(st))
+			if _, err := f.c.AcceptOwnerLoss(st.ID, 1); !errors.Is(err, ErrOwnerCannotServe) {
+				t.Fatalf("accept: %v, want ErrOwnerCannotServe", err)
+			}
+			f.reply(1, seal, 6, 0)
+			if _, err := f.c.AcceptOwnerLoss(st.ID, 1); err != nil {
+				t.Fatalf("accept after the seal answer: %v", err)
+			}
+		})
 	}
 }
