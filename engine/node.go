@@ -244,7 +244,8 @@ func (n *Node) compose() error {
 	}
 	n.streams = host
 	beat, err := NewNodeBeat(NodeBeatConfig{Cluster: cfg.File.Cluster.ID, Node: n.id, Shards: cfg.ShardCount,
-		To: n.replicas, IntervalTicks: beatIntervalTicks(cfg), Copies: host, Self: self, Logger: n.log})
+		To: n.replicas, IntervalTicks: beatIntervalTicks(cfg), Copies: host, Failures: hostFailures{host}, Self: self,
+		Logger: n.log})
 	if err != nil {
 		return fmt.Errorf("engine: node %d: %w", n.id, err)
 	}

@@ -1,12 +1,17 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
+	"syscall"
 
+	"github.com/ringstream/ringstream/engine/streamhost"
 	"github.com/ringstream/ringstream/internal/assert"
+	"github.com/ringstream/ringstream/segment"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/heartbeat"
 	"github.com/ringstream/ringstream/wire"
@@ -22,6 +27,53 @@ type CopyTailSource interface {
 	AppendCopyTails(dst []wire.CopyTail) []wire.CopyTail
 }
 
+// CopyFailure is one copy the node holds whose log failed or that did not open, and why.
+type CopyFailure struct {
+	Stream      uint64
+	Incarnation uint32
+	Cause       wire.LogFailCause // never wire.LogFailNone
+}
+
+// CopyFailureSource lists the node's failed copies for the heartbeats: the stream host's failures
+// (engine/streamhost, Host.Status's `failures`), so that the controller learns of a failed log without
+// asking. The heartbeat flags each one's entry wire.CopyLogFailed with its cause; a failed copy that
+// publishes no tails (it did not open, or was closed) gets an entry of its own, role sealed, epoch and
+// tails 0: it serves nothing.
+type CopyFailureSource interface {
+	// AppendCopyFailures appends one entry per failed copy to dst and returns it. It is called on
+	// shard 0's goroutine once per heartbeat interval, must be safe against the copies' own shards,
+	// and should allocate nothing when no copy failed.
+	AppendCopyFailures(dst []CopyFailure) []CopyFailure
+}
+
+// LogFailCause names the cause of a failed log from its error: the errno a storage operation
+// returned (ENOSPC and EDQUOT, EIO, EROFS) or a checksum that did not verify; anything else is
+// wire.LogFailOther. It never returns wire.LogFailNone.
+func LogFailCause(err error) wire.LogFailCause {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return wire.LogFailNoSpace
+	case errors.Is(err, syscall.EIO):
+		return wire.LogFailIO
+	case errors.Is(err, syscall.EROFS):
+		return wire.LogFailReadOnly
+	case errors.Is(err, segment.ErrCorrupt), errors.Is(err, segment.ErrDigestMismatch):
+		return wire.LogFailCorrupt
+	}
+	return wire.LogFailOther
+}
+
+// hostFailures is the CopyFailureSource over the node's stream host: its Status list of copies that
+// did not open or whose logs failed.
+type hostFailures struct{ h *streamhost.Host }
+
+func (f hostFailures) AppendCopyFailures(dst []CopyFailure) []CopyFailure {
+	for _, x := range f.h.Status() {
+		dst = append(dst, CopyFailure{Stream: x.Stream, Incarnation: x.Incarnation, Cause: LogFailCause(x.Err)})
+	}
+	return dst
+}
+
 // ErrNodeBeatConfig: a NodeBeatConfig is invalid.
 var ErrNodeBeatConfig = errors.New("engine: invalid node heartbeat configuration")
 
@@ -35,6 +87,8 @@ type NodeBeatConfig struct {
 	// hold several).
 	IntervalTicks uint32
 	Copies        CopyTailSource // nil: the node holds no copies
+	// Failures lists the copies whose logs failed (nil: none is ever flagged).
+	Failures CopyFailureSource
 	// Self receives the heartbeat this node addresses to itself (a metadata member), on shard 0's
 	// goroutine; nil drops it.
 	Self   func(h *wire.Header, body []byte)
@@ -52,6 +106,7 @@ type NodeBeat struct {
 	seq      uint64
 	ticks    uint32
 	tails    []wire.CopyTail
+	failed   []CopyFailure
 	frame    []byte
 	members  []shard.Member
 	sent     atomic.Uint64 // heartbeats queued on a link or handed to Self
@@ -104,6 +159,7 @@ func (b *NodeBeat) send(flags wire.HeartbeatFlags) {
 	if b.cfg.Copies != nil {
 		b.tails = b.cfg.Copies.AppendCopyTails(b.tails)
 	}
+	b.flagFailures()
 	if limit := wire.BodySizeMax / wire.CopyTailSize; len(b.tails) > limit {
 		b.log.Warn("node heartbeat holds only the first copies", "copies", len(b.tails), "sent", limit)
 		b.tails = b.tails[:limit]
@@ -126,6 +182,33 @@ func (b *NodeBeat) send(flags wire.HeartbeatFlags) {
 			continue
 		}
 		b.sent.Add(1)
+	}
+}
+
+// flagFailures marks the entry of every failed copy wire.CopyLogFailed with its cause, adding an entry
+// (role sealed, nothing published) for a failed copy that has none. The tails stay sorted by stream.
+func (b *NodeBeat) flagFailures() {
+	if b.cfg.Failures == nil {
+		return
+	}
+	b.failed = b.cfg.Failures.AppendCopyFailures(b.failed[:0])
+	added := false
+	for _, f := range b.failed {
+		assert.True(f.Cause != wire.LogFailNone, "engine: a failed copy without a cause")
+		i, ok := slices.BinarySearchFunc(b.tails, f.Stream, func(t wire.CopyTail, s uint64) int {
+			return cmp.Compare(t.Stream, s)
+		})
+		if ok && b.tails[i].Incarnation == f.Incarnation {
+			b.tails[i].Flags |= wire.CopyLogFailed
+			b.tails[i].Cause = f.Cause
+			continue
+		}
+		b.tails = append(b.tails, wire.CopyTail{Stream: f.Stream, Incarnation: f.Incarnation, Role: wire.RoleSealed,
+			Flags: wire.CopyLogFailed, Cause: f.Cause})
+		added = true
+	}
+	if added {
+		slices.SortStableFunc(b.tails, func(x, y wire.CopyTail) int { return cmp.Compare(x.Stream, y.Stream) })
 	}
 }
 

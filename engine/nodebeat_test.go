@@ -2,10 +2,14 @@ package engine
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/ringstream/ringstream/internal/allocs"
 	"github.com/ringstream/ringstream/ring"
+	"github.com/ringstream/ringstream/segment"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/wire"
 )
@@ -124,5 +128,65 @@ func TestNewNodeBeat_RefusesBadConfig(t *testing.T) {
 	}
 	if _, err := NewNodeBeat(good); err != nil {
 		t.Fatal(err)
+	}
+}
+
+type fixedFailures []CopyFailure
+
+func (f fixedFailures) AppendCopyFailures(dst []CopyFailure) []CopyFailure { return append(dst, f...) }
+
+// A copy whose log failed is flagged in the heartbeat with its cause, so the controller knows it
+// without asking; a failed copy that publishes no tails (it did not open) gets an entry of its own;
+// another incarnation of the same stream is not flagged. The heartbeat still allocates nothing.
+func TestNodeBeat_FlagsFailedCopies(t *testing.T) {
+	tails := fixedTails{
+		{Stream: 3, Incarnation: 1, Epoch: 2, RecordTail: 10, Role: wire.RoleOwner},
+		{Stream: 9, Incarnation: 2, Epoch: 3, RecordTail: 40, Role: wire.RoleFollower},
+	}
+	failures := fixedFailures{
+		{Stream: 9, Incarnation: 2, Cause: wire.LogFailNoSpace},
+		{Stream: 5, Incarnation: 1, Cause: wire.LogFailIO},
+		{Stream: 3, Incarnation: 7, Cause: wire.LogFailCorrupt}, // another incarnation of stream 3
+	}
+	b, err := NewNodeBeat(NodeBeatConfig{Cluster: 42, Node: 2, Shards: 1, To: []uint16{1}, IntervalTicks: 1,
+		Copies: tails, Failures: failures})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &frameSink{last: map[uint16][]byte{}}
+	b.Attach(sink)
+	b.OnTick(0)
+	_, got := decodeBeat(t, sink.last[1])
+	want := []wire.CopyTail{
+		tails[0],
+		{Stream: 3, Incarnation: 7, Role: wire.RoleSealed, Flags: wire.CopyLogFailed, Cause: wire.LogFailCorrupt},
+		{Stream: 5, Incarnation: 1, Role: wire.RoleSealed, Flags: wire.CopyLogFailed, Cause: wire.LogFailIO},
+		{Stream: 9, Incarnation: 2, Epoch: 3, RecordTail: 40, Role: wire.RoleFollower, Flags: wire.CopyLogFailed,
+			Cause: wire.LogFailNoSpace},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("copies\n%+v\nwant\n%+v", got, want)
+	}
+	if n := allocs.In(t, 100, func() { b.OnTick(1) }); n != 0 {
+		t.Fatalf("%d allocations in 100 heartbeats with failed copies, want 0", n)
+	}
+}
+
+func TestLogFailCause_FromErrno(t *testing.T) {
+	cases := []struct {
+		err  error
+		want wire.LogFailCause
+	}{
+		{fmt.Errorf("segment: group commit: %w", syscall.ENOSPC), wire.LogFailNoSpace},
+		{fmt.Errorf("quota: %w", syscall.EDQUOT), wire.LogFailNoSpace},
+		{fmt.Errorf("fdatasync: %w", syscall.EIO), wire.LogFailIO},
+		{fmt.Errorf("open: %w", syscall.EROFS), wire.LogFailReadOnly},
+		{fmt.Errorf("scan: %w", segment.ErrCorrupt), wire.LogFailCorrupt},
+		{errors.New("something else"), wire.LogFailOther},
+	}
+	for _, c := range cases {
+		if got := LogFailCause(c.err); got != c.want {
+			t.Errorf("%v: %v, want %v", c.err, got, c.want)
+		}
 	}
 }

@@ -85,3 +85,58 @@ func TestCopyTail_Flags(t *testing.T) {
 		t.Fatalf("the good entry after a bad one: %+v, %v", got, err)
 	}
 }
+
+// A copy whose log failed says so, with the cause, in its heartbeat entry; a cause without the flag,
+// the flag without a cause, or an unknown cause is a bad entry, skipped alone.
+func TestCopyTail_LogFailed(t *testing.T) {
+	copies := []wire.CopyTail{
+		{Stream: 4, Incarnation: 1, Epoch: 3, RecordTail: 9, Role: wire.RoleFollower, Flags: wire.CopyLogFailed,
+			Cause: wire.LogFailNoSpace},
+		{Stream: 5, Incarnation: 2, Epoch: 3, RecordTail: 7, Role: wire.RoleOwner,
+			Flags: wire.CopyLogFailed | wire.CopyOwnerRestarted, Cause: wire.LogFailIO},
+		{Stream: 6, Incarnation: 1, Epoch: 1, RecordTail: 1, Role: wire.RoleFollower},
+	}
+	frame := wire.AppendNodeHeartbeat(nil, fromNode, &wire.NodeHeartbeat{Sequence: 1}, copies)
+	h, body, err := wire.ParseFrame(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, l, err := wire.DecodeNodeHeartbeat(&h, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range copies {
+		if got, err := l.At(i); err != nil || got != want {
+			t.Fatalf("entry %d: %+v, %v; want %+v", i, got, err, want)
+		}
+	}
+	bad := []struct {
+		name  string
+		entry int
+		mut   func(b []byte)
+	}{
+		{"cause without the flag", 2, func(b []byte) { b[34] = byte(wire.LogFailNoSpace) }},
+		{"flag without a cause", 0, func(b []byte) { b[34] = 0 }},
+		{"unknown cause", 0, func(b []byte) { b[34] = 99 }},
+		{"reserved byte past the cause", 0, func(b []byte) { b[35] = 1 }},
+	}
+	for _, c := range bad {
+		t.Run(c.name, func(t *testing.T) {
+			b := append([]byte(nil), body...)
+			c.mut(b[c.entry*wire.CopyTailSize:])
+			_, l, err := wire.DecodeNodeHeartbeat(&h, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.At(c.entry); !errors.Is(err, wire.ErrEntryReserved) {
+				t.Fatalf("got %v, want a reserved-bytes refusal", err)
+			}
+			if got, err := l.At(1); err != nil || got != copies[1] {
+				t.Fatalf("the good entry beside a bad one: %+v, %v", got, err)
+			}
+		})
+	}
+	if got := wire.LogFailNoSpace.String(); got != "no_space" {
+		t.Fatalf("cause name %q", got)
+	}
+}

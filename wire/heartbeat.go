@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"strconv"
+
 	"github.com/ringstream/ringstream/internal/assert"
 )
 
@@ -31,11 +33,51 @@ const CopyOwnerSilent CopyFlags = 1
 // keeps it owner until a recovery seals it; the controller records that recovery when it sees the flag.
 const CopyOwnerRestarted CopyFlags = 2
 
-const copyFlagsKnown = CopyOwnerSilent | CopyOwnerRestarted
+// CopyLogFailed: this copy's log failed (a write, fsync or read error, or its copy did not open): it
+// confirms nothing, acknowledges nothing and serves nothing until it heals. The entry's Cause says why.
+// The controller fails an owner flagged so over as a lost owner, and waits for no seal answer of a
+// copy flagged so (engine/control). An entry with this flag carries a Cause; one without, none.
+const CopyLogFailed CopyFlags = 4
+
+const copyFlagsKnown = CopyOwnerSilent | CopyOwnerRestarted | CopyLogFailed
+
+// LogFailCause names why a copy's log failed, carried by a CopyLogFailed entry.
+type LogFailCause uint8
+
+// Causes of a failed log.
+const (
+	LogFailNone     LogFailCause = 0 // the log did not fail
+	LogFailNoSpace  LogFailCause = 1 // ENOSPC or EDQUOT: the file system is full
+	LogFailIO       LogFailCause = 2 // EIO: the device failed a write, a read or an fsync
+	LogFailReadOnly LogFailCause = 3 // EROFS: the file system went read-only
+	LogFailCorrupt  LogFailCause = 4 // a checksum or a structure on disk did not verify
+	LogFailOther    LogFailCause = 5 // any other error (the node's log line and status carry it)
+
+	logFailCauseMax = LogFailOther
+)
+
+func (c LogFailCause) String() string {
+	switch c {
+	case LogFailNone:
+		return "none"
+	case LogFailNoSpace:
+		return "no_space"
+	case LogFailIO:
+		return "io_error"
+	case LogFailReadOnly:
+		return "read_only"
+	case LogFailCorrupt:
+		return "corrupt"
+	case LogFailOther:
+		return "other"
+	}
+	return "cause(" + strconv.Itoa(int(c)) + ")"
+}
 
 // CopyTail is what a node publishes about one stream copy it holds: its role and epoch, its durable
-// record and cursor event tails, and its flags. Wire layout, 40 bytes: stream u64 | incarnation u32 |
-// epoch u32 | record_tail u64 | cursor_tail u64 | role u8 | flags u8 | reserved [6].
+// record and cursor event tails, its flags, and why its log failed (CopyLogFailed). Wire layout, 40
+// bytes: stream u64 | incarnation u32 | epoch u32 | record_tail u64 | cursor_tail u64 | role u8 |
+// flags u8 | log_fail_cause u8 | reserved [5].
 type CopyTail struct {
 	Stream      uint64
 	Incarnation uint32
@@ -44,6 +86,15 @@ type CopyTail struct {
 	CursorTail  uint64
 	Role        CopyRole
 	Flags       CopyFlags
+	Cause       LogFailCause // set exactly when Flags has CopyLogFailed
+}
+
+// causeValid reports whether a copy entry's cause matches its CopyLogFailed flag.
+func (c *CopyTail) causeValid() bool {
+	if c.Flags&CopyLogFailed == 0 {
+		return c.Cause == LogFailNone
+	}
+	return c.Cause != LogFailNone && c.Cause <= logFailCauseMax
 }
 
 // HeartbeatFlags are a node heartbeat's flag bits.
@@ -91,6 +142,7 @@ func AppendCopyTail(dst []byte, c CopyTail) []byte {
 	assert.True(c.Stream != 0, "wire: copy tail for stream 0")
 	assert.True(c.Role.valid(), "wire: copy tail with an unknown role")
 	assert.True(c.Flags&^copyFlagsKnown == 0, "wire: copy tail with unknown flags")
+	assert.True(c.causeValid(), "wire: copy tail whose log-fail cause does not match its flag")
 	n := len(dst)
 	dst = grow(dst, CopyTailSize)
 	b := dst[n:]
@@ -99,7 +151,7 @@ func AppendCopyTail(dst []byte, c CopyTail) []byte {
 	put32(b, 12, c.Epoch)
 	put64(b, 16, c.RecordTail)
 	put64(b, 24, c.CursorTail)
-	put64(b, 32, uint64(c.Role)|uint64(c.Flags)<<8)
+	put64(b, 32, uint64(c.Role)|uint64(c.Flags)<<8|uint64(c.Cause)<<16)
 	return dst
 }
 
@@ -131,7 +183,8 @@ type CopyTails struct {
 func (l CopyTails) Len() int { return len(l.raw) / CopyTailSize }
 
 // At decodes entry i (0 <= i < Len). A bad entry (stream 0, unknown role, unknown flags or reserved
-// bytes set) returns a reason that matches ErrBadEntry; the caller skips it and reads on.
+// bytes set, a log-fail cause without its flag or a flag without a known cause) returns a reason
+// that matches ErrBadEntry; the caller skips it and reads on.
 func (l CopyTails) At(i int) (CopyTail, error) {
 	assert.True(i >= 0 && i < l.Len(), "wire: copy tail index out of range")
 	b := l.raw[i*CopyTailSize : (i+1)*CopyTailSize]
@@ -144,11 +197,12 @@ func (l CopyTails) At(i int) (CopyTail, error) {
 		CursorTail:  get64(b, 24),
 		Role:        CopyRole(tail),
 		Flags:       CopyFlags(tail >> 8),
+		Cause:       LogFailCause(tail >> 16),
 	}
 	switch {
 	case c.Stream == 0:
 		return CopyTail{}, ErrEntryGroup
-	case tail>>16 != 0 || c.Flags&^copyFlagsKnown != 0:
+	case tail>>24 != 0 || c.Flags&^copyFlagsKnown != 0 || !c.causeValid():
 		return CopyTail{}, ErrEntryReserved
 	case !c.Role.valid():
 		return CopyTail{}, ErrEntryRole

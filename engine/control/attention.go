@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/wire"
 )
 
 // AttentionKind names why a stream waits for an operator or a node.
@@ -23,6 +24,14 @@ const (
 	// AttentionOwnerSilentButAlive: a follower reports the owner silent while the controller still
 	// sees the owner's node alive.
 	AttentionOwnerSilentButAlive AttentionKind = 4
+	// AttentionCopyLogFailed: a node's heartbeat flags its copy's log failed (wire.CopyLogFailed), with
+	// the cause: the copy confirms and serves nothing until it heals. An owner is failed over, a
+	// follower taken out of the assignment (and not waited for by a recovery).
+	AttentionCopyLogFailed AttentionKind = 5
+	// AttentionFailedCopyAhead: a recovery has fewer than R healthy answers, and the sealed answer of a
+	// copy whose log failed is past every healthy one: it may hold confirmed records no healthy copy
+	// holds, so the recovery waits for it to heal (or for an operator to accept the loss).
+	AttentionFailedCopyAhead AttentionKind = 6
 )
 
 func (k AttentionKind) String() string {
@@ -35,6 +44,10 @@ func (k AttentionKind) String() string {
 		return "one_copy_owner_lost"
 	case AttentionOwnerSilentButAlive:
 		return "owner_silent_but_alive"
+	case AttentionCopyLogFailed:
+		return "copy_log_failed"
+	case AttentionFailedCopyAhead:
+		return "failed_copy_ahead"
 	default:
 		return fmt.Sprintf("attention(%d)", uint8(k))
 	}
@@ -50,6 +63,7 @@ type Attention struct {
 	Answers     int    // sealed answers so far (fewer than R)
 	Needed      int    // R (fewer than R)
 	Start       meta.HistoryStart
+	Cause       wire.LogFailCause // why the copy's log failed (copy_log_failed, failed_copy_ahead)
 	Why         string
 }
 
@@ -116,6 +130,35 @@ func (c *Controller) Attention(dst []Attention) []Attention {
 					st.Name, a.Owner)})
 		}
 		dst = c.silentAttention(dst, st, a)
+		dst = c.failedAttention(dst, st, a)
+	}
+	return dst
+}
+
+// failedAttention lists every copy of st that a node's heartbeat flags failed, with its cause and
+// what the controller does about it.
+func (c *Controller) failedAttention(dst []Attention, st meta.Stream, a meta.Assignment) []Attention {
+	for i := range c.nodes {
+		n := &c.nodes[i]
+		cause, failed := n.logFailed(st.ID, st.Incarnation)
+		if !failed {
+			continue
+		}
+		var does string
+		switch {
+		case a.Owner == n.id && a.Copies() == 1:
+			does = "it is the stream's only copy, so the stream waits for it to heal"
+		case a.Owner == n.id:
+			does = "the stream fails over from it"
+		case a.Includes(n.id):
+			does = "it is not waited for by a recovery and is taken out of the assignment once the other copies can seal without it"
+		default:
+			does = "it is out of the assignment and is placed again once it heals"
+		}
+		dst = append(dst, Attention{Kind: AttentionCopyLogFailed, Stream: st.ID, Incarnation: st.Incarnation,
+			Node: n.id, Cause: cause, Why: fmt.Sprintf(
+				"the copy of stream %q on node %d failed its log (%s): it confirms and serves nothing until it heals; %s",
+				st.Name, n.id, cause, does)})
 	}
 	return dst
 }
@@ -136,6 +179,8 @@ func (c *Controller) workAttention(dst []Attention, st meta.Stream, a meta.Assig
 				silent = append(silent, fmt.Sprintf("node %d (holds no copy)", n))
 			case !c.nodeAlive(n):
 				silent = append(silent, fmt.Sprintf("node %d (lost)", n))
+			case c.failedCause(n, w) != wire.LogFailNone:
+				silent = append(silent, fmt.Sprintf("node %d (log failed: %s, not waited for)", n, c.failedCause(n, w)))
 			default:
 				silent = append(silent, fmt.Sprintf("node %d (alive, not answering)", n))
 			}
@@ -144,6 +189,14 @@ func (c *Controller) workAttention(dst []Attention, st meta.Stream, a meta.Assig
 			Recovery: w.id, Answers: answered, Needed: w.threshold, Why: fmt.Sprintf(
 				"recovery %d of stream %q has %d of the %d sealed copies it needs; it waits for %s",
 				w.id, st.Name, answered, w.threshold, strings.Join(silent, ", "))})
+	}
+	if w.wait == waitFailedAhead {
+		cause := c.failedCause(w.ahead, w)
+		dst = append(dst, Attention{Kind: AttentionFailedCopyAhead, Stream: st.ID, Incarnation: st.Incarnation,
+			Recovery: w.id, Node: w.ahead, Cause: cause, Answers: answered, Needed: w.threshold, Why: fmt.Sprintf(
+				"recovery %d of stream %q has fewer than %d healthy sealed copies, and node %d, whose log failed (%s), "+
+					"answered past every healthy one: it may hold confirmed records no healthy copy holds, so the "+
+					"recovery waits for it to heal (accept the loss to move on)", w.id, st.Name, w.threshold, w.ahead, cause)})
 	}
 	starts, _ := c.state.Starts(st.ID)
 	latest, ok := starts.Latest()
@@ -179,6 +232,12 @@ func (c *Controller) prefixReachable(st meta.Stream, w *work, latest meta.Histor
 		}
 	}
 	return false
+}
+
+// failedCause is the cause node's heartbeat gives for its copy of w's stream failing, or LogFailNone.
+func (c *Controller) failedCause(node uint16, w *work) wire.LogFailCause {
+	cause, _ := c.logFailed(node, w.stream, w.incarnation)
+	return cause
 }
 
 func (c *Controller) silentAttention(dst []Attention, st meta.Stream, a meta.Assignment) []Attention {

@@ -77,7 +77,7 @@ func (c *Controller) BecomePrimary() {
 	for i := range c.nodes {
 		n := &c.nodes[i]
 		n.heard, n.lost, n.lostReason, n.silentTicks = false, false, 0, 0
-		n.tails = n.tails[:0]
+		n.tails, n.failedSum = n.tails[:0], 0
 	}
 	c.works, c.proposals, c.reports, c.deliveries = nil, nil, nil, nil
 	c.fx.reset()

@@ -9,8 +9,8 @@
 // to the meta.State the controller was given (shard 0 of the metadata replica); the controller only
 // reads that state.
 //
-// Inputs: Tick; OnHeartbeat (a node heartbeat: every copy's published record and cursor tails, and a
-// follower's silent-owner flag); OnLinkDown and OnLinkUp (the node's links, for eager failover);
+// Inputs: Tick; OnHeartbeat (a node heartbeat: every copy's published record and cursor tails, a
+// follower's silent-owner flag, and a failed log's flag and cause); OnLinkDown and OnLinkUp (the node's links, for eager failover);
 // OnSealReply; OnOwnerSilent; StateChanged (committed ops were applied); ProposalDone and
 // ProposalDropped (the outcome of each proposal); BecomePrimary and StepDown. Operator actions,
 // AcceptOwnerLoss and Withdraw, return the op for the host to propose. Output: Ready returns
@@ -84,6 +84,31 @@
 //     recorded at the assignment's (a change without recovery the copy refused to apply as owner);
 //     once a recovery chose it, a stale flag from before is ignored. This also moves a lone copy
 //     whose node restarted: sealed and promoted at a new epoch, it serves again.
+//   - A copy whose log failed (ENOSPC, EIO, EROFS, a checksum, a copy that did not open) is known
+//     from its node's heartbeat, flagged wire.CopyLogFailed with a wire.LogFailCause; nothing is
+//     asked. An owner so flagged is failed over like a lost owner: a recovery with reason
+//     owner_log_failed whose members leave it out (a lone copy has nothing to fail over to and waits
+//     for its heal under attention). A follower so flagged is taken out of the assignment by a
+//     recovery with reason placement whose members are the owner, the healthy followers and
+//     replacements on other live nodes, but only when the healthy copies reach the assignment's R
+//     (else nothing is proposed: the stream confirms while W healthy copies hold). No new copy of a
+//     stream is placed on a node whose copy of it is flagged; once the flag clears (the copy healed)
+//     placement adds it back as a follower, which catches up. Attention lists every flagged copy
+//     with its cause (copy_log_failed).
+//   - What a recovery may do with a failed copy, for R = E - W + 1 (the proof is on decide, in
+//     worker.go): it never waits for its answer, and never promotes it. A heartbeat flag is no
+//     answer (published tails are not fenced: a copy that heals could take more from the old owner).
+//     A sealed answer from a flagged copy (a host answers only once its fence is durable) counts
+//     toward R as evidence: with R healthy answers the failed ones are left out of the sealed set;
+//     with fewer, the furthest healthy copy is promoted only if no failed answer is past its record
+//     tail, since the records between could be confirmed on the old owner and that copy alone; else
+//     the recovery waits for the copy to heal (failed_copy_ahead) or for an operator's accept. With
+//     fewer than R answers in all it waits, as before, and attention names the failed copy and says
+//     it is not waited for. So for E = 3, W = 2 a failed follower and a lost owner wait for one of
+//     them to come back (R = 2 answers are needed, and only one healthy copy can give one), which is
+//     why the failed follower is taken out of the assignment as soon as the owner and the other
+//     follower can seal without it: then E = 2, W = 2, R = 1, and a later owner loss fails over to
+//     the healthy follower alone.
 //   - A follower reports a silent owner with the wire.CopyOwnerSilent flag on its heartbeat entry. The
 //     report is kept for one liveness timeout; a report about an older epoch does not replace a newer
 //     one.

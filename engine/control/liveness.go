@@ -21,6 +21,24 @@ type nodeView struct {
 	linkDown    bool
 	downTicks   uint32 // since the links closed
 	tails       []wire.CopyTail
+	// failedSum sums a value per copy its last heartbeat flagged wire.CopyLogFailed, so that a change
+	// in the failed set makes the streams be looked at again without a walk of every heartbeat.
+	failedSum uint64
+}
+
+// logFailed returns the cause when the node's last heartbeat flags its copy of stream at incarnation
+// wire.CopyLogFailed.
+func (n *nodeView) logFailed(stream uint64, incarnation uint32) (wire.LogFailCause, bool) {
+	t, ok := n.tail(stream, incarnation)
+	if !ok || t.Flags&wire.CopyLogFailed == 0 {
+		return wire.LogFailNone, false
+	}
+	return t.Cause, true
+}
+
+// failedKey is one flagged copy's share of failedSum.
+func failedKey(t wire.CopyTail) uint64 {
+	return t.Stream*0x9e3779b97f4a7c15 ^ uint64(t.Incarnation)<<32 ^ uint64(t.Cause)
 }
 
 // alive reports whether the controller counts the node as up.
@@ -53,6 +71,23 @@ func (c *Controller) node(id uint16) *nodeView {
 		return nil
 	}
 	return &c.nodes[i]
+}
+
+// logFailed returns the cause when node's last heartbeat flags its copy of stream at incarnation
+// wire.CopyLogFailed (a lost node's last word counts too: nothing since said otherwise).
+func (c *Controller) logFailed(node uint16, stream uint64, incarnation uint32) (wire.LogFailCause, bool) {
+	n := c.node(node)
+	if n == nil {
+		return wire.LogFailNone, false
+	}
+	return n.logFailed(stream, incarnation)
+}
+
+// healthy reports whether node is alive and its last heartbeat does not flag its copy of stream as
+// failed.
+func (c *Controller) healthy(node uint16, stream uint64, incarnation uint32) bool {
+	_, failed := c.logFailed(node, stream, incarnation)
+	return c.nodeAlive(node) && !failed
 }
 
 // nodeAlive reports whether node id is registered and counted as up.
@@ -97,6 +132,7 @@ func (c *Controller) OnHeartbeat(from uint16, m wire.NodeHeartbeat, copies wire.
 	c.stats.Heartbeats++
 	n.silentTicks = 0
 	n.tails = n.tails[:0]
+	var failedSum uint64
 	for i := 0; i < copies.Len(); i++ {
 		t, err := copies.At(i)
 		if err != nil {
@@ -110,6 +146,13 @@ func (c *Controller) OnHeartbeat(from uint16, m wire.NodeHeartbeat, copies wire.
 		if t.Flags&wire.CopyOwnerRestarted != 0 && t.Role == wire.RoleOwner {
 			c.dirty = true // reconcile records its recovery (ownerRestarted)
 		}
+		if t.Flags&wire.CopyLogFailed != 0 {
+			failedSum += failedKey(t)
+		}
+	}
+	if failedSum != n.failedSum {
+		n.failedSum = failedSum
+		c.dirty = true // an owner to fail over, a follower to replace, or a healed copy to place again
 	}
 	slices.SortFunc(n.tails, func(a, b wire.CopyTail) int { return cmp.Compare(a.Stream, b.Stream) })
 	if !n.heard {

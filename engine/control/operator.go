@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/wire"
 )
 
 // Sentinel errors of the operator actions, one meaning each.
@@ -20,6 +21,11 @@ var (
 	// recovery's seal nor published its tails to this controller, so where its history starts is
 	// unknown.
 	ErrOwnerTailsUnknown = errors.New("control: the new owner's tails are unknown")
+	// ErrOwnerCannotServe: the node asked to own the stream has not answered the pending recovery's
+	// seal and its heartbeat says its copy cannot take the role: its log failed
+	// (wire.CopyLogFailed), or it reopened within its own epoch (wire.CopyOwnerRestarted) and applies
+	// no assignment that keeps it owner until a seal reached it, which an accepted loss never sends.
+	ErrOwnerCannotServe = errors.New("control: the new owner's copy cannot serve")
 )
 
 // AcceptOwnerLoss builds the operator's op that moves stream to owner without a seal (owner 0 means
@@ -28,7 +34,10 @@ var (
 // assignment), else its tails as it last published them in a heartbeat to this controller (which can
 // only lag its log, so a returning copy may cut lower than needed and fetch again).
 //
-// An owner that did neither is refused with ErrOwnerTailsUnknown. meta accepts a loss without a start,
+// An owner that has not answered the seal and whose heartbeat flags its copy failed or restarted
+// within its epoch is refused with ErrOwnerCannotServe: it would not serve the assignment, and no
+// recovery would be left to end the wait. An owner that did neither is refused with
+// ErrOwnerTailsUnknown. meta accepts a loss without a start,
 // but the new epoch then has no recorded start, and a copy that returns from an older epoch is not
 // cut onto it: it keeps a suffix the new owner overwrote, follows with it, and a later recovery can
 // promote it over the records the new owner confirmed (streamsim seed 322682 found this). The operator
@@ -49,6 +58,13 @@ func (c *Controller) AcceptOwnerLoss(stream uint64, owner uint16) (meta.AcceptOw
 		return op, nil
 	}
 	if n := c.node(owner); n != nil {
+		if t, ok := n.tail(st.ID, st.Incarnation); ok && t.Flags&(wire.CopyLogFailed|wire.CopyOwnerRestarted) != 0 {
+			// Promoted without a seal, it would refuse the assignment (or serve nothing) and the stream
+			// would wait with no recovery left to end the wait (streamsim seed 3088 with disk errors).
+			return meta.AcceptOwnerLoss{}, fmt.Errorf("%w: node %d's copy of stream %d %s and has not answered the "+
+				"seal of recovery %d; wait for its answer (the recovery commits then) or name another owner",
+				ErrOwnerCannotServe, owner, st.ID, cannotServe(t), rec.ID)
+		}
 		if t, ok := n.tail(st.ID, st.Incarnation); ok {
 			op.TailsPublished, op.RecordTail, op.CursorTail = true, t.RecordTail, t.CursorTail
 			return op, nil
@@ -57,6 +73,14 @@ func (c *Controller) AcceptOwnerLoss(stream uint64, owner uint16) (meta.AcceptOw
 	return meta.AcceptOwnerLoss{}, fmt.Errorf("%w: node %d has neither answered the seal of recovery %d of stream %d "+
 		"nor published its tails to this controller; wait for its heartbeat or name another owner",
 		ErrOwnerTailsUnknown, owner, rec.ID, st.ID)
+}
+
+// cannotServe says why a copy with t's flags cannot take the owner's role without a seal.
+func cannotServe(t wire.CopyTail) string {
+	if t.Flags&wire.CopyLogFailed != 0 {
+		return "failed its log (" + t.Cause.String() + ")"
+	}
+	return "reopened within its own epoch"
 }
 
 // sealAnswer is node's sealed answer to recovery id of stream, if the worker holds one.

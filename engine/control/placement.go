@@ -53,6 +53,14 @@ func (c *Controller) reconcileStream(st meta.Stream) {
 		c.proposeRecovery(st, a, 0, meta.ReasonOwnerRestarted)
 		return
 	}
+	if owner != nil && owner.alive() {
+		if _, failed := owner.logFailed(st.ID, st.Incarnation); failed && a.Copies() > 1 {
+			// The owner confirms nothing more: failed over as a lost owner. A lone copy has nothing to
+			// fail over to; it waits for its log to heal (attention).
+			c.proposeRecovery(st, a, 0, meta.ReasonOwnerLogFailed)
+			return
+		}
+	}
 	if owner == nil || owner.alive() {
 		c.proposePlacement(st, a)
 		return
@@ -84,20 +92,24 @@ func (c *Controller) ownerRestarted(st meta.Stream, a meta.Assignment, owner *no
 // proposeRecovery records a pending recovery of a's owner instead of moving the stream at once
 // (replacing the withdrawn recovery replaces, when not 0). The proposed members are the old
 // followers, the old owner if it is alive, and replacement followers on live nodes up to the
-// stream's copy count. The proposed owner is the live old follower with the furthest published
+// stream's copy count; a copy whose log failed is not among them (it is replaced, and rejoins once
+// it heals), nor is a replacement placed on a node whose copy of the stream failed. The proposed owner is the live old follower with the furthest published
 // tails; the worker chooses the real one from the seal answers.
 func (c *Controller) proposeRecovery(st meta.Stream, a meta.Assignment, replaces uint64, reason meta.RecoveryReason) {
 	if c.proposing(st.ID) {
 		return
 	}
-	members := slices.Clone(a.Followers)
-	if c.nodeAlive(a.Owner) {
+	members := slices.DeleteFunc(slices.Clone(a.Followers), func(n uint16) bool {
+		_, failed := c.logFailed(n, st.ID, st.Incarnation)
+		return failed
+	})
+	if c.healthy(a.Owner, st.ID, st.Incarnation) {
 		members = append(members, a.Owner)
 	}
 	if len(members) == 0 {
 		members = append(members, a.Owner)
 	}
-	exclude := append(slices.Clone(a.Followers), a.Owner)
+	exclude := append(append(slices.Clone(a.Followers), a.Owner), c.failedNodes(st)...)
 	members = append(members, c.place(int(st.Copies)-len(members), exclude)...)
 	slices.Sort(members)
 	members = members[:min(len(members), meta.CopiesMax)]
@@ -152,9 +164,12 @@ func (c *Controller) proposePlacement(st meta.Stream, a meta.Assignment) {
 	if c.proposing(st.ID) {
 		return
 	}
+	if c.replaceFailedFollowers(st, a) {
+		return
+	}
 	var added []uint16
 	if need := int(st.Copies) - a.Copies(); need > 0 {
-		added = c.place(need, append(slices.Clone(a.Followers), a.Owner))
+		added = c.place(need, append(append(slices.Clone(a.Followers), a.Owner), c.failedNodes(st)...))
 	}
 	next := a
 	next.Followers = append(slices.Clone(a.Followers), added...)
@@ -190,6 +205,69 @@ func (c *Controller) proposePlacement(st meta.Stream, a meta.Assignment) {
 		Policy:        c.cfg.AssignmentPolicy,
 		Reason:        meta.ReasonPlacement,
 	})
+}
+
+// replaceFailedFollowers takes the followers whose logs failed out of a stream whose owner is alive
+// and healthy, through a recovery with reason placement whose members are the owner, the healthy
+// followers and replacements on other live nodes up to the stream's copy count. It reports whether
+// it proposed one. It does so only when the healthy copies (the owner among them) reach the seal
+// threshold R of the assignment, so that the recovery commits without the failed copies' answers;
+// otherwise the stream keeps its assignment (it confirms while W healthy copies hold, and a failed
+// copy that heals catches up in place).
+//
+// Why take a failed follower out rather than keep it: a copy that cannot fence or answer a seal
+// counts for nothing when the owner is lost next, and with it in the assignment that recovery needs
+// R answers among fewer copies that can give one (E = 3, W = 2: R = 2, so the one healthy follower
+// waits for the old owner to come back). Without it (E = 2, W = 2: R = 1) the healthy follower alone
+// is a valid seal set. W does not change for majority_durable, so nothing confirms by fewer copies.
+// The cost is one seal round trip that fences the owner.
+func (c *Controller) replaceFailedFollowers(st meta.Stream, a meta.Assignment) bool {
+	members := []uint16{a.Owner} // alive; a failed owner was failed over before placement is looked at
+	dropped := false
+	for _, f := range a.Followers {
+		if _, failed := c.logFailed(f, st.ID, st.Incarnation); failed {
+			dropped = true
+			continue
+		}
+		members = append(members, f)
+	}
+	if !dropped {
+		return false
+	}
+	healthy := 0
+	for _, m := range members {
+		if c.healthy(m, st.ID, st.Incarnation) {
+			healthy++
+		}
+	}
+	if healthy < a.SealThreshold() {
+		return false
+	}
+	exclude := append(append(slices.Clone(a.Followers), a.Owner), c.failedNodes(st)...)
+	members = append(members, c.place(int(st.Copies)-len(members), exclude)...)
+	slices.Sort(members)
+	c.propose(st.ID, meta.RecordRecovery{
+		Stream:        st.ID,
+		Incarnation:   st.Incarnation,
+		ExpectedEpoch: a.Epoch,
+		ProposedOwner: a.Owner,
+		Members:       members,
+		Policy:        c.cfg.AssignmentPolicy,
+		Reason:        meta.ReasonPlacement,
+	})
+	return true
+}
+
+// failedNodes lists the nodes whose last heartbeat flags their copy of st as failed: no new copy of
+// st is placed there until it heals.
+func (c *Controller) failedNodes(st meta.Stream) []uint16 {
+	var out []uint16
+	for i := range c.nodes {
+		if _, failed := c.nodes[i].logFailed(st.ID, st.Incarnation); failed {
+			out = append(out, c.nodes[i].id)
+		}
+	}
+	return out
 }
 
 func sameAssignment(x, y meta.Assignment) bool {

@@ -17,6 +17,7 @@ const (
 	waitFewerThanR           // fewer than R copies answered
 	waitBelowPrefix          // the furthest answer is below the latest history start
 	waitProposal             // the commit (or a refused one's back-off) is out
+	waitFailedAhead          // fewer than R healthy answers, and a failed copy answered past every healthy one
 )
 
 // work is the recovery worker's state for one pending recovery: the transition it seals for and
@@ -34,6 +35,7 @@ type work struct {
 	gen         uint64
 	wait        waitKind
 	start       meta.HistoryStart // the start the worker waits for, when wait is waitBelowPrefix
+	ahead       uint16            // the failed copy ahead of every healthy answer, when wait is waitFailedAhead
 }
 
 // answer is one copy's answer to the current transition's seal.
@@ -144,21 +146,46 @@ func (c *Controller) OnSealReply(from uint16, m wire.StreamSealReply) {
 // past the latest history start, read from the same starts snapshot whose version the commit's guard
 // checks. One guarded CommitRecovery then sets the assignment (stamped with the recovery's policy),
 // clears the recovery and appends the new owner's history start.
+//
+// A copy whose node's heartbeat flags its log failed (wire.CopyLogFailed) is never waited for, and
+// never promoted: it can serve nothing. Its sealed answer (a seal reply, which a host sends only once
+// the fence is durable, so the copy's tail can no longer grow from the old owner) still counts toward
+// R, but only as evidence: with fewer than R healthy answers, the recovery may promote the furthest
+// healthy copy h only if no failed answer is past h's record tail. The proof, with S the sealed
+// answers counted (|S| >= R) and H the healthy ones among them:
+//   - Every confirmed record is on W copies of the old assignment, the owner included, and any W
+//     copies meet any R copies (W + R = E + 1), so each confirmed record is on some copy of S.
+//   - Every copy's log is a prefix of one history once the seal cut it onto the starts (the stream-
+//     failover spec's argument), so a copy with a record tail t holds every record any copy of S holds
+//     below t.
+//   - If h is the furthest of H and every failed answer's record tail is at most h's, h's tail is the
+//     furthest of S, so h holds every confirmed record. If a failed answer is past it, the records
+//     between may be confirmed (on the old owner and that copy) and on no healthy copy: promoting h
+//     could lose them, and promoting the failed copy serves nothing, so the recovery waits for it to
+//     heal (attention), as it waits with fewer than R answers.
+//   - With at least R healthy answers the first point holds for H alone, and the failed answers are
+//     left out of the sealed set (they stay sealed until an assignment includes them again).
+//
+// A heartbeat flag alone is never an answer: published tails are not fenced, and a copy that heals
+// could take more records from the old owner after it published them.
 func (c *Controller) decide(w *work) {
 	if c.proposing(w.stream) {
 		w.wait = waitProposal
 		return
 	}
-	answered, liveUnanswered := 0, 0
+	healthy, failedAnswers, liveUnanswered := 0, 0, 0
 	for i, a := range w.answers {
+		_, failed := c.logFailed(w.copies[i], w.stream, w.incarnation)
 		switch {
+		case a.sealed && failed:
+			failedAnswers++
 		case a.sealed:
-			answered++
-		case c.nodeAlive(w.copies[i]) && !a.noCopy:
+			healthy++
+		case c.nodeAlive(w.copies[i]) && !a.noCopy && !failed:
 			liveUnanswered++
 		}
 	}
-	if answered < w.threshold {
+	if healthy+failedAnswers < w.threshold {
 		w.wait = waitFewerThanR
 		return
 	}
@@ -166,15 +193,26 @@ func (c *Controller) decide(w *work) {
 		w.wait = waitAnswers
 		return
 	}
-	best := w.furthest()
+	best := w.furthest(func(i int) bool {
+		_, failed := c.logFailed(w.copies[i], w.stream, w.incarnation)
+		return !failed
+	})
+	useFailed := healthy < w.threshold
+	if useFailed {
+		if ahead, ok := w.failedAhead(c, best); ok {
+			w.wait, w.ahead = waitFailedAhead, ahead
+			return
+		}
+	}
 	starts, _ := c.state.Starts(w.stream)
 	if latest, ok := starts.Latest(); ok && w.answers[best].recordTail < latest.RecordStart {
 		w.wait, w.start = waitBelowPrefix, latest
 		return
 	}
-	sealed := make([]uint16, 0, answered)
+	sealed := make([]uint16, 0, healthy+failedAnswers)
 	for i, a := range w.answers {
-		if a.sealed {
+		_, failed := c.logFailed(w.copies[i], w.stream, w.incarnation)
+		if a.sealed && (useFailed || !failed) {
 			sealed = append(sealed, w.copies[i])
 		}
 	}
@@ -192,13 +230,30 @@ func (c *Controller) decide(w *work) {
 	})
 }
 
-// furthest returns the index of the sealed copy with the highest record tail, then the highest cursor
-// tail, then the lowest node id (copies are ascending, so the first of equals). At least one copy has
-// answered.
-func (w *work) furthest() int {
-	best := -1
+// failedAhead reports a sealed copy flagged failed whose record tail is past the answer at best
+// (-1: no healthy answer, so any failed answer is ahead).
+func (w *work) failedAhead(c *Controller, best int) (uint16, bool) {
 	for i, a := range w.answers {
 		if !a.sealed {
+			continue
+		}
+		if _, failed := c.logFailed(w.copies[i], w.stream, w.incarnation); !failed {
+			continue
+		}
+		if best < 0 || a.recordTail > w.answers[best].recordTail {
+			return w.copies[i], true
+		}
+	}
+	return 0, false
+}
+
+// furthest returns the index of the sealed copy, among those eligible, with the highest record tail,
+// then the highest cursor tail, then the lowest node id (copies are ascending, so the first of
+// equals); -1 when no eligible copy answered.
+func (w *work) furthest(eligible func(i int) bool) int {
+	best := -1
+	for i, a := range w.answers {
+		if !a.sealed || !eligible(i) {
 			continue
 		}
 		if best < 0 {

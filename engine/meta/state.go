@@ -80,8 +80,11 @@ const (
 	// in its own epoch (wire.CopyOwnerRestarted): it may have lost records a follower holds, so the
 	// copies are sealed and the furthest promoted, as for a lost owner.
 	ReasonOwnerRestarted RecoveryReason = 5
+	// ReasonOwnerLogFailed: the owner's node is alive but its copy's log failed (it publishes
+	// wire.CopyLogFailed): it confirms nothing more, so the stream fails over as from a lost owner.
+	ReasonOwnerLogFailed RecoveryReason = 6
 
-	reasonMax = ReasonOwnerRestarted
+	reasonMax = ReasonOwnerLogFailed
 )
 
 func (r RecoveryReason) String() string {
@@ -96,6 +99,8 @@ func (r RecoveryReason) String() string {
 		return "placement"
 	case ReasonOwnerRestarted:
 		return "owner_restarted"
+	case ReasonOwnerLogFailed:
+		return "owner_log_failed"
 	default:
 		return "reason(" + strconv.Itoa(int(r)) + ")"
 	}

@@ -83,6 +83,11 @@ func (c *checker) onReady(s *Sim, n *node, si int, hc *hostCopy) {
 	hc.confirmed = conf
 	d := n.disks[si]
 	early := !s.opt.RecordChecksOnly
+	if f := d.fault; early && f.struck && conf > f.confirmedCap {
+		s.fail("stream %d: node %d confirmed %d after its log failed at durable tail %d", st.ID, n.id, conf,
+			f.confirmedCap)
+		return
+	}
 	if early && conf > d.rec().durableTail() {
 		s.fail("stream %d: node %d confirmed %d past its own durable tail %d", st.ID, n.id, conf, d.rec().durableTail())
 		return
@@ -252,6 +257,28 @@ func (c *checker) check(s *Sim) {
 		if !s.opt.RecordChecksOnly {
 			c.checkFollowers(s, si)
 		}
+	}
+	if !s.opt.Scripted && s.now == uint64(s.opt.Ticks+s.opt.Ticks/4) {
+		c.checkLiveness(s)
+	}
+}
+
+// checkLiveness runs at the end of a run: after the heal phase (every node up and awake, every disk
+// healed, no partition for a quarter of the run) no stream may still be wedged: a producer waiting
+// since before the heal phase began fails the run. A fault, a failed log among them, must end in a
+// failover or a heal, never in a stream that waits while every copy could serve.
+func (c *checker) checkLiveness(s *Sim) {
+	for _, p := range s.work.producers {
+		if !p.waiting || p.since >= uint64(s.opt.Ticks) {
+			continue
+		}
+		st := s.strs[p.si].st
+		a, _ := s.meta.state.Assignment(st.ID)
+		rec, pending := s.meta.state.RecoveryOf(st.ID)
+		s.fail("stream %d wedged: producer %d has waited since tick %d, through the whole heal phase (epoch %d, "+
+			"owner %d, followers %v, recovery pending %v (%d))", st.ID, p.id, p.since, a.Epoch, a.Owner, a.Followers,
+			pending && rec.Status == meta.RecoveryPending, rec.ID)
+		return
 	}
 }
 

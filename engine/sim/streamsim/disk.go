@@ -146,6 +146,7 @@ type disk struct {
 	starts  []meta.HistoryStart
 	applied bool // asg and starts hold an applied assignment
 	version uint64
+	fault   diskFault // disk errors (diskfault.go)
 }
 
 func (d *disk) log(k wire.LogKind) *slog {

@@ -30,6 +30,12 @@
 //     restarts with longer tails, and an operator who withdraws recoveries and accepts owner losses
 //     that waited long. Shrunken assignments and empty replacement followers come from the controller.
 //     A heal phase of a quarter of the fault phase follows: every node restarts or wakes, partitions end.
+//   - Disk errors, with Options.DiskErrors (TestSimDiskErrors; the failed-log-healthy variant turns it
+//     on): ENOSPC or EIO armed on an owner's or a follower's disk strikes its next group commit; the
+//     copy's log fails (stream.Copy.LogFailed), its heartbeat entry says so (wire.CopyLogFailed with
+//     the cause), a seal cannot fence a full disk but can an EIO one, no assignment is applied, and
+//     the disk heals after a while (every one in the heal phase): the copy reopens from its disk and
+//     catches up. diskfault.go has the model.
 //
 // Checks after every step (the first failure stops the run and names seed, variant and tick): every
 // batch any owner confirmed is the same batch on every later owner that applied its assignment (a
@@ -40,14 +46,18 @@
 // agrees with its applied owner below the shorter log; an owner's confirmed tail never moves back,
 // never passes its own durable tail, and never passes the start a seal decided for the next epoch (a
 // paused owner that wakes after the failover does not confirm); no consumer reads past the confirmed
-// tail or anything but the confirmed batches; a follower never acknowledges past its durable tail; and
-// every copy's and the controller's own CheckInvariants.
+// tail or anything but the confirmed batches; a follower never acknowledges past its durable tail; a
+// copy whose log failed never confirms past the durable tail it had when it failed; every copy's and
+// the controller's own CheckInvariants; and at the end of the run, liveness: no producer still waits
+// for a batch it sent before the heal phase began (a stream every copy of which could serve again is
+// not wedged).
 //
 // Broken variants (Variant) are made in the host, since the packages export no test seams across
 // packages: the raw-tail seal skips the cut; "no prefix guard" raises a seal reply's record tail to the
 // latest start, so the guard in control and meta always passes; "seal R-1" stamps local_durable in
 // meta (R = 1) while the copies confirm by majority (R = 2 for E = 3); "confirm W-1" hands the copies
-// a count policy one below W; "ack before fsync" reports an owner's appends durable at once.
+// a count policy one below W; "ack before fsync" reports an owner's appends durable at once; "failed
+// log healthy" reports a failed group commit durable and never tells the copy its log failed.
 //
 // Limits, written down:
 //   - The metadata group is an atomic replicated log applied to a real meta.State after
@@ -82,9 +92,11 @@
 //     addition committed while the owner was down) to a recovery that promotes the follower holding
 //     the suffix; the RestartedOwnerKept variant takes the old path and the follower check catches
 //     it. The same recovery ends the liveness gap of a lone copy whose node restarted: it is sealed and
-//     promoted at a new epoch. Stats.Stuck still counts producers waiting at the end of a run (6 in
-//     the first 200 seeds, against 102 before: followers still down or catching up when the heal
-//     phase ends).
+//     promoted at a new epoch. Stats.Stuck counted producers waiting at the end of a run (6 in the
+//     first 200 seeds, against 102 before); the liveness check now fails such a run. The 6 were lone
+//     copies promoted at a new epoch with nothing new to append: the owner's confirmed tail stayed 0
+//     and every retried produce was a duplicate waiting for it (engine/stream's fix: a W = 1 owner
+//     confirms its durable tail once its epoch entry is durable).
 //   - The cursor-cut finding (seed 11829, outside the CI seeds), fixed. segment's epochLog.cut
 //     dropped a log-epoch entry when its record start or its cursor start lay past the cut. A copy
 //     whose cursor log ran ahead of a later owner's was cut there on the cursor side only, lost its

@@ -16,6 +16,9 @@ func (f *faults) step(s *Sim) {
 		f.rate = 12 + s.rng.IntN(40)
 		f.pendingFor = make([]uint64, len(s.strs))
 	}
+	if s.opt.DiskErrors {
+		f.healDisks(s)
+	}
 	if s.healing() {
 		f.heal(s)
 		return
@@ -26,6 +29,9 @@ func (f *faults) step(s *Sim) {
 		s.logf("partition healed")
 	}
 	f.operator(s)
+	if s.opt.DiskErrors && s.rng.IntN(2*f.rate) == 0 {
+		f.diskError(s)
+	}
 	if s.rng.IntN(f.rate) != 0 {
 		return
 	}

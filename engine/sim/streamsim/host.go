@@ -66,6 +66,7 @@ func (s *Sim) openCopy(n *node, si int) {
 	c.OpenDone(stream.OpenState{RecordTail: d.rec().tail(), CursorTail: d.cur().tail(), Fence: d.fence,
 		LogEpochs: d.epochs})
 	n.copies[si] = &hostCopy{c: c, asg: d.asg, opened: s.now}
+	s.reopenFailed(n, si)
 	s.drive(n, si)
 }
 
@@ -164,6 +165,9 @@ func (s *Sim) diskStep(n *node) {
 			continue
 		}
 		d := n.disks[si]
+		if s.diskFaulted(n, si, hc) {
+			continue
+		}
 		moved := false
 		if r := d.rec(); r.synced < len(r.ids) && !n.holdSync && s.rng.IntN(2) == 0 {
 			r.synced = len(r.ids)
@@ -232,9 +236,13 @@ func (s *Sim) sendHeartbeat(n *node) {
 			flags = wire.CopyOwnerRestarted
 		}
 		d := n.disks[si]
+		if d.logFailed() != wire.LogFailNone {
+			flags |= wire.CopyLogFailed
+		}
 		st := s.strs[si].st
 		tails = append(tails, wire.CopyTail{Stream: st.ID, Incarnation: st.Incarnation, Epoch: hc.asg.Epoch,
-			RecordTail: d.rec().durableTail(), CursorTail: d.cur().durableTail(), Role: role, Flags: flags})
+			RecordTail: d.rec().durableTail(), CursorTail: d.cur().durableTail(), Role: role, Flags: flags,
+			Cause: d.logFailed()})
 	}
 	slices.SortFunc(tails, func(a, b wire.CopyTail) int { return int(a.Stream) - int(b.Stream) })
 	n.hbSeq++
@@ -308,8 +316,8 @@ func (s *Sim) onAssign(n *node, e envelope) {
 			s.counts.empty++
 		}
 	}
-	if d.fence > a.Epoch || (d.applied && d.asg.Epoch >= a.Epoch) {
-		return
+	if d.fence > a.Epoch || (d.applied && d.asg.Epoch >= a.Epoch) || d.logFailed() != wire.LogFailNone {
+		return // stale, or the copy's log failed: it applies the assignment once it healed
 	}
 	if hc := n.copies[si]; hc != nil && hc.c.Restarted() && a.Owner == n.id && d.fence < a.Epoch &&
 		s.opt.Variant != RestartedOwnerKept {
@@ -353,7 +361,7 @@ func (s *Sim) onSeal(n *node, e envelope) {
 		s.send(envelope{from: n.id, to: e.from, kind: kindSealReply, stream: m.Stream, sealReply: reply})
 		return
 	}
-	if d.fence > m.FenceEpoch || (d.applied && d.asg.Epoch >= m.FenceEpoch) {
+	if d.fence > m.FenceEpoch || (d.applied && d.asg.Epoch >= m.FenceEpoch) || d.sealFenceFails() {
 		return
 	}
 	d.syncAll() // the sealed copy serves nothing more; it is reopened from the disk on its next assignment

@@ -37,11 +37,15 @@ const (
 	// it owner without having been sealed for it (a follower addition), as before the known gap was
 	// closed.
 	RestartedOwnerKept
+	// FailedLogHealthy: a disk error (Options.DiskErrors) is ignored: the host reports the failed
+	// group commit durable, as a segment layer that dropped the error would, and the copy goes on
+	// as healthy (no LogFailed, no wire.CopyLogFailed).
+	FailedLogHealthy
 )
 
 func (v Variant) String() string {
 	return [...]string{"correct", "raw-tail seal", "no prefix guard", "seal R-1", "confirm W-1",
-		"ack before fsync", "restarted owner kept"}[v]
+		"ack before fsync", "restarted owner kept", "failed log healthy"}[v]
 }
 
 // Options are one run's shape. Zero values are drawn from the seed.
@@ -67,6 +71,10 @@ type Options struct {
 	RecordChecksOnly bool
 	// MetaDelayTicks is how long a proposal takes to commit in the metadata group (0: drawn).
 	MetaDelayTicks int
+	// DiskErrors adds disk errors to the faults (diskfault.go): ENOSPC and EIO on the group commits
+	// of owners and followers, healed after a while and in the heal phase, and the liveness check at
+	// the end of the run.
+	DiskErrors bool
 	// Log receives one line per notable event when set.
 	Log func(format string, args ...any)
 }
@@ -147,6 +155,9 @@ func (s *Sim) drawOptions() {
 	if o.Ticks == 0 {
 		o.Ticks = 500 + s.rng.IntN(300)
 	}
+	if o.Variant == FailedLogHealthy {
+		o.DiskErrors = true // the variant breaks what only disk errors exercise
+	}
 	if o.MetaDelayTicks == 0 {
 		o.MetaDelayTicks = 1 + s.rng.IntN(4)
 	}
@@ -206,7 +217,7 @@ func Run(opt Options) (Stats, error) {
 
 // ParseVariant returns the variant named name (as Variant.String spells it).
 func ParseVariant(name string) (Variant, error) {
-	for v := Correct; v <= RestartedOwnerKept; v++ {
+	for v := Correct; v <= FailedLogHealthy; v++ {
 		if v.String() == name {
 			return v, nil
 		}
