@@ -40,7 +40,9 @@
 // agrees with its applied owner below the shorter log; an owner's confirmed tail never moves back,
 // never passes its own durable tail, and never passes the start a seal decided for the next epoch (a
 // paused owner that wakes after the failover does not confirm); no consumer reads past the confirmed
-// tail or anything but the confirmed batches; a follower never acknowledges past its durable tail; and
+// tail or anything but the confirmed batches; no fetch answers a confirmed tail below a confirm
+// acknowledged, or a fetch answered, before it was sent (reads.go; a third of the fetches are long
+// polls); a follower never acknowledges past its durable tail; and
 // every copy's and the controller's own CheckInvariants.
 //
 // Broken variants (Variant) are made in the host, since the packages export no test seams across

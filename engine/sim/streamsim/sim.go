@@ -86,6 +86,7 @@ type Sim struct {
 	strs   []simStream
 	work   workload
 	chk    checker
+	reads  readChecker
 	fault  faults
 	err    error
 	byID   map[uint64]int // stream id -> index in strs
@@ -132,6 +133,7 @@ func New(opt Options) (*Sim, error) {
 		s.byID[s.strs[i].st.ID] = i
 	}
 	s.chk.init(s)
+	s.reads.init(len(s.strs))
 	s.work.init(s)
 	return s, nil
 }
@@ -352,10 +354,13 @@ type Stats struct {
 	// Stuck: streams with a producer still waiting at the end of the run for a batch it sent more
 	// than Ticks/8 ticks before (liveness after the heal phase; counted, not checked).
 	Stuck int
+	// Reads: fetch replies checked against the confirms and reads that finished before they began.
+	Reads int
 }
 
 func (s *Sim) Stats() Stats {
-	st := Stats{Acked: len(s.work.acked), Shrunken: s.counts.shrunken, Empty: s.counts.empty, Pauses: s.counts.pauses}
+	st := Stats{Acked: len(s.work.acked), Shrunken: s.counts.shrunken, Empty: s.counts.empty, Pauses: s.counts.pauses,
+		Reads: s.reads.checked}
 	for si := range s.strs {
 		st.Confirmed += len(s.chk.ghosts[si].ids)
 		st.Accepted += len(s.chk.ghosts[si].acceptedEpochs)

@@ -47,6 +47,7 @@ func TestSim(t *testing.T) {
 		sum.Empty += st.Empty
 		sum.Pauses += st.Pauses
 		sum.Stuck += st.Stuck
+		sum.Reads += st.Reads
 		if st.MaxEpoch > 1 {
 			failovers++
 		}
@@ -57,8 +58,9 @@ func TestSim(t *testing.T) {
 	n := int(last - first + 1)
 	t.Logf("seeds %d..%d: %d batches acknowledged, %d confirmed, %d runs with a failover, %d shrunken "+
 		"assignments, %d empty replacement copies, %d owners woken after their failover, %d accepted losses "+
-		"(%d then with a divergent follower), %d streams stuck at the end", first, last, sum.Acked,
-		sum.Confirmed, failovers, sum.Shrunken, sum.Empty, sum.Pauses, sum.Accepted, sum.AcceptedDiverged, sum.Stuck)
+		"(%d then with a divergent follower), %d streams stuck at the end, %d fetch replies checked against "+
+		"earlier confirms and reads", first, last, sum.Acked, sum.Confirmed, failovers, sum.Shrunken, sum.Empty,
+		sum.Pauses, sum.Accepted, sum.AcceptedDiverged, sum.Stuck, sum.Reads)
 	if n >= 20 && (sum.Acked < 10*n || failovers < n/3) {
 		t.Fatalf("the runs did too little to prove anything")
 	}

@@ -44,6 +44,9 @@ type ackKey struct {
 // retryTicks is how long a producer waits for an answer before it sends again.
 const retryTicks = 12
 
+// fetchWaitMs is the wait of a consumer's long poll: 3 ticks at the copies' default TickMs.
+const fetchWaitMs = 30
+
 func (w *workload) init(s *Sim) {
 	w.acked = make(map[ackKey]uint64)
 	w.byPID = make(map[uint64]int)
@@ -99,6 +102,10 @@ func (w *workload) step(s *Sim) {
 		m := stream.Message{Kind: stream.KindFetch, Client: uint64(1000 + c.si)}
 		m.Fetch = wire.Fetch{RequestID: w.requests, Stream: st.ID, Incarnation: st.Incarnation, Offset: c.next,
 			BytesMax: 2048, RecordsMax: 64}
+		if w.requests%3 == 0 {
+			m.Fetch.WaitMs = fetchWaitMs // a long poll (no draw: the seeds' runs stay as they were)
+		}
+		s.reads.onFetchSent(s, c.si, w.requests)
 		s.send(envelope{from: clientNode, to: to, kind: kindRequest, stream: st.ID, request: m})
 		if s.rng.IntN(5) == 0 {
 			m := stream.Message{Kind: stream.KindCommitCursor, Client: uint64(2000 + c.si)}
@@ -164,6 +171,7 @@ func (w *workload) onProduced(s *Sim, si int, r *stream.Reply) {
 	}
 	w.acked[k] = r.Produce.BaseOffset
 	s.chk.onAck(s, si, k, r.Produce.BaseOffset, r.Produce.Count)
+	s.reads.onAcked(si, r.Produce.BaseOffset+uint64(r.Produce.Count))
 	if p := w.producer(r.Client); p != nil && p.waiting && p.seq == r.Produce.RequestID {
 		p.waiting = false
 	}
@@ -189,6 +197,7 @@ func (w *workload) onFetched(s *Sim, si int, from uint16, r *stream.Reply) {
 		end = id.end()
 		b = b[n:]
 	}
+	s.reads.onFetched(s, si, from, f.RequestID, f.ConfirmedTail)
 	for i := range w.consumers {
 		if c := &w.consumers[i]; c.si == si && f.Count > 0 && end > c.next {
 			c.next = end
