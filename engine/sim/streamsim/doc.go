@@ -21,8 +21,10 @@
 //     frames; seals, seal replies, assignments and client messages as values.
 //   - Brokers: a seal completes the queued appends, writes the fence, cuts the copy onto
 //     meta.CutPoint at the fence and answers with the tails after the cut; an assignment is applied
-//     by cutting onto meta.CutPoint at its epoch and reopening the copy in its new role (empty for a
-//     new member); a restarted node reopens every copy at the assignment its disk last applied.
+//     by cutting onto meta.CutPoint at its epoch and moving the open copy in place
+//     (stream.Copy.Reassign, inplace.go) when no cut changed its logs since it opened, as the broker
+//     does, else reopening it from the disk in its new role (empty for a new member); a restarted
+//     node reopens every copy at the assignment its disk last applied.
 //   - Workload: producers that wait for their confirm and retry the same sequence, a consumer per
 //     stream fetching below the confirmed tail and committing its cursor.
 //   - Faults: owner kills, the metadata primary's node killed (often an owner too), a second loss

@@ -17,6 +17,9 @@ type hostCopy struct {
 	syncCur   bool   // SyncCursors asked
 	confirmed uint64 // the last confirmed tail seen, which never moves back
 	opened    uint64 // tick it was opened at
+	// cutSinceOpen: a seal or an assignment cut the disk under this copy, which no longer knows its
+	// logs: its next assignment makes it again from the disk (as the broker's cutSinceScan).
+	cutSinceOpen bool
 }
 
 // heartbeatTicks is how often a node sends its heartbeat to the metadata primary.
@@ -323,8 +326,12 @@ func (s *Sim) onAssign(n *node, e envelope) {
 		starts[i] = meta.HistoryStart{Epoch: h.Epoch, Node: h.Node, RecordStart: h.RecordStart, CursorStart: h.CursorStart}
 	}
 	d.syncAll() // the old copy's queued appends complete before it is reopened
+	recBefore, curBefore := d.rec().tail(), d.cur().tail()
 	if cut, ok := meta.CutPoint(n.id, d.metaEpochs(), a.Epoch, starts); ok {
 		s.chk.onCut(s, n, si, d.cut(cut))
+	}
+	if hc := n.copies[si]; hc != nil && cutChanged(recBefore, curBefore, d) {
+		hc.cutSinceOpen = true
 	}
 	if a.Copies() < int(s.strs[si].st.Copies) && a.Owner == n.id {
 		s.counts.shrunken++
@@ -332,7 +339,9 @@ func (s *Sim) onAssign(n *node, e envelope) {
 	d.asg, d.starts, d.applied = a, starts, true
 	s.logf("node %d applies stream %d epoch %d owner %d followers %v (tail %d)", n.id, e.stream, a.Epoch, a.Owner,
 		a.Followers, d.rec().tail())
-	s.openCopy(n, si)
+	if s.opt.NoInPlace || !s.reassignInPlace(n, si, a, starts) {
+		s.openCopy(n, si)
+	}
 }
 
 // onSeal carries out a seal as one storage operation: the queued appends complete, the fence is
@@ -366,8 +375,12 @@ func (s *Sim) onSeal(n *node, e envelope) {
 		starts[i] = meta.HistoryStart{Epoch: h.Epoch, Node: h.Node, RecordStart: h.RecordStart, CursorStart: h.CursorStart}
 	}
 	if s.opt.Variant != RawTailSeal {
+		recBefore, curBefore := d.rec().tail(), d.cur().tail()
 		if cut, ok := meta.CutPoint(n.id, d.metaEpochs(), m.FenceEpoch, starts); ok {
 			s.chk.onCut(s, n, si, d.cut(cut))
+		}
+		if hc := n.copies[si]; hc != nil && cutChanged(recBefore, curBefore, d) {
+			hc.cutSinceOpen = true
 		}
 	}
 	if hc := n.copies[si]; hc != nil {

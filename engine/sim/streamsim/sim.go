@@ -67,6 +67,9 @@ type Options struct {
 	RecordChecksOnly bool
 	// MetaDelayTicks is how long a proposal takes to commit in the metadata group (0: drawn).
 	MetaDelayTicks int
+	// NoInPlace makes every applied assignment reopen its copy from the disk (stream.New), never
+	// stream.Copy.Reassign in place as the broker does when no cut intervened (for comparison).
+	NoInPlace bool
 	// Log receives one line per notable event when set.
 	Log func(format string, args ...any)
 }
@@ -90,7 +93,7 @@ type Sim struct {
 	fault  faults
 	err    error
 	byID   map[uint64]int // stream id -> index in strs
-	counts struct{ shrunken, empty, pauses int }
+	counts struct{ shrunken, empty, pauses, inPlace int }
 }
 
 // simStream is one stream of the run.
@@ -356,11 +359,13 @@ type Stats struct {
 	Stuck int
 	// Reads: fetch replies checked against the confirms and reads that finished before they began.
 	Reads int
+	// InPlace: assignments applied by stream.Copy.Reassign on the open copy.
+	InPlace int
 }
 
 func (s *Sim) Stats() Stats {
 	st := Stats{Acked: len(s.work.acked), Shrunken: s.counts.shrunken, Empty: s.counts.empty, Pauses: s.counts.pauses,
-		Reads: s.reads.checked}
+		Reads: s.reads.checked, InPlace: s.counts.inPlace}
 	for si := range s.strs {
 		st.Confirmed += len(s.chk.ghosts[si].ids)
 		st.Accepted += len(s.chk.ghosts[si].acceptedEpochs)

@@ -48,6 +48,7 @@ func TestSim(t *testing.T) {
 		sum.Pauses += st.Pauses
 		sum.Stuck += st.Stuck
 		sum.Reads += st.Reads
+		sum.InPlace += st.InPlace
 		if st.MaxEpoch > 1 {
 			failovers++
 		}
@@ -59,8 +60,8 @@ func TestSim(t *testing.T) {
 	t.Logf("seeds %d..%d: %d batches acknowledged, %d confirmed, %d runs with a failover, %d shrunken "+
 		"assignments, %d empty replacement copies, %d owners woken after their failover, %d accepted losses "+
 		"(%d then with a divergent follower), %d streams stuck at the end, %d fetch replies checked against "+
-		"earlier confirms and reads", first, last, sum.Acked, sum.Confirmed, failovers, sum.Shrunken, sum.Empty,
-		sum.Pauses, sum.Accepted, sum.AcceptedDiverged, sum.Stuck, sum.Reads)
+		"earlier confirms and reads, %d assignments applied in place", first, last, sum.Acked, sum.Confirmed, failovers, sum.Shrunken, sum.Empty,
+		sum.Pauses, sum.Accepted, sum.AcceptedDiverged, sum.Stuck, sum.Reads, sum.InPlace)
 	if n >= 20 && (sum.Acked < 10*n || failovers < n/3) {
 		t.Fatalf("the runs did too little to prove anything")
 	}
