@@ -26,7 +26,8 @@
 //     does, else reopening it from the disk in its new role (empty for a new member); a restarted
 //     node reopens every copy at the assignment its disk last applied.
 //   - Workload: producers that wait for their confirm and retry the same sequence, a consumer per
-//     stream fetching below the confirmed tail and committing its cursor.
+//     stream fetching below the confirmed tail and committing its cursor, and one per stream that
+//     keeps fetching from the node that last answered it (a client's cached route) until refused.
 //   - Faults: owner kills, the metadata primary's node killed (often an owner too), a second loss
 //     during a recovery, any node killed, pauses (a paused owner wakes after its failover), partitions,
 //     restarts with longer tails, and an operator who withdraws recoveries and accepts owner losses
@@ -51,15 +52,21 @@
 // packages: the raw-tail seal skips the cut; "no prefix guard" raises a seal reply's record tail to the
 // latest start, so the guard in control and meta always passes; "seal R-1" stamps local_durable in
 // meta (R = 1) while the copies confirm by majority (R = 2 for E = 3); "confirm W-1" hands the copies
-// a count policy one below W; "ack before fsync" reports an owner's appends durable at once.
+// a count policy one below W; "ack before fsync" reports an owner's appends durable at once; "owner
+// quorum one" counts every owner's R24 quorum as 1 and "quorum back after one reply" lets an owner
+// that lost its quorum serve again on one follower's reply (the broker's copyGroup.Quorum and
+// OnCommitReply broken).
 //
 // Limits, written down:
 //   - The metadata group is an atomic replicated log applied to a real meta.State after
 //     MetaDelayTicks; the VSR group itself is simulated on its own in engine/sim. When the primary's
 //     node dies, each proposal it had out commits or vanishes at random, and a new primary (the
 //     lowest running node) starts a fresh controller viewChangeTicks later.
-//   - A seal is one atomic storage step (no crash between fence and cut); Commit entries between owner
-//     and followers are not sent (followers learn the confirmed tail from prepares); no retention.
+//   - A seal is one atomic storage step (no crash between fence and cut); no retention.
+//   - R24 (quorum.go): owners send Commit batches to their followers every 2 ticks and lose their
+//     quorum when they hear fewer than W copies within 6 ticks, a window shorter than the quickest
+//     failover here; a lost quorum is reported again after the owner heard its quorum back, which
+//     shard/heartbeat does not do today (Options.QuorumOncePerEpoch runs it as it is).
 //   - Time is ticks: recovery times count protocol round trips and timeouts, not CPU or disk time.
 //
 // Decisions where the design is silent:

@@ -20,6 +20,7 @@ type hostCopy struct {
 	// cutSinceOpen: a seal or an assignment cut the disk under this copy, which no longer knows its
 	// logs: its next assignment makes it again from the disk (as the broker's cutSinceScan).
 	cutSinceOpen bool
+	quorum       quorumWatch // owner: R24 (quorum.go)
 }
 
 // heartbeatTicks is how often a node sends its heartbeat to the metadata primary.
@@ -203,6 +204,7 @@ func (s *Sim) tickNode(n *node) {
 				hc.c.Tick()
 			}
 			s.drive(n, si)
+			s.tickQuorum(n, si, hc)
 		}
 	}
 	if s.now%heartbeatTicks == uint64(n.id)%heartbeatTicks {
@@ -254,6 +256,9 @@ func (s *Sim) onStreamFrame(n *node, e envelope) {
 	h, body, err := wire.ParseFrame(e.frame)
 	if err != nil {
 		s.fail("frame from %d does not parse: %v", e.from, err)
+		return
+	}
+	if s.onCommitFrame(n, e, &h, body) {
 		return
 	}
 	m := stream.Message{From: e.from}

@@ -37,11 +37,17 @@ const (
 	// it owner without having been sealed for it (a follower addition), as before the known gap was
 	// closed.
 	RestartedOwnerKept
+	// OwnerQuorumOne: the host counts an owner's R24 quorum as 1 (the broker's copyGroup.Quorum
+	// broken): an owner never loses its quorum, and one cut off from its followers serves on.
+	OwnerQuorumOne
+	// QuorumBackAfterOneReply: an owner that lost its quorum serves again after one follower's reply,
+	// whatever W is (the broker's OnCommitReply broken).
+	QuorumBackAfterOneReply
 )
 
 func (v Variant) String() string {
 	return [...]string{"correct", "raw-tail seal", "no prefix guard", "seal R-1", "confirm W-1",
-		"ack before fsync", "restarted owner kept"}[v]
+		"ack before fsync", "restarted owner kept", "owner quorum one", "quorum back after one reply"}[v]
 }
 
 // Options are one run's shape. Zero values are drawn from the seed.
@@ -70,6 +76,11 @@ type Options struct {
 	// NoInPlace makes every applied assignment reopen its copy from the disk (stream.New), never
 	// stream.Copy.Reassign in place as the broker does when no cut intervened (for comparison).
 	NoInPlace bool
+	// QuorumWindowTicks is the owners' R24 quorum window (0: defaultQuorumWindowTicks).
+	QuorumWindowTicks int
+	// QuorumOncePerEpoch reports an owner's lost quorum at most once per epoch, as the shard's
+	// heartbeat.Primary does today (quorum.go).
+	QuorumOncePerEpoch bool
 	// Log receives one line per notable event when set.
 	Log func(format string, args ...any)
 }
@@ -93,7 +104,7 @@ type Sim struct {
 	fault  faults
 	err    error
 	byID   map[uint64]int // stream id -> index in strs
-	counts struct{ shrunken, empty, pauses, inPlace int }
+	counts struct{ shrunken, empty, pauses, inPlace, quorumLost int }
 }
 
 // simStream is one stream of the run.
@@ -211,7 +222,7 @@ func Run(opt Options) (Stats, error) {
 
 // ParseVariant returns the variant named name (as Variant.String spells it).
 func ParseVariant(name string) (Variant, error) {
-	for v := Correct; v <= RestartedOwnerKept; v++ {
+	for v := Correct; v <= QuorumBackAfterOneReply; v++ {
 		if v.String() == name {
 			return v, nil
 		}
@@ -361,11 +372,13 @@ type Stats struct {
 	Reads int
 	// InPlace: assignments applied by stream.Copy.Reassign on the open copy.
 	InPlace int
+	// QuorumLost: owners told they lost their quorum (R24).
+	QuorumLost int
 }
 
 func (s *Sim) Stats() Stats {
 	st := Stats{Acked: len(s.work.acked), Shrunken: s.counts.shrunken, Empty: s.counts.empty, Pauses: s.counts.pauses,
-		Reads: s.reads.checked, InPlace: s.counts.inPlace}
+		Reads: s.reads.checked, InPlace: s.counts.inPlace, QuorumLost: s.counts.quorumLost}
 	for si := range s.strs {
 		st.Confirmed += len(s.chk.ghosts[si].ids)
 		st.Accepted += len(s.chk.ghosts[si].acceptedEpochs)
