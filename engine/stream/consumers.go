@@ -15,13 +15,19 @@ type fetchSlot struct {
 }
 
 // onFetch serves confirmed records from the requested offset: a read when records are confirmed
-// there, else a long poll until they are or WaitMs runs out.
+// there, else a long poll until they are or WaitMs runs out. An owner that cannot yet prove its
+// confirmed tail (readable) holds a long poll until it can, and refuses a fetch that does not wait
+// as unavailable: it never answers a tail below one a reader may have seen before.
 func (c *Copy) onFetch(client uint64, m *wire.Fetch) {
 	if !c.refuseRequest(client, m.RequestID, m.Stream, m.Incarnation) {
 		return
 	}
 	if m.Offset < c.head {
 		c.refuse(client, m.RequestID, wire.CodeInvalidRequest, msgBelowHead)
+		return
+	}
+	if m.WaitMs == 0 && !c.readable() {
+		c.refuse(client, m.RequestID, wire.CodeUnavailable, msgNotProven)
 		return
 	}
 	if m.Offset >= c.confirmed && m.WaitMs == 0 {
@@ -36,7 +42,7 @@ func (c *Copy) onFetch(client uint64, m *wire.Fetch) {
 	f := &c.fetches[i]
 	f.inUse, f.client, f.req = true, client, *m
 	f.req.Stream, f.req.Incarnation = c.cfg.Stream, c.cfg.Incarnation
-	if m.Offset < c.confirmed {
+	if m.Offset < c.confirmed && c.readable() {
 		c.startFetchRead(i)
 		return
 	}
@@ -117,7 +123,7 @@ func (c *Copy) fetchRead(i int, gen uint32, data []byte, err error) {
 
 // wakeFetches starts the reads of parked fetches whose offset the confirmed tail passed.
 func (c *Copy) wakeFetches() {
-	if c.parked == 0 {
+	if c.parked == 0 || !c.readable() {
 		return
 	}
 	for i := range c.fetches {
@@ -139,6 +145,10 @@ func (c *Copy) onFetchTick() {
 		if f.inUse && !f.reading && c.now >= f.deadline {
 			client, req := f.client, f.req
 			c.freeFetch(i)
+			if !c.readable() {
+				c.refuse(client, req.RequestID, wire.CodeUnavailable, msgNotProven)
+				continue
+			}
 			c.fetchEmpty(client, &req)
 		}
 	}
@@ -149,6 +159,10 @@ func (c *Copy) onFetchTick() {
 // commit is answered at once: a cursor lost to a crash only makes a reader see records again.
 func (c *Copy) onCommitCursor(client uint64, m *wire.CursorRequest) {
 	if !c.refuseRequest(client, m.RequestID, m.Stream, m.Incarnation) {
+		return
+	}
+	if m.Offset > c.confirmed && !c.readable() {
+		c.refuse(client, m.RequestID, wire.CodeUnavailable, msgNotProven)
 		return
 	}
 	if m.Offset > c.confirmed {

@@ -71,6 +71,7 @@ type Copy struct {
 	runs          epochRuns
 	rec, cur      logState
 	confirmed     uint64
+	readFloor     uint64 // owner: the confirmed tail it must reach before it serves a read (its tail when it took the role)
 	now           uint64 // ticks
 
 	// Owner state.
@@ -205,6 +206,7 @@ func (c *Copy) EpochDone(epoch uint32, err error) {
 		return
 	}
 	if c.role == RoleOwner {
+		c.updateConfirmed() // W = 1: the owner's own durable tail is the confirmed tail at once
 		for i := range c.followers {
 			c.probe(i)
 		}

@@ -81,6 +81,16 @@
 //     BytesMax or RecordsMax), and never a batch past the confirmed tail. A fetch at or past the
 //     confirmed tail waits WaitMs (in ticks, capped at FetchWaitTicksMax), then gets an empty reply.
 //     Only the owner serves fetches and cursors.
+//   - A new owner serves reads only from a confirmed tail it proved (issue 22, finding 8). When it
+//     takes the role (OpenDone, after a boot, a promotion or an in-place Reassign) its confirmed
+//     tail counts only copies heard in its epoch and starts at 0, while a reader may have seen its
+//     predecessor's. Every tail an earlier owner could have confirmed is at or below this copy's
+//     own record tail at that moment (the seal promotes the furthest copy of a set meeting every
+//     W-set), so the owner holds reads until its confirmed tail reaches that tail, as Raft's new
+//     leader serves no read before its first commit in its term: a long poll waits (and is refused
+//     as unavailable if its wait runs out first), a fetch that does not wait and a cursor commit
+//     past the confirmed tail are refused as unavailable (retryable), never answered with a lower
+//     tail. An owner of W = 1 confirms its own durable tail once its epoch entry is durable.
 //   - A cursor commit is answered at once and appended without an fsync of its own; the owner asks
 //     the host to commit queued cursor events CursorSyncTicks after the first. Followers get cursor
 //     events by reads of the owner's durable cursor log, matched by offset only (no predecessor

@@ -28,7 +28,16 @@ func (c *Copy) becomeOwner(last uint32) {
 	}
 	c.tails = make([]uint64, 1+len(c.asg.Followers))
 	c.confirmed = 0
+	c.readFloor = c.rec.durable
 }
+
+// readable reports whether the owner may serve reads: its confirmed tail reached its own tail at
+// the time it took the role. Every tail an earlier owner could have confirmed is at or below that
+// (a seal promotes the furthest copy of a set that meets every W-set; an owner reassigned in place
+// confirmed no further than its own tail), so a reader that saw one never gets a lower one here.
+// Until then the confirmed tail only counts copies this owner has heard in its epoch, and may be
+// below what its predecessor handed out.
+func (c *Copy) readable() bool { return c.confirmed >= c.readFloor }
 
 // onProduce appends a producer's batch, sends it to every follower that is live, and queues the
 // answer for when the confirmed tail passes it.

@@ -21,7 +21,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testda
 //
 //	cluster n=3 policy=majority   a fresh stream of n copies (policy majority, all, or count=k)
 //	produce p=1 seq=0 n=2 size=100 to=1  producer p's batch seq of n records, to node to (the owner)
-//	fetch off=0 wait=0            a consumer's fetch from off, waiting up to wait ms
+//	fetch off=0 wait=0 to=1       a consumer's fetch from off, waiting up to wait ms, to node to
 //	commit-cursor name=c off=4    consumer c commits offset 4 (get-cursor name=c reads it)
 //	cut 3 / heal                  drop every message to and from node 3 / stop dropping
 //	nosync 3 / sync 3             node 3's storage stops syncing / syncs what it holds and resumes
@@ -124,7 +124,7 @@ func (s *scriptRun) do(t *testing.T, cmd string, args map[string]string, nodes [
 		p := arg("p", 0)
 		s.cl.produce(uint16(arg("to", 1)), p, p, arg("seq", 0), uint32(arg("n", 1)), payload(int(arg("seq", 0)), int(arg("size", 100))))
 	case "fetch":
-		fetch(s.cl, 1, arg("off", 0), 1<<20, 0, uint32(arg("wait", 0)))
+		fetch(s.cl, uint16(arg("to", 1)), arg("off", 0), 1<<20, 0, uint32(arg("wait", 0)))
 	case "commit-cursor", "get-cursor":
 		kind := stream.KindCommitCursor
 		if cmd == "get-cursor" {

@@ -66,6 +66,7 @@ const (
 	msgRestarted      = "the owner restarted within its epoch and waits for a new assignment"
 	msgQuorumLost     = "the owner heard no quorum of its copies within commit_heartbeat_timeout (R24)"
 	msgReassigned     = "the copy is taking a new assignment"
+	msgNotProven      = "the new owner has not yet confirmed the tail it took over; retry"
 	msgTooLarge       = "batch above the stream's batch limit"
 	msgOverloaded     = "too many produces wait for confirmation"
 	msgSequenceGap    = "producer sequence skips ahead of the last appended batch"

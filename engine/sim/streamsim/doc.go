@@ -21,10 +21,13 @@
 //     frames; seals, seal replies, assignments and client messages as values.
 //   - Brokers: a seal completes the queued appends, writes the fence, cuts the copy onto
 //     meta.CutPoint at the fence and answers with the tails after the cut; an assignment is applied
-//     by cutting onto meta.CutPoint at its epoch and reopening the copy in its new role (empty for a
-//     new member); a restarted node reopens every copy at the assignment its disk last applied.
+//     by cutting onto meta.CutPoint at its epoch and moving the open copy in place
+//     (stream.Copy.Reassign, inplace.go) when no cut changed its logs since it opened, as the broker
+//     does, else reopening it from the disk in its new role (empty for a new member); a restarted
+//     node reopens every copy at the assignment its disk last applied.
 //   - Workload: producers that wait for their confirm and retry the same sequence, a consumer per
-//     stream fetching below the confirmed tail and committing its cursor.
+//     stream fetching below the confirmed tail and committing its cursor, and one per stream that
+//     keeps fetching from the node that last answered it (a client's cached route) until refused.
 //   - Faults: owner kills, the metadata primary's node killed (often an owner too), a second loss
 //     during a recovery, any node killed, pauses (a paused owner wakes after its failover), partitions,
 //     restarts with longer tails, and an operator who withdraws recoveries and accepts owner losses
@@ -46,26 +49,33 @@
 // agrees with its applied owner below the shorter log; an owner's confirmed tail never moves back,
 // never passes its own durable tail, and never passes the start a seal decided for the next epoch (a
 // paused owner that wakes after the failover does not confirm); no consumer reads past the confirmed
-// tail or anything but the confirmed batches; a follower never acknowledges past its durable tail; a
-// copy whose log failed never confirms past the durable tail it had when it failed; every copy's and
-// the controller's own CheckInvariants; and at the end of the run, liveness: no producer still waits
-// for a batch it sent before the heal phase began (a stream every copy of which could serve again is
-// not wedged).
+// tail or anything but the confirmed batches; no fetch answers a confirmed tail below a confirm
+// acknowledged, or a fetch answered, before it was sent (reads.go; a third of the fetches are long
+// polls); a follower never acknowledges past its durable tail; a copy whose log failed never confirms
+// past the durable tail it had when it failed; every copy's and the controller's own CheckInvariants;
+// and at the end of the run, liveness: no producer still waits for a batch it sent before the heal
+// phase began (a stream every copy of which could serve again is not wedged).
 //
 // Broken variants (Variant) are made in the host, since the packages export no test seams across
 // packages: the raw-tail seal skips the cut; "no prefix guard" raises a seal reply's record tail to the
 // latest start, so the guard in control and meta always passes; "seal R-1" stamps local_durable in
 // meta (R = 1) while the copies confirm by majority (R = 2 for E = 3); "confirm W-1" hands the copies
 // a count policy one below W; "ack before fsync" reports an owner's appends durable at once; "failed
-// log healthy" reports a failed group commit durable and never tells the copy its log failed.
+// log healthy" reports a failed group commit durable and never tells the copy its log failed; "owner
+// quorum one" counts every owner's R24 quorum as 1 and "quorum back after one reply" lets an owner
+// that lost its quorum serve again on one follower's reply (the broker's copyGroup.Quorum and
+// OnCommitReply broken).
 //
 // Limits, written down:
 //   - The metadata group is an atomic replicated log applied to a real meta.State after
 //     MetaDelayTicks; the VSR group itself is simulated on its own in engine/sim. When the primary's
 //     node dies, each proposal it had out commits or vanishes at random, and a new primary (the
 //     lowest running node) starts a fresh controller viewChangeTicks later.
-//   - A seal is one atomic storage step (no crash between fence and cut); Commit entries between owner
-//     and followers are not sent (followers learn the confirmed tail from prepares); no retention.
+//   - A seal is one atomic storage step (no crash between fence and cut); no retention.
+//   - R24 (quorum.go): owners send Commit batches to their followers every 2 ticks and lose their
+//     quorum when they hear fewer than W copies within 6 ticks, a window shorter than the quickest
+//     failover here; a lost quorum is reported again after the owner heard its quorum back, which
+//     shard/heartbeat does not do today (Options.QuorumOncePerEpoch runs it as it is).
 //   - Time is ticks: recovery times count protocol round trips and timeouts, not CPU or disk time.
 //
 // Decisions where the design is silent:

@@ -17,6 +17,10 @@ type hostCopy struct {
 	syncCur   bool   // SyncCursors asked
 	confirmed uint64 // the last confirmed tail seen, which never moves back
 	opened    uint64 // tick it was opened at
+	// cutSinceOpen: a seal or an assignment cut the disk under this copy, which no longer knows its
+	// logs: its next assignment makes it again from the disk (as the broker's cutSinceScan).
+	cutSinceOpen bool
+	quorum       quorumWatch // owner: R24 (quorum.go)
 }
 
 // heartbeatTicks is how often a node sends its heartbeat to the metadata primary.
@@ -204,6 +208,7 @@ func (s *Sim) tickNode(n *node) {
 				hc.c.Tick()
 			}
 			s.drive(n, si)
+			s.tickQuorum(n, si, hc)
 		}
 	}
 	if s.now%heartbeatTicks == uint64(n.id)%heartbeatTicks {
@@ -259,6 +264,9 @@ func (s *Sim) onStreamFrame(n *node, e envelope) {
 	h, body, err := wire.ParseFrame(e.frame)
 	if err != nil {
 		s.fail("frame from %d does not parse: %v", e.from, err)
+		return
+	}
+	if s.onCommitFrame(n, e, &h, body) {
 		return
 	}
 	m := stream.Message{From: e.from}
@@ -331,8 +339,12 @@ func (s *Sim) onAssign(n *node, e envelope) {
 		starts[i] = meta.HistoryStart{Epoch: h.Epoch, Node: h.Node, RecordStart: h.RecordStart, CursorStart: h.CursorStart}
 	}
 	d.syncAll() // the old copy's queued appends complete before it is reopened
+	recBefore, curBefore := d.rec().tail(), d.cur().tail()
 	if cut, ok := meta.CutPoint(n.id, d.metaEpochs(), a.Epoch, starts); ok {
 		s.chk.onCut(s, n, si, d.cut(cut))
+	}
+	if hc := n.copies[si]; hc != nil && cutChanged(recBefore, curBefore, d) {
+		hc.cutSinceOpen = true
 	}
 	if a.Copies() < int(s.strs[si].st.Copies) && a.Owner == n.id {
 		s.counts.shrunken++
@@ -340,7 +352,9 @@ func (s *Sim) onAssign(n *node, e envelope) {
 	d.asg, d.starts, d.applied = a, starts, true
 	s.logf("node %d applies stream %d epoch %d owner %d followers %v (tail %d)", n.id, e.stream, a.Epoch, a.Owner,
 		a.Followers, d.rec().tail())
-	s.openCopy(n, si)
+	if s.opt.NoInPlace || !s.reassignInPlace(n, si, a, starts) {
+		s.openCopy(n, si)
+	}
 }
 
 // onSeal carries out a seal as one storage operation: the queued appends complete, the fence is
@@ -374,8 +388,12 @@ func (s *Sim) onSeal(n *node, e envelope) {
 		starts[i] = meta.HistoryStart{Epoch: h.Epoch, Node: h.Node, RecordStart: h.RecordStart, CursorStart: h.CursorStart}
 	}
 	if s.opt.Variant != RawTailSeal {
+		recBefore, curBefore := d.rec().tail(), d.cur().tail()
 		if cut, ok := meta.CutPoint(n.id, d.metaEpochs(), m.FenceEpoch, starts); ok {
 			s.chk.onCut(s, n, si, d.cut(cut))
+		}
+		if hc := n.copies[si]; hc != nil && cutChanged(recBefore, curBefore, d) {
+			hc.cutSinceOpen = true
 		}
 	}
 	if hc := n.copies[si]; hc != nil {

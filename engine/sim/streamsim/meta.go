@@ -223,6 +223,9 @@ func (m *metaGroup) commitDue(s *Sim) {
 		s.logf("meta op %s on stream %d: %s", p.op.Kind(), p.stream, r)
 		if _, ok := p.op.(meta.AcceptOwnerLoss); ok && r.OK() {
 			s.chk.onAcceptedLoss(s, p.stream)
+			if si, ok := s.streamIndex(p.stream); ok {
+				s.reads.onAcceptedLoss(si)
+			}
 		}
 		if p.gen != 0 && p.gen == m.gen && m.ctrl != nil {
 			m.ctrl.ProposalDone(p.stream, r)

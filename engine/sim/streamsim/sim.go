@@ -41,11 +41,18 @@ const (
 	// group commit durable, as a segment layer that dropped the error would, and the copy goes on
 	// as healthy (no LogFailed, no wire.CopyLogFailed).
 	FailedLogHealthy
+	// OwnerQuorumOne: the host counts an owner's R24 quorum as 1 (the broker's copyGroup.Quorum
+	// broken): an owner never loses its quorum, and one cut off from its followers serves on.
+	OwnerQuorumOne
+	// QuorumBackAfterOneReply: an owner that lost its quorum serves again after one follower's reply,
+	// whatever W is (the broker's OnCommitReply broken).
+	QuorumBackAfterOneReply
 )
 
 func (v Variant) String() string {
 	return [...]string{"correct", "raw-tail seal", "no prefix guard", "seal R-1", "confirm W-1",
-		"ack before fsync", "restarted owner kept", "failed log healthy"}[v]
+		"ack before fsync", "restarted owner kept", "failed log healthy", "owner quorum one",
+		"quorum back after one reply"}[v]
 }
 
 // Options are one run's shape. Zero values are drawn from the seed.
@@ -75,6 +82,14 @@ type Options struct {
 	// of owners and followers, healed after a while and in the heal phase, and the liveness check at
 	// the end of the run.
 	DiskErrors bool
+	// NoInPlace makes every applied assignment reopen its copy from the disk (stream.New), never
+	// stream.Copy.Reassign in place as the broker does when no cut intervened (for comparison).
+	NoInPlace bool
+	// QuorumWindowTicks is the owners' R24 quorum window (0: defaultQuorumWindowTicks).
+	QuorumWindowTicks int
+	// QuorumOncePerEpoch reports an owner's lost quorum at most once per epoch, as the shard's
+	// heartbeat.Primary does today (quorum.go).
+	QuorumOncePerEpoch bool
 	// Log receives one line per notable event when set.
 	Log func(format string, args ...any)
 }
@@ -94,10 +109,11 @@ type Sim struct {
 	strs   []simStream
 	work   workload
 	chk    checker
+	reads  readChecker
 	fault  faults
 	err    error
 	byID   map[uint64]int // stream id -> index in strs
-	counts struct{ shrunken, empty, pauses int }
+	counts struct{ shrunken, empty, pauses, inPlace, quorumLost int }
 }
 
 // simStream is one stream of the run.
@@ -140,6 +156,7 @@ func New(opt Options) (*Sim, error) {
 		s.byID[s.strs[i].st.ID] = i
 	}
 	s.chk.init(s)
+	s.reads.init(len(s.strs))
 	s.work.init(s)
 	return s, nil
 }
@@ -217,7 +234,7 @@ func Run(opt Options) (Stats, error) {
 
 // ParseVariant returns the variant named name (as Variant.String spells it).
 func ParseVariant(name string) (Variant, error) {
-	for v := Correct; v <= FailedLogHealthy; v++ {
+	for v := Correct; v <= QuorumBackAfterOneReply; v++ {
 		if v.String() == name {
 			return v, nil
 		}
@@ -363,10 +380,17 @@ type Stats struct {
 	// Stuck: streams with a producer still waiting at the end of the run for a batch it sent more
 	// than Ticks/8 ticks before (liveness after the heal phase; counted, not checked).
 	Stuck int
+	// Reads: fetch replies checked against the confirms and reads that finished before they began.
+	Reads int
+	// InPlace: assignments applied by stream.Copy.Reassign on the open copy.
+	InPlace int
+	// QuorumLost: owners told they lost their quorum (R24).
+	QuorumLost int
 }
 
 func (s *Sim) Stats() Stats {
-	st := Stats{Acked: len(s.work.acked), Shrunken: s.counts.shrunken, Empty: s.counts.empty, Pauses: s.counts.pauses}
+	st := Stats{Acked: len(s.work.acked), Shrunken: s.counts.shrunken, Empty: s.counts.empty, Pauses: s.counts.pauses,
+		Reads: s.reads.checked, InPlace: s.counts.inPlace, QuorumLost: s.counts.quorumLost}
 	for si := range s.strs {
 		st.Confirmed += len(s.chk.ghosts[si].ids)
 		st.Accepted += len(s.chk.ghosts[si].acceptedEpochs)

@@ -6,16 +6,18 @@ import (
 )
 
 var (
-	seedFlag  = flag.Uint64("seed", 0, "run only this seed of TestSim (a failing seed's one-line repro)")
-	seedsFlag = flag.Int("seeds", 200, "seeds TestSim runs")
-	firstFlag = flag.Uint64("first", 1, "first seed TestSim runs")
-	keepGoing = flag.Bool("keepgoing", false, "TestSim logs each failing seed and goes on, failing at the end")
-	verbose   = flag.Bool("simlog", false, "log the run's events")
-	recOnly   = flag.Bool("recordonly", false, "TestBrokenVariants also hunts each variant with the record checks only (informational)")
+	seedFlag   = flag.Uint64("seed", 0, "run only this seed of TestSim (a failing seed's one-line repro)")
+	seedsFlag  = flag.Int("seeds", 200, "seeds TestSim runs")
+	firstFlag  = flag.Uint64("first", 1, "first seed TestSim runs")
+	keepGoing  = flag.Bool("keepgoing", false, "TestSim logs each failing seed and goes on, failing at the end")
+	verbose    = flag.Bool("simlog", false, "log the run's events")
+	recOnly    = flag.Bool("recordonly", false, "TestBrokenVariants also hunts each variant with the record checks only (informational)")
+	quorumOnce = flag.Bool("quorumonce", false, "report an owner's lost quorum once per epoch, as shard/heartbeat does today (quorum.go)")
+	window     = flag.Int("quorumwindow", 0, "the owners' R24 quorum window in ticks (0: the default)")
 )
 
 func options(t *testing.T, seed uint64, v Variant) Options {
-	o := Options{Seed: seed, Variant: v}
+	o := Options{Seed: seed, Variant: v, QuorumOncePerEpoch: *quorumOnce, QuorumWindowTicks: *window}
 	if *verbose {
 		o.Log = t.Logf
 	}
@@ -47,6 +49,9 @@ func TestSim(t *testing.T) {
 		sum.Empty += st.Empty
 		sum.Pauses += st.Pauses
 		sum.Stuck += st.Stuck
+		sum.Reads += st.Reads
+		sum.InPlace += st.InPlace
+		sum.QuorumLost += st.QuorumLost
 		if st.MaxEpoch > 1 {
 			failovers++
 		}
@@ -57,8 +62,9 @@ func TestSim(t *testing.T) {
 	n := int(last - first + 1)
 	t.Logf("seeds %d..%d: %d batches acknowledged, %d confirmed, %d runs with a failover, %d shrunken "+
 		"assignments, %d empty replacement copies, %d owners woken after their failover, %d accepted losses "+
-		"(%d then with a divergent follower), %d streams stuck at the end", first, last, sum.Acked,
-		sum.Confirmed, failovers, sum.Shrunken, sum.Empty, sum.Pauses, sum.Accepted, sum.AcceptedDiverged, sum.Stuck)
+		"(%d then with a divergent follower), %d streams stuck at the end, %d fetch replies checked against "+
+		"earlier confirms and reads, %d assignments applied in place, %d owners that lost their quorum", first, last, sum.Acked, sum.Confirmed, failovers, sum.Shrunken, sum.Empty,
+		sum.Pauses, sum.Accepted, sum.AcceptedDiverged, sum.Stuck, sum.Reads, sum.InPlace, sum.QuorumLost)
 	if n >= 20 && (sum.Acked < 10*n || failovers < n/3) {
 		t.Fatalf("the runs did too little to prove anything")
 	}
@@ -76,7 +82,8 @@ func TestBrokenVariants(t *testing.T) {
 		modes = append(modes, true)
 	}
 	for _, only := range modes {
-		for _, v := range []Variant{NoPrefixGuard, SealRMinus1, RawTailSeal, ConfirmWMinus1, AckBeforeFsync} {
+		for _, v := range []Variant{NoPrefixGuard, SealRMinus1, RawTailSeal, ConfirmWMinus1, AckBeforeFsync, OwnerQuorumOne,
+			QuorumBackAfterOneReply} {
 			name := v.String()
 			if only {
 				name += " (record checks only)"

@@ -19,12 +19,22 @@ type producer struct {
 	since   uint64 // tick the waiting batch was first sent
 }
 
-// consumer fetches a stream from the owner below the confirmed tail and commits its cursor.
+// consumer fetches a stream from the owner below the confirmed tail and commits its cursor. A
+// consumer with cached set keeps sending to the node that last answered it, as a client with a
+// cached route does, until that node refuses it or stays silent for routeTimeoutTicks: an old owner
+// that still serves after its failover is read from.
 type consumer struct {
 	si     int
 	next   uint64
 	sendAt uint64
+	cached bool
+	route  uint16 // cached: the node that last answered; 0: look the owner up
+	heard  uint64 // cached: tick of the last answer
 }
+
+// routeTimeoutTicks is how long a cached-route consumer waits for an answer before it looks the
+// owner up again.
+const routeTimeoutTicks = 20
 
 type workload struct {
 	producers []producer
@@ -44,6 +54,9 @@ type ackKey struct {
 // retryTicks is how long a producer waits for an answer before it sends again.
 const retryTicks = 12
 
+// fetchWaitMs is the wait of a consumer's long poll: 3 ticks at the copies' default TickMs.
+const fetchWaitMs = 30
+
 func (w *workload) init(s *Sim) {
 	w.acked = make(map[ackKey]uint64)
 	w.byPID = make(map[uint64]int)
@@ -53,7 +66,7 @@ func (w *workload) init(s *Sim) {
 			w.byPID[w.nextPID] = len(w.producers)
 			w.producers = append(w.producers, producer{id: w.nextPID, si: si})
 		}
-		w.consumers = append(w.consumers, consumer{si: si})
+		w.consumers = append(w.consumers, consumer{si: si}, consumer{si: si, cached: true})
 	}
 }
 
@@ -95,12 +108,20 @@ func (w *workload) step(s *Sim) {
 		c.sendAt = s.now + 4
 		st := s.strs[c.si].st
 		to := w.owner(s, c.si)
+		client := uint64(1000 + c.si)
+		if c.cached {
+			to, client = c.routeTo(s, to), uint64(3000+c.si)
+		}
 		w.requests++
-		m := stream.Message{Kind: stream.KindFetch, Client: uint64(1000 + c.si)}
+		m := stream.Message{Kind: stream.KindFetch, Client: client}
 		m.Fetch = wire.Fetch{RequestID: w.requests, Stream: st.ID, Incarnation: st.Incarnation, Offset: c.next,
 			BytesMax: 2048, RecordsMax: 64}
+		if w.requests%3 == 0 {
+			m.Fetch.WaitMs = fetchWaitMs // a long poll (no draw: the seeds' runs stay as they were)
+		}
+		s.reads.onFetchSent(s, c.si, w.requests)
 		s.send(envelope{from: clientNode, to: to, kind: kindRequest, stream: st.ID, request: m})
-		if s.rng.IntN(5) == 0 {
+		if !c.cached && s.rng.IntN(5) == 0 {
 			m := stream.Message{Kind: stream.KindCommitCursor, Client: uint64(2000 + c.si)}
 			m.Cursor = wire.CursorRequest{RequestID: w.requests, Stream: st.ID, Incarnation: st.Incarnation,
 				Consumer: []byte("c1"), Offset: c.next}
@@ -139,6 +160,9 @@ func (w *workload) onReply(s *Sim, e envelope) {
 	case stream.ReplyFetch:
 		w.onFetched(s, si, e.from, r)
 	case stream.ReplyError:
+		if c := w.cachedConsumer(r.Client); c != nil && e.from == c.route {
+			c.route = 0 // refused: look the owner up again
+		}
 		p := w.producer(r.Client)
 		switch {
 		case p == nil || !p.waiting || r.Error.RequestID != p.seq:
@@ -164,6 +188,7 @@ func (w *workload) onProduced(s *Sim, si int, r *stream.Reply) {
 	}
 	w.acked[k] = r.Produce.BaseOffset
 	s.chk.onAck(s, si, k, r.Produce.BaseOffset, r.Produce.Count)
+	s.reads.onAcked(si, r.Produce.BaseOffset+uint64(r.Produce.Count))
 	if p := w.producer(r.Client); p != nil && p.waiting && p.seq == r.Produce.RequestID {
 		p.waiting = false
 	}
@@ -189,11 +214,40 @@ func (w *workload) onFetched(s *Sim, si int, from uint16, r *stream.Reply) {
 		end = id.end()
 		b = b[n:]
 	}
+	s.reads.onFetched(s, si, from, f.RequestID, f.ConfirmedTail)
 	for i := range w.consumers {
-		if c := &w.consumers[i]; c.si == si && f.Count > 0 && end > c.next {
+		if c := &w.consumers[i]; c.si == si && !c.cached && f.Count > 0 && end > c.next {
 			c.next = end
 		}
 	}
+	if c := w.cachedConsumer(r.Client); c != nil {
+		c.route, c.heard = from, s.now
+		if f.Count > 0 && end > c.next {
+			c.next = end
+		}
+	}
+}
+
+// routeTo is where a cached-route consumer sends its next fetch: its route, or owner when it has
+// none or its route was silent too long.
+func (c *consumer) routeTo(s *Sim, owner uint16) uint16 {
+	if c.route == 0 || s.now-c.heard > routeTimeoutTicks {
+		c.route, c.heard = owner, s.now
+	}
+	return c.route
+}
+
+// cachedConsumer is the cached-route consumer whose client id is client, or nil.
+func (w *workload) cachedConsumer(client uint64) *consumer {
+	if client < 3000 {
+		return nil
+	}
+	for i := range w.consumers {
+		if c := &w.consumers[i]; c.cached && uint64(3000+c.si) == client {
+			return c
+		}
+	}
+	return nil
 }
 
 // producer returns the producer whose current id is pid, or nil.

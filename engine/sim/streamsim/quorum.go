@@ -1,0 +1,178 @@
+package streamsim
+
+import (
+	"github.com/ringstream/ringstream/engine/stream"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// R24 on the simulated owners, as engine/streamhost and the shard's heartbeat run it: an owner
+// sends its Commit (its confirmed tail) to its followers every commitEveryTicks as a real wire
+// Commit batch; a follower takes it (stream.Copy.CommitSeen) and answers with a CommitReply; an
+// owner that heard fewer than W copies, itself included, within the quorum window is told
+// QuorumLost and serves nothing until replies from W-1 followers since then brought QuorumHeard;
+// from then on the window watches again, and a second loss in the same epoch is reported too. The
+// frames cross the simulated network (loss, delay, partitions, pauses), so a partitioned or paused
+// owner loses its quorum.
+//
+// shard/heartbeat.Primary reports a lost quorum once per view (QuorumLost returns false for good
+// once it returned true), so a broker's owner that heard its quorum again and then lost it a second
+// time in the same epoch is never told, and serves on. Options.QuorumOncePerEpoch runs that: seed
+// 13 then fails at tick 475 (node 4, owner of stream 2 at epoch 4, lost its quorum at 407, heard
+// it again at 423, was partitioned at 446, and answered a fetch with confirmed tail 103 after the
+// epoch 5 owner confirmed 104: a read went back in time).
+
+// commitEveryTicks is how often an owner sends its Commit to each follower.
+const commitEveryTicks = 2
+
+// defaultQuorumWindowTicks is the quorum window when Options.QuorumWindowTicks is 0: shorter than
+// the quickest failover the controller can make (eager failover grace, a seal round trip, a
+// metadata commit, the new owner's open), so that an owner cut off from its followers stops serving
+// before a new owner confirms anything.
+const defaultQuorumWindowTicks = 6
+
+// quorumWatch is an owner copy's R24 state at one epoch.
+type quorumWatch struct {
+	epoch  uint32
+	start  uint64            // tick the window opened: the owner's first tick at this epoch
+	heard  map[uint16]uint64 // follower -> tick of its last reply at this epoch
+	lost   bool              // QuorumLost reported at this epoch
+	since  map[uint16]bool   // followers heard since the loss
+	sentAt uint64
+}
+
+func (s *Sim) quorumWindow() uint64 {
+	if s.opt.QuorumWindowTicks > 0 {
+		return uint64(s.opt.QuorumWindowTicks)
+	}
+	return defaultQuorumWindowTicks
+}
+
+// quorumOf is the count of copies an owner must hear (the broker's copyGroup.Quorum: the stamped
+// assignment's W), or 1 in the OwnerQuorumOne variant.
+func (s *Sim) quorumOf(hc *hostCopy) int {
+	if s.opt.Variant == OwnerQuorumOne {
+		return 1
+	}
+	return hc.asg.ConfirmCount()
+}
+
+// tickQuorum sends node n's owner copy of stream si its Commit when due and reports a lost quorum.
+func (s *Sim) tickQuorum(n *node, si int, hc *hostCopy) {
+	if hc.c.Role() != stream.RoleOwner || hc.c.Restarted() {
+		return
+	}
+	q := &hc.quorum
+	if q.epoch != hc.asg.Epoch || q.heard == nil {
+		*q = quorumWatch{epoch: hc.asg.Epoch, start: s.now, heard: map[uint16]uint64{}, sentAt: s.now}
+		s.sendCommits(n, si, hc)
+	}
+	if s.now-q.sentAt >= commitEveryTicks {
+		q.sentAt = s.now
+		s.sendCommits(n, si, hc)
+	}
+	if q.lost && !hc.c.LostQuorum() && !s.opt.QuorumOncePerEpoch {
+		q.lost = false // heard again: the window watches on (see QuorumOncePerEpoch)
+	}
+	window := s.quorumWindow()
+	if q.lost || s.now-q.start < window {
+		return
+	}
+	heard := 1
+	for _, f := range hc.asg.Followers {
+		if t, ok := q.heard[f]; ok && s.now-t < window {
+			heard++
+		}
+	}
+	if heard >= s.quorumOf(hc) {
+		return
+	}
+	q.lost, q.since = true, map[uint16]bool{}
+	s.counts.quorumLost++
+	s.logf("node %d: owner of stream %d epoch %d lost its quorum (%d of %d heard)", n.id, s.strs[si].st.ID,
+		hc.asg.Epoch, heard, s.quorumOf(hc))
+	hc.c.QuorumLost()
+	s.drive(n, si)
+}
+
+func (s *Sim) sendCommits(n *node, si int, hc *hostCopy) {
+	st := s.strs[si].st
+	e := []wire.CommitEntry{{Group: st.ID, Incarnation: st.Incarnation, View: hc.asg.Epoch, Commit: hc.c.Confirmed(),
+		TimestampMonotonic: s.now, HeartbeatState: wire.HeartbeatBusy}}
+	for _, f := range hc.asg.Followers {
+		frame := wire.AppendCommitBatch(nil, 1, n.id, e)
+		s.send(envelope{from: n.id, to: f, kind: kindPrepare, stream: st.ID, frame: frame})
+	}
+}
+
+// onCommitFrame takes a Commit batch (a follower: CommitSeen, and a reply) or a CommitReply batch
+// (an owner: the follower heard; QuorumHeard once W-1 were since the loss). It reports whether the
+// frame was one of the two.
+func (s *Sim) onCommitFrame(n *node, e envelope, h *wire.Header, body []byte) bool {
+	switch h.Command {
+	case wire.CommandCommit:
+		b, err := wire.DecodeCommitBatch(h, body)
+		if err != nil {
+			s.fail("commit batch from %d does not decode: %v", e.from, err)
+			return true
+		}
+		for i := range b.Len() {
+			c, err := b.Entry(i)
+			if err == nil {
+				s.onCommitEntry(n, e.from, c)
+			}
+		}
+		return true
+	case wire.CommandCommitReply:
+		b, err := wire.DecodeCommitReplyBatch(h, body)
+		if err != nil {
+			s.fail("commit reply batch from %d does not decode: %v", e.from, err)
+			return true
+		}
+		for i := range b.Len() {
+			r, err := b.Entry(i)
+			if err == nil {
+				s.onCommitReply(n, e.from, r)
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func (s *Sim) onCommitEntry(n *node, from uint16, c wire.CommitEntry) {
+	si, ok := s.streamIndex(c.Group)
+	if !ok || n.copies[si] == nil || c.Incarnation != s.strs[si].st.Incarnation {
+		return
+	}
+	hc := n.copies[si]
+	if hc.c.Role() != stream.RoleFollower || hc.asg.Epoch != c.View || hc.asg.Owner != from {
+		return
+	}
+	hc.c.CommitSeen(c.View, c.Commit)
+	r := []wire.CommitReplyEntry{{Group: c.Group, Incarnation: c.Incarnation, View: c.View,
+		TimestampMonotonic: c.TimestampMonotonic}}
+	s.send(envelope{from: n.id, to: from, kind: kindPrepareOK, stream: c.Group,
+		frame: wire.AppendCommitReplyBatch(nil, 1, n.id, r)})
+}
+
+func (s *Sim) onCommitReply(n *node, from uint16, r wire.CommitReplyEntry) {
+	si, ok := s.streamIndex(r.Group)
+	if !ok || n.copies[si] == nil || r.Incarnation != s.strs[si].st.Incarnation {
+		return
+	}
+	hc := n.copies[si]
+	q := &hc.quorum
+	if hc.c.Role() != stream.RoleOwner || hc.asg.Epoch != r.View || q.epoch != r.View || q.heard == nil {
+		return
+	}
+	q.heard[from] = s.now
+	if !hc.c.LostQuorum() {
+		return
+	}
+	q.since[from] = true
+	if len(q.since)+1 >= s.quorumOf(hc) || s.opt.Variant == QuorumBackAfterOneReply {
+		s.logf("node %d: owner of stream %d epoch %d heard its quorum again", n.id, r.Group, r.View)
+		hc.c.QuorumHeard()
+		s.drive(n, si)
+	}
+}
