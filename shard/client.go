@@ -11,7 +11,8 @@ import (
 	"github.com/ringstream/ringstream/wire"
 )
 
-// ClientConfig bounds what one client connection may hold on the node. Zero values take the defaults.
+// ClientConfig bounds what one client connection may hold on the node, how long it may take, and
+// how many connections the node takes. Zero values take the defaults.
 type ClientConfig struct {
 	// OutboxBytes bounds a connection's unsent replies (default 4 MiB): while they reach it, the
 	// connection reads no more requests, so a client that does not read its replies is pushed back
@@ -20,12 +21,35 @@ type ClientConfig struct {
 	// RequestsMax bounds a connection's requests handed on and not answered yet (default 64); the
 	// connection reads no more until one is answered.
 	RequestsMax int
+	// PendingBytesMax bounds the bytes of a connection's requests handed on and not answered yet
+	// (default 16 MiB, at least FrameBytesMax so that the largest frame can always be taken): routed
+	// requests are copies, and 64 large produces would otherwise hold 64 frames. The connection reads
+	// no more until replies bring it below the bound.
+	PendingBytesMax int
 	// FrameBytesMax is the largest client frame, header included (default 8 MiB + 256). A larger
 	// one is answered with an error and closes the connection.
 	FrameBytesMax int
+	// ConnectionsMax bounds the node's client connections, handshaking ones included, over all of its
+	// shards (default 10000). A connection accepted past it is closed at once, counted and logged.
+	// The process's descriptor limit must leave room for it beside the node's own files.
+	ConnectionsMax int
+	// HandshakeTimeoutTicks bounds a client's handshake from its accept (default: Config's
+	// HandshakeTimeoutTicks, 500).
+	HandshakeTimeoutTicks uint64
+	// IdleTimeoutTicks closes an open connection with nothing under way (no request unanswered, no
+	// reply unsent, no part of a frame received) for this long (default 30000, 5 minutes at 10 ms).
+	// A long-poll fetch is a request unanswered: its connection is not idle. TimeoutNever: never.
+	IdleTimeoutTicks uint64
+	// FrameTimeoutTicks bounds a frame from its first byte to its last (default 3000, 30 s at 10 ms):
+	// a header promising a body that does not come closes the connection. Time the connection spends
+	// not reading by the node's choice (a bound, a full queue) is not counted. TimeoutNever: never.
+	FrameTimeoutTicks uint64
 }
 
-func (c ClientConfig) withDefaults() ClientConfig {
+// TimeoutNever turns a client timeout in ticks off.
+const TimeoutNever = ^uint64(0)
+
+func (c ClientConfig) withDefaults(handshakeTicks uint64) ClientConfig {
 	if c.OutboxBytes == 0 {
 		c.OutboxBytes = 4 << 20
 	}
@@ -34,6 +58,21 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	}
 	if c.FrameBytesMax == 0 {
 		c.FrameBytesMax = 8<<20 + wire.HeaderSize
+	}
+	if c.PendingBytesMax == 0 {
+		c.PendingBytesMax = max(16<<20, c.FrameBytesMax)
+	}
+	if c.ConnectionsMax == 0 {
+		c.ConnectionsMax = 10000
+	}
+	if c.HandshakeTimeoutTicks == 0 {
+		c.HandshakeTimeoutTicks = handshakeTicks
+	}
+	if c.IdleTimeoutTicks == 0 {
+		c.IdleTimeoutTicks = 30000
+	}
+	if c.FrameTimeoutTicks == 0 {
+		c.FrameTimeoutTicks = 3000
 	}
 	return c
 }
@@ -47,6 +86,14 @@ func (c ClientConfig) validate() error {
 	case c.FrameBytesMax < wire.HeaderSize || c.FrameBytesMax > wire.FrameSizeMax:
 		return fmt.Errorf("%w: client frame bytes max %d, want %d..%d", ErrConfig, c.FrameBytesMax,
 			wire.HeaderSize, wire.FrameSizeMax)
+	case c.PendingBytesMax < c.FrameBytesMax:
+		return fmt.Errorf("%w: client pending bytes max %d is below client frame bytes max %d: the largest "+
+			"frame could never be taken", ErrConfig, c.PendingBytesMax, c.FrameBytesMax)
+	case c.ConnectionsMax < 1:
+		return fmt.Errorf("%w: client connections max %d is below 1", ErrConfig, c.ConnectionsMax)
+	case c.IdleTimeoutTicks < c.HandshakeTimeoutTicks:
+		return fmt.Errorf("%w: client idle timeout (%d ticks) is below the client handshake timeout (%d ticks)",
+			ErrConfig, c.IdleTimeoutTicks, c.HandshakeTimeoutTicks)
 	}
 	return nil
 }
@@ -59,6 +106,9 @@ type ClientRequest struct {
 	Conn      uint64
 	RequestID uint64
 	Stream    uint64
+	// Bytes is the request frame's size, counted against ClientConfig.PendingBytesMax until the
+	// reply: pass the request back to Shard.ReplyClient as it came.
+	Bytes int
 }
 
 // ClientHandler serves client requests. The node sets it with SetClientHandler before Start.
@@ -77,12 +127,14 @@ type ClientStats struct {
 	HandshakeErrors   atomic.Uint64 // handshakes refused (bad frame, revision, cluster, secret)
 	AuthRefused       atomic.Uint64 // of those, refused for the cluster secret
 	HandshakeTimeouts atomic.Uint64 // closed for not finishing the handshake within HandshakeTimeoutTicks
-	Requests          atomic.Uint64 // requests handed to the handler on this shard
-	Routed            atomic.Uint64 // requests this shard sent to the shard owning their stream
-	BadRequests       atomic.Uint64 // frames answered with CodeInvalidRequest (sound header, bad contents)
-	BrokenFrames      atomic.Uint64 // connections closed for a header that fails its checks or a frame too large
-	RepliesDropped    atomic.Uint64 // replies for a connection that had closed
-	Pushback          atomic.Uint64 // times a connection stopped reading: outbox, requests or queue full
+	// Connections closed by the node for a bound or a fault are counted by reason in
+	// Stats.ConnectionsClosed (client_limits.go).
+	Requests       atomic.Uint64 // requests handed to the handler on this shard
+	Routed         atomic.Uint64 // requests this shard sent to the shard owning their stream
+	BadRequests    atomic.Uint64 // frames answered with CodeInvalidRequest (sound header, bad contents)
+	BrokenFrames   atomic.Uint64 // connections closed for a header that fails its checks or a frame too large
+	RepliesDropped atomic.Uint64 // replies for a connection that had closed
+	Pushback       atomic.Uint64 // times a connection stopped reading: outbox, requests or queue full
 }
 
 // SetClientHandler sets the handler of client requests. Call it before Start.
@@ -173,12 +225,16 @@ type clientShard struct {
 	conns       []*clientConn
 	byID        map[uint64]*clientConn
 	nextID      uint64
+	// closes rate-limits the log lines of refused and closed connections, the shard's peer
+	// connections' included (client_limits.go).
+	closes closeLog
 }
 
 // start readies the shard's client side and posts its first Accept (shard goroutine).
 func (c *clientShard) start(s *Shard) {
 	c.s, c.fd = s, -1
 	c.byID = make(map[uint64]*clientConn)
+	c.closes = closeLog{log: s.log, shard: s.index, intervalTicks: closeLogIntervalTicks(s.cfg.Tick)}
 	if s.index < len(s.node.clientFDs) {
 		c.fd = s.node.clientFDs[s.index]
 		c.armAccept()
@@ -213,16 +269,22 @@ func (c *clientShard) Complete(r ring.Completion) {
 		return
 	}
 	c.armAccept()
+	s.stats.Client.Accepted.Add(1)
+	if !s.node.clients.admit(s.cfg.Client.ConnectionsMax) {
+		c.closes.note(&s.stats, s.tick.Number, closeClientConnectionsMax, "limit", s.cfg.Client.ConnectionsMax)
+		unix.Close(fd)
+		return
+	}
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	c.nextID++
-	cn := &clientConn{s: s, id: c.nextID, fd: fd, state: clientHello, acceptTick: s.tick.Number}
+	now := s.tick.Number
+	cn := &clientConn{s: s, id: c.nextID, fd: fd, state: clientHello, acceptTick: now, lastActiveTick: now}
 	c.conns = append(c.conns, cn)
 	c.byID[cn.id] = cn
-	s.stats.Client.Accepted.Add(1)
 	cn.postRecv()
 }
 
-// onTick retries a failed Accept and closes connections whose handshake took too long.
+// onTick retries a failed Accept and closes the connections past a time bound.
 func (c *clientShard) onTick() {
 	if c.s == nil {
 		return // a shard ticked without its loop (tests)
@@ -231,14 +293,7 @@ func (c *clientShard) onTick() {
 		c.acceptRetry = false
 		c.armAccept()
 	}
-	now := c.s.tick.Number
-	for i := len(c.conns) - 1; i >= 0; i-- { // backwards: close may remove c.conns[i]
-		cn := c.conns[i]
-		if (cn.state == clientHello || cn.state == clientProving) && now-cn.acceptTick >= c.s.cfg.HandshakeTimeoutTicks {
-			c.s.stats.Client.HandshakeTimeouts.Add(1)
-			cn.close()
-		}
-	}
+	c.expire(c.s.tick.Number)
 }
 
 // drain shuts the listening socket and every connection down for Stop.
@@ -302,6 +357,8 @@ func (c *clientShard) deliver(req ClientRequest, frame []byte) {
 	if cn.pending > 0 {
 		cn.pending--
 	}
+	cn.pendingBytes = max(0, cn.pendingBytes-req.Bytes)
+	cn.lastActiveTick = c.s.tick.Number
 	cn.out = append(cn.out, frame...)
 	cn.kick()
 }

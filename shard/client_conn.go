@@ -50,9 +50,17 @@ type clientConn struct {
 	recvInFlight bool
 	sendInFlight bool
 	pending      int  // requests handed on and not answered (ClientConfig.RequestsMax)
+	pendingBytes int  // their frames' bytes (ClientConfig.PendingBytesMax)
 	stalled      bool // stopped reading: a bound or a full queue; receive(0) retries
 	closeAfter   bool // a refusal is queued: close once it is sent
 	open         bool // counted in ClientStats.Open
+
+	// Time bounds (client_limits.go), in ticks of the shard.
+	lastActiveTick uint64 // the last byte received or reply queued (IdleTimeoutTicks)
+	inFrame        bool   // part of a frame is received and waits for the rest
+	frameStartTick uint64 // when that frame's first byte came, or reading resumed (FrameTimeoutTicks)
+	framesDone     uint64 // frames handed on or dropped: a change starts a new frame's clock
+	frameMark      uint64 // framesDone when frameStartTick was set
 }
 
 func (cn *clientConn) Complete(c ring.Completion) {
@@ -74,7 +82,7 @@ func (cn *clientConn) onRecv(c ring.Completion) {
 		return
 	}
 	if c.Res <= 0 {
-		cn.close()
+		cn.onClientGone()
 		return
 	}
 	if cn.closeAfter {
@@ -154,10 +162,12 @@ func (cn *clientConn) onProof() {
 func (cn *clientConn) refuseHandshake(h *wire.Header, err error) {
 	s := cn.s
 	s.stats.Client.HandshakeErrors.Add(1)
-	if errors.Is(err, wire.ErrAuthFailed) || errors.Is(err, wire.ErrAuthMissing) || errors.Is(err, wire.ErrAuthNoSecret) {
+	reason := closeClientHandshakeRefused
+	if isAuthErr(err) {
 		s.stats.Client.AuthRefused.Add(1)
+		reason = closeClientAuthRefused
 	}
-	s.log.Warn("shard: client handshake refused", "shard", s.index, "err", err)
+	s.cl.closes.note(&s.stats, s.tick.Number, reason, "conn", cn.id, "err", err)
 	if h == nil {
 		cn.close()
 		return
@@ -204,23 +214,45 @@ func (cn *clientConn) receive(n int) {
 		// The header held, so the client is told; its body cannot be skipped without reading it,
 		// and the reader refuses to, so the connection closes after the reply.
 		cn.s.stats.Client.BrokenFrames.Add(1)
+		cn.s.cl.closes.note(&cn.s.stats, cn.s.tick.Number, closeClientFrameTooLarge, "conn", cn.id, "err", err)
 		cn.refuse(nil, err)
 		return
 	case err != nil:
 		cn.s.stats.Client.BrokenFrames.Add(1)
-		cn.close()
+		cn.closeFor(closeClientBrokenFrame, "err", err)
 		return
 	}
+	cn.markFrame()
 	cn.postRecv()
 }
+
+// onClientGone closes a connection whose client closed it or failed: counted and logged when part
+// of a request was received (a client that went away between requests is an ordinary end).
+func (cn *clientConn) onClientGone() {
+	switch {
+	case cn.state != clientOpen:
+		cn.close()
+	case cn.in.Buffered() > 0:
+		cn.closeFor(closeClientClosedMidFrame, "received", cn.in.Buffered(), "missing", cn.in.Pending())
+	case cn.unsent() > 0:
+		cn.closeFor(closeClientClosedMidReply, "unsent", cn.unsent())
+	default:
+		cn.close()
+	}
+}
+
+// unsent is the reply bytes queued and not sent yet.
+func (cn *clientConn) unsent() int { return len(cn.sending) - cn.sendOff + len(cn.out) }
 
 // HandleFrame takes one whole client frame, both checksums checked (wire.FrameHandler).
 func (cn *clientConn) HandleFrame(h wire.Header, body, frame []byte) error {
 	s := cn.s
 	cfg := &s.cfg.Client
-	if cn.pending >= cfg.RequestsMax || len(cn.out)+len(cn.sending)-cn.sendOff >= cfg.OutboxBytes {
+	if cn.pending >= cfg.RequestsMax || len(cn.out)+len(cn.sending)-cn.sendOff >= cfg.OutboxBytes ||
+		cn.pendingBytes+len(frame) > cfg.PendingBytesMax { // validation: a lone frame always fits
 		return wire.ErrStall
 	}
+	cn.framesDone++
 	err := checkRequest(&h, body)
 	if err == nil && h.Cluster != s.cfg.Cluster {
 		err = wire.ErrForeignCluster
@@ -234,7 +266,8 @@ func (cn *clientConn) HandleFrame(h wire.Header, body, frame []byte) error {
 		cn.kick()
 		return nil
 	}
-	req := ClientRequest{Shard: s.index, Conn: cn.id, RequestID: binary.LittleEndian.Uint64(h.Area[:8]), Stream: h.Group}
+	req := ClientRequest{Shard: s.index, Conn: cn.id, RequestID: binary.LittleEndian.Uint64(h.Area[:8]), Stream: h.Group,
+		Bytes: len(frame)}
 	target := s.index
 	if h.Group != 0 {
 		target = ShardOf(h.Group, len(s.node.shards))
@@ -248,9 +281,11 @@ func (cn *clientConn) HandleFrame(h wire.Header, body, frame []byte) error {
 		}
 		s.stats.Client.Routed.Add(1)
 		cn.pending++
+		cn.pendingBytes += len(frame)
 		return nil
 	}
 	cn.pending++
+	cn.pendingBytes += len(frame)
 	s.stats.Client.Requests.Add(1)
 	s.header = h
 	s.node.clientHandler.OnClientRequest(s, req, &s.header, body)
@@ -259,6 +294,7 @@ func (cn *clientConn) HandleFrame(h wire.Header, body, frame []byte) error {
 
 // DropFrame answers a frame whose header held but whose body failed its checksum (wire.FrameHandler).
 func (cn *clientConn) DropFrame(h wire.Header, err error) {
+	cn.framesDone++
 	cn.s.stats.Client.BadRequests.Add(1)
 	cn.replyError(&h, err)
 	cn.kick()
@@ -314,7 +350,7 @@ func (cn *clientConn) onSend(c ring.Completion) {
 		return
 	}
 	if c.Res <= 0 {
-		cn.close()
+		cn.closeFor(closeClientClosedMidReply, "unsent", cn.unsent(), "err", c.Err())
 		return
 	}
 	cn.sendOff += int(c.Res)
@@ -342,6 +378,7 @@ func (cn *clientConn) close() {
 		cn.open = false
 		cn.s.stats.Client.Open.Add(-1)
 	}
+	cn.pendingBytes = 0
 	_ = unix.Shutdown(cn.fd, unix.SHUT_RDWR)
 	cn.finishClose()
 }
@@ -352,5 +389,6 @@ func (cn *clientConn) finishClose() {
 	}
 	unix.Close(cn.fd)
 	cn.fd = -1
+	cn.s.node.clients.release()
 	cn.s.cl.remove(cn)
 }

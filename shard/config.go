@@ -179,7 +179,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	c.Client = c.Client.withDefaults()
+	c.Client = c.Client.withDefaults(c.HandshakeTimeoutTicks)
 	return c
 }
 

@@ -211,6 +211,7 @@ func (cn *conn) handOn() {
 func (cn *conn) receive(n int) {
 	if err := cn.in.receive(n); err != nil {
 		cn.s.stats.FramesDropped.Add(1)
+		cn.s.cl.closes.note(&cn.s.stats, cn.s.tick.Number, closePeerBrokenFrame, "peer", cn.peer.Node, "err", err)
 		cn.close()
 		return
 	}
@@ -290,6 +291,7 @@ func (s *Shard) expireHandshakes() {
 		if (cn.state == connHandshaking || cn.state == connReplying || cn.state == connProving) &&
 			s.tick.Number-cn.acceptTick >= s.cfg.HandshakeTimeoutTicks {
 			s.stats.HandshakeErrors.Add(1)
+			s.cl.closes.note(&s.stats, s.tick.Number, closePeerHandshakeTimeout, "ticks", s.tick.Number-cn.acceptTick)
 			cn.close()
 		}
 	}

@@ -180,6 +180,21 @@
 //     the reader does not expose the header) and the connection closes after it. A header that fails
 //     its checks closes the connection at once (BrokenFrames counts both). Other connections are
 //     not touched either way.
+//   - Client bounds in time are tick counts checked at each tick (client_limits.go), never timers: a
+//     handshake within ClientConfig.HandshakeTimeoutTicks of the accept; a frame within
+//     FrameTimeoutTicks of its first byte (ticks the node itself spends not reading, at a bound or a
+//     full queue, do not count); an open connection with nothing under way is closed after
+//     IdleTimeoutTicks (default 5 minutes). A request unanswered, such as a long-poll fetch, is under way.
+//   - ClientConfig.ConnectionsMax bounds the node's client connections over all shards, handshaking
+//     ones included; one past it is closed as soon as it is accepted, without a reply (no request id
+//     to answer yet). PendingBytesMax bounds the bytes of a connection's unanswered requests (routed
+//     ones are copies), beside RequestsMax's count.
+//   - Every refused or closed connection (a limit, a timeout, a refused handshake, a broken frame, a
+//     client gone mid-frame or mid-reply, the peer listener's too) is counted by listener and reason
+//     (ringstream_shard_connections_closed_total) and logged, at most one line per reason per second
+//     on each shard: a line carries how many it did not log since the last, and refusals left
+//     unlogged get a line of their own a second later. A client that closes between requests is an
+//     ordinary end: neither counted nor logged.
 //   - Stop closes client connections like peer connections: shut down and their operations drained.
 //     Client requests and replies still in the cross-shard queues then are discarded unanswered.
 //   - A drained shard waits until every shard of the node has drained (so no MsgRing targets a closed

@@ -37,7 +37,7 @@ func (cn *conn) refuse(err error) {
 	if isAuthErr(err) {
 		s.stats.AuthRefused.Add(1)
 	}
-	s.log.Warn("shard: handshake refused", "shard", s.index, "peer", cn.peer.Node, "err", err)
+	s.cl.closes.note(&s.stats, s.tick.Number, closePeerHandshakeRefused, "peer", cn.peer.Node, "err", err)
 	cn.close()
 }
 

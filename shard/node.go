@@ -37,6 +37,7 @@ type Node struct {
 	clientFDs     []int // one listening socket per shard (SO_REUSEPORT), when ClientListen is set
 	clientAddr    netip.AddrPort
 	clientHandler ClientHandler
+	clients       nodeClients // client connections on every shard (ClientConfig.ConnectionsMax)
 
 	wg      sync.WaitGroup // one per shard goroutine
 	drained sync.WaitGroup // every shard has no operation left on its ring

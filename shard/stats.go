@@ -74,6 +74,10 @@ type Stats struct {
 
 	DrainAbandoned atomic.Uint64 // operations still in flight when the drain deadline passed (Stop)
 
+	// ConnectionsClosed counts the connections the node refused or closed, by closeReason
+	// (client_limits.go): limits, timeouts, refused handshakes, broken frames, clients gone mid-frame.
+	ConnectionsClosed [closeReasons]atomic.Uint64
+
 	Client ClientStats // the client listener (client.go)
 }
 
@@ -91,6 +95,7 @@ type collector struct {
 	gauges   []counterDesc
 	linkUp   *prometheus.Desc
 	byState  *prometheus.Desc
+	closed   *prometheus.Desc
 }
 
 func newCollector(node uint16, shards []*Shard) *collector {
@@ -100,6 +105,9 @@ func newCollector(node uint16, shards []*Shard) *collector {
 		"connected and handshaken, 0 when it is down.", []string{"node", "shard", "peer"}, nil)
 	c.byState = prometheus.NewDesc("ringstream_shard_commit_entries_sent_by_state_total",
 		"Commit entries sent, by heartbeat_state (R21).", []string{"node", "shard", "state"}, nil)
+	c.closed = prometheus.NewDesc("ringstream_shard_connections_closed_total", "Connections the node refused "+
+		"or closed for a limit, a timeout or a fault, by listener (client, peer) and reason.",
+		[]string{"node", "shard", "listener", "reason"}, nil)
 	counter := func(name, help string, get func(*Stats) float64) {
 		c.counters = append(c.counters, counterDesc{
 			prometheus.NewDesc("ringstream_shard_"+name, help, labels, nil), get})
@@ -161,6 +169,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- c.linkUp
 	ch <- c.byState
+	ch <- c.closed
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -177,6 +186,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(c.byState, prometheus.CounterValue,
 					float64(s.stats.CommitEntriesSentByState[st].Load()), c.node, idx, name)
 			}
+		}
+		for r := range closeReasons {
+			ch <- prometheus.MustNewConstMetric(c.closed, prometheus.CounterValue,
+				float64(s.stats.ConnectionsClosed[r].Load()), c.node, idx, r.listener(), r.String())
 		}
 		for _, l := range s.links {
 			up := 0.0

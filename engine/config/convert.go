@@ -38,7 +38,19 @@ func (c *Config) Shard() shard.Config {
 // clientConfig is [client]'s connection bounds.
 func (c *Config) clientConfig() shard.ClientConfig {
 	cl := &c.File.Client
-	return shard.ClientConfig{OutboxBytes: cl.OutboxBytes, RequestsMax: cl.RequestsMax, FrameBytesMax: cl.FrameBytesMax}
+	return shard.ClientConfig{OutboxBytes: cl.OutboxBytes, RequestsMax: cl.RequestsMax, FrameBytesMax: cl.FrameBytesMax,
+		PendingBytesMax: cl.PendingBytesMax, ConnectionsMax: cl.ConnectionsMax,
+		HandshakeTimeoutTicks: c.clientTicks(cl.HandshakeTimeout), IdleTimeoutTicks: c.clientTicks(cl.IdleTimeout),
+		FrameTimeoutTicks: c.clientTicks(cl.FrameTimeout)}
+}
+
+// clientTicks is a [client] timeout in ticks (resolveClientLimits checked it is a whole count);
+// 0 ms is shard.TimeoutNever.
+func (c *Config) clientTicks(ms heartbeat.Millis) uint64 {
+	if ms == 0 || c.File.Cluster.TickMs == 0 {
+		return shard.TimeoutNever
+	}
+	return uint64(ms) / c.File.Cluster.TickMs
 }
 
 // Peers is the other nodes, sorted by node id, as shard.Node.Start takes them.

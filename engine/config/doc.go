@@ -9,7 +9,7 @@
 // secret_file, tick_ms, the four R23 options, node_liveness_timeout, eager_failover_grace,
 // assignment_policy), [shards] (count, pin_cores, ring_backend, ring_entries, ring_task_run),
 // [storage] (segment options and retention), [metadata] (replicas), [admin] (listen) and [client]
-// (listen and the bounds of each connection).
+// (listen, the bounds of each connection, the node's connection limit and the client timeouts).
 //
 // Rules live with the packages that rely on them: R9 and R23 in heartbeat.Config.Validate and Ticks,
 // the controller's in control.Config.Validate, rings' in ring.Config.Validate, shards' in

@@ -85,6 +85,12 @@ type ClientSection struct {
 	OutboxBytes   int    `toml:"outbox_bytes"`
 	RequestsMax   int    `toml:"requests_max"`
 	FrameBytesMax int    `toml:"frame_bytes_max"`
+
+	PendingBytesMax  int              `toml:"pending_bytes_max"`
+	ConnectionsMax   int              `toml:"connections_max"`
+	HandshakeTimeout heartbeat.Millis `toml:"handshake_timeout"`
+	IdleTimeout      heartbeat.Millis `toml:"idle_timeout"`
+	FrameTimeout     heartbeat.Millis `toml:"frame_timeout"`
 }
 
 // Defaults returns every option at its default: node 1 of a three-node cluster on this host, with its
@@ -112,7 +118,8 @@ func Defaults() File {
 		Metadata: MetadataSection{Replicas: []uint16{1, 2, 3}},
 		Admin:    AdminSection{Listen: "127.0.0.1:7003"},
 		Client: ClientSection{Listen: "0.0.0.0:7002", OutboxBytes: 4 << 20, RequestsMax: 64,
-			FrameBytesMax: 8<<20 + 256},
+			FrameBytesMax: 8<<20 + 256, PendingBytesMax: 16 << 20, ConnectionsMax: 10000,
+			HandshakeTimeout: 5000, IdleTimeout: 300000, FrameTimeout: 30000},
 	}
 }
 
@@ -177,5 +184,17 @@ func optionComments() map[string]string {
 		"client.requests_max": "Requests of one connection in flight before it reads no more; at least 1.",
 		"client.frame_bytes_max": "Largest client frame, header included (256 bytes up to 64 MiB); a " +
 			"larger one is answered with an error and closes the connection.",
+		"client.pending_bytes_max": "Bytes of one connection's requests in flight before it reads no more; " +
+			"at least frame_bytes_max.",
+		"client.connections_max": "Client connections this node holds, handshaking ones included; one more " +
+			"is closed at once (counted and logged). Keep it under the descriptor limit (ulimit -n) less " +
+			"about 700 per shard for the node's own files.",
+		"client.handshake_timeout": "A client must finish its handshake this long after it connected, or " +
+			"it is closed. At least one tick.",
+		"client.idle_timeout": "A connection with no request in flight, no reply unsent and nothing " +
+			"received for this long is closed (a long-poll fetch is in flight, not idle); clients " +
+			"reconnect on their next request. At least handshake_timeout; 0: never.",
+		"client.frame_timeout": "A request must arrive whole this long after its first byte, or the " +
+			"connection is closed (a header promising a body that does not come). 0: never.",
 	}
 }

@@ -245,6 +245,9 @@ func (c *Config) resolveShards() error {
 	if err := rc.Validate(); err != nil {
 		return wrapKey("shards.ring_backend/ring_entries/ring_task_run", err)
 	}
+	if err := c.resolveClientLimits(); err != nil {
+		return err
+	}
 	if err := (shard.Config{Node: c.File.Node.ID, Client: c.clientConfig()}).Validate(); err != nil {
 		return wrapKey("client", err)
 	}
@@ -332,6 +335,35 @@ func (c *Config) resolveSecret(dir string) error {
 		c.Warnings = append(c.Warnings, "config: cluster.secret is empty: peer and client handshakes are not "+
 			"authenticated, and anyone who can reach node.listen or client.listen may join; set the same secret "+
 			"on every node")
+	}
+	return nil
+}
+
+// resolveClientLimits checks the [client] limits that name other options: timeouts in whole ticks,
+// the idle timeout not below the handshake's, pending bytes enough for the largest frame. shard's
+// validator checks the same relations again, in ticks.
+func (c *Config) resolveClientLimits() error {
+	cl, tick := &c.File.Client, c.File.Cluster.TickMs
+	for _, o := range [...]struct {
+		key string
+		ms  heartbeat.Millis
+	}{{"client.handshake_timeout", cl.HandshakeTimeout}, {"client.idle_timeout", cl.IdleTimeout},
+		{"client.frame_timeout", cl.FrameTimeout}} {
+		if uint64(o.ms)%tick != 0 {
+			return invalid(o.key, "%d ms is not a whole multiple of tick_ms (%d ms)", o.ms, tick)
+		}
+	}
+	switch {
+	case cl.HandshakeTimeout == 0:
+		return invalid("client.handshake_timeout", "must be at least one tick (%d ms)", tick)
+	case cl.IdleTimeout != 0 && cl.IdleTimeout < cl.HandshakeTimeout:
+		return invalid("client.idle_timeout", "%d ms is below client.handshake_timeout (%d ms); 0 turns it off",
+			cl.IdleTimeout, cl.HandshakeTimeout)
+	case cl.ConnectionsMax < 1:
+		return invalid("client.connections_max", "is %d; must be at least 1", cl.ConnectionsMax)
+	case cl.PendingBytesMax < cl.FrameBytesMax:
+		return invalid("client.pending_bytes_max", "%d is below client.frame_bytes_max (%d): the largest "+
+			"request could never be taken", cl.PendingBytesMax, cl.FrameBytesMax)
 	}
 	return nil
 }
