@@ -160,6 +160,10 @@ func ValidateSize(what string, n uint64) error {
 	return nil
 }
 
+// Offsets have no rule of their own: every u64 is a well-formed offset, and whether one is below a
+// stream's retained head or past its confirmed tail is the copy's answer against its state
+// (engine/stream), not a property of the value.
+
 // ValidateNodeID checks a node id (what names its role) against NodeIDRule. A node id never reaches a
 // client refusal, so its code is CodeInvalidRequest.
 func ValidateNodeID(what string, id uint16) error {
