@@ -232,6 +232,15 @@ func TestHeal_FailedOwnerFencesItselfAndReturnsRestarted(t *testing.T) {
 	if r, err := tryProduce(t, n1, 5); err == nil && r.Kind == stream.ReplyProduce {
 		t.Fatalf("the failed owner confirmed a produce: %+v", r)
 	}
+	// An assignment that keeps it owner without a recovery's seal is refused, as a restarted owner
+	// refuses one.
+	e2 := meta.Assignment{Epoch: 2, Owner: 1, Followers: []uint16{2, 3}, Policy: meta.Policy{Kind: meta.PolicyMajorityDurable}}
+	frameNow(t, c, n1, assignFrame(e2, []wire.HistoryStart{{Epoch: 2, Node: 1, RecordStart: at}}))
+	var hs streamhost.Stats
+	c.run(1, func(s *shard.Shard) { hs = n1.host.Stats(s) })
+	if hs.AssignmentsRefused != 1 {
+		t.Fatalf("stats %+v: an unsealed assignment keeping the failed owner was not refused", hs)
+	}
 	disk.Clear()
 	waitFor(t, "the owner reopened in its own epoch, flagged restarted", func() bool {
 		tails := n1.host.AppendCopyTails(nil)
@@ -328,4 +337,46 @@ func failureOf12(n *testNode) (streamhost.Failure, bool) {
 		}
 	}
 	return streamhost.Failure{}, false
+}
+
+// An assignment that reaches a failed copy waits for its reopen and is applied then (with its cut):
+// the follower comes back at the new epoch and catches up with the owner there.
+func TestHeal_AssignmentWhileFailedAppliedAfterReopen(t *testing.T) {
+	policy := meta.Policy{Kind: meta.PolicyMajorityDurable}
+	c, disk := faultyCluster(t, 3)
+	n1, n3 := c.nodes[1], c.nodes[3]
+	at := produceConfirmed(t, n1, 0, 4, 0)
+	waitDurable(t, n3, at)
+	disk.Inject(powerloss.Fault{Op: ring.OpFsync, Path: "streams", Errno: unix.EIO, Until: true})
+	at = produceConfirmed(t, n1, 4, 8, at)
+	waitFor(t, "node 3's copy listed as failed", func() bool { _, ok := failureOf(n3); return ok })
+	e2 := meta.Assignment{Epoch: 2, Owner: 1, Followers: []uint16{2, 3}, Policy: policy}
+	s2 := []wire.HistoryStart{{Epoch: 2, Node: 1, RecordStart: at}}
+	for _, id := range []uint16{1, 2, 3} {
+		frameNow(t, c, c.nodes[id], assignFrame(e2, s2))
+	}
+	waitFor(t, "the owner at epoch 2", func() bool { st := state(t, n1); return st.Epoch == 2 && st.Role == stream.RoleOwner })
+	for {
+		r, err := tryProduce(t, n1, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Kind == stream.ReplyProduce {
+			at += recordsPerBatch
+			break
+		}
+		if r.Kind != stream.ReplyError || r.Error.Code != wire.CodeUnavailable {
+			t.Fatalf("produce at epoch 2 answered %+v (%s)", r, r.Error.Message)
+		}
+		time.Sleep(time.Millisecond) // the log epoch is not durable yet
+	}
+	if st := state(t, n3); st.Open {
+		t.Fatalf("node 3 serves %+v while its disk fails", st)
+	}
+	disk.Clear()
+	waitFor(t, "node 3 healed at epoch 2 and caught up", func() bool {
+		st := state(t, n3)
+		_, failed := failureOf(n3)
+		return !failed && st.Open && st.Epoch == 2 && st.Role == stream.RoleFollower && st.Durable == at
+	})
 }
