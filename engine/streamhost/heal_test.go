@@ -380,3 +380,20 @@ func TestHeal_AssignmentWhileFailedAppliedAfterReopen(t *testing.T) {
 		return !failed && st.Open && st.Epoch == 2 && st.Role == stream.RoleFollower && st.Durable == at
 	})
 }
+
+// A read the disk fails with EIO (a fetch on the owner) refuses that fetch and fails the copy: it is
+// reported with cause eio and reopened through recovery, which checks the log's tail again.
+func TestHeal_ReadEIOFailsTheCopy(t *testing.T) {
+	c, disk := faultyCluster(t, 1)
+	n1 := c.nodes[1]
+	produceConfirmed(t, n1, 0, 4, 0)
+	disk.Inject(powerloss.Fault{Op: ring.OpRead, Path: "streams", Errno: unix.EIO})
+	if r := fetchAt(t, n1, testStream, 0); r.Kind != stream.ReplyError || r.Error.Code != wire.CodeInternal {
+		t.Fatalf("fetch whose read failed answered %+v (%s), want an internal error", r, r.Error.Message)
+	}
+	waitFor(t, "the copy listed as failed", func() bool { _, ok := failureOf(n1); return ok })
+	if f, _ := failureOf(n1); f.Cause != streamhost.CauseIO || !errors.Is(f.Err, unix.EIO) {
+		t.Fatalf("failure %+v (%v): want eio", f, f.Err)
+	}
+	waitFor(t, "the copy reopened", func() bool { _, failed := failureOf(n1); return !failed && state(t, n1).Open })
+}
