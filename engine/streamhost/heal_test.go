@@ -397,3 +397,34 @@ func TestHeal_ReadEIOFailsTheCopy(t *testing.T) {
 	}
 	waitFor(t, "the copy reopened", func() bool { _, failed := failureOf(n1); return !failed && state(t, n1).Open })
 }
+
+// A seal whose fence write fails on the disk is not an answer: the copy fails (reported, eio), the
+// seal waits queued, and once the copy reopened it seals and answers. On 9ab39b2 the copy stayed open
+// and each seal failed again.
+func TestHeal_SealOnFailingDiskAnsweredAfterHeal(t *testing.T) {
+	c, disk := faultyCluster(t, 3)
+	n1, n3 := c.nodes[1], c.nodes[3]
+	at := produceConfirmed(t, n1, 0, 4, 0)
+	waitDurable(t, n3, at)
+	disk.Inject(powerloss.Fault{Op: ring.OpFsync, Path: "streams", Errno: unix.EIO, Until: true})
+	m := wire.StreamSeal{Stream: testStream, Incarnation: testIncarnation, FenceEpoch: 2, TransitionID: 1}
+	controlFrame(t, n3, wire.AppendStreamSeal(nil, wire.From{Cluster: 42, Node: n3.id}, &m, nil))
+	waitFor(t, "node 3's copy listed as failed", func() bool { _, ok := failureOf(n3); return ok })
+	if f, _ := failureOf(n3); f.Cause != streamhost.CauseIO {
+		t.Fatalf("failure %+v (%v): want eio", f, f.Err)
+	}
+	select {
+	case r := <-n3.sink.sealed:
+		t.Fatalf("a seal on the failing disk was answered: %+v", r)
+	default:
+	}
+	disk.Clear()
+	select {
+	case r := <-n3.sink.sealed:
+		if r.Status != wire.SealSealed || r.FenceEpoch != 2 || r.RecordTail != at {
+			t.Fatalf("seal after the heal answered %+v, want sealed at 2 with tail %d", r, at)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the queued seal was never answered after the heal")
+	}
+}
