@@ -197,6 +197,7 @@ func (cg *copyGroup) stepApply() {
 	case stateServing:
 		if cg.c != nil {
 			cg.c.Sealed(ap.asg.Epoch)
+			cg.endWaitingReads()
 			cg.carryOut()
 		}
 		if cg.state != stateServing {

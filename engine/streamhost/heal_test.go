@@ -428,3 +428,50 @@ func TestHeal_SealOnFailingDiskAnsweredAfterHeal(t *testing.T) {
 		t.Fatal("the queued seal was never answered after the heal")
 	}
 }
+
+// Busy is not broken for reads either: fetches that find every read slot of the log in use wait for
+// a slot instead of being refused as a failed read (before, each got "reading the log failed").
+func TestReads_RefusedAsBusyWaitForASlot(t *testing.T) {
+	n := soloNode(t, t.TempDir(), func(cfg *streamhost.Config) { cfg.Segment.ReadsMax = 1 })
+	if _, errs := openAll(t, n, []streamhost.Spec{soloSpec(11)}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for seq := range uint64(4) {
+		if r := produceOne(t, n, 11, seq); r.Kind != stream.ReplyProduce {
+			t.Fatalf("produce answered %+v", r)
+		}
+	}
+	const fetches = 8
+	if err := n.node.Run(shard.ShardOf(11, n.shards), func(s *shard.Shard) {
+		for i := range uint64(fetches) {
+			m := stream.Message{Kind: stream.KindFetch, Client: 2}
+			m.Fetch = wire.Fetch{RequestID: i, Stream: 11, Incarnation: 1, Offset: (i % 4) * recordsPerBatch, BytesMax: 64 << 10}
+			if err := n.host.Step(s, 11, &m); err != nil {
+				t.Error(err)
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range fetches {
+		select {
+		case r := <-n.sink.fetches:
+			if r.Fetch.Count == 0 || r.Fetch.BaseOffset != (r.Fetch.RequestID%4)*recordsPerBatch {
+				t.Fatalf("fetch %d answered %+v", r.Fetch.RequestID, r.Fetch)
+			}
+		case r := <-n.sink.acks:
+			t.Fatalf("fetch %d refused: %+v (%s)", r.Error.RequestID, r.Error, r.Error.Message)
+		case <-time.After(10 * time.Second):
+			t.Fatal("fetch never answered")
+		}
+	}
+	var hs streamhost.Stats
+	done := make(chan struct{})
+	if err := n.node.Run(shard.ShardOf(11, n.shards), func(s *shard.Shard) { hs = n.host.Stats(s); close(done) }); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if hs.ReadsQueued == 0 {
+		t.Fatal("no read waited for a slot: the test did not fill the read table")
+	}
+}
