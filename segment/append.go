@@ -465,7 +465,8 @@ func (l *Log) finishCommit() {
 		if l.failed == nil {
 			l.failed = fmt.Errorf("%w: %s group commit: %w", ErrFailed, l.kind, err)
 		}
-		l.log.Error("segment: group commit failed", "log", l.kind.String(), "dir", l.dir, "err", err)
+		// Warn: the host reports the copy's failure, once, at ERROR (streamhost names the state).
+		l.log.Warn("segment: group commit failed", "log", l.kind.String(), "dir", l.dir, "err", err)
 		for _, a := range f.acks {
 			l.events.AppendDone(l.kind, a.token, a.end, l.failed)
 		}

@@ -155,3 +155,90 @@ func TestDigest_ReadEndingBeforeTheRollIsDurable(t *testing.T) {
 		}
 	})
 }
+
+// TestClose_FailedLogWaitsForItsReads: a copy whose log failed closes with reads still in flight (one
+// shares the active segment's descriptor, one opened a closed segment for itself): Close waits for
+// them (and every other operation of the copy) before it closes the files, so none outlives its
+// descriptor and none reports after the close.
+func TestClose_FailedLogWaitsForItsReads(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		disk := powerloss.NewDisk(filepath.Dir(e.dir), 1)
+		e.r = disk.Wrap(e.r)
+		e.cfg.SegmentBytes = 8 << 10
+		c := e.open()
+		e.appendBatches(c, 20, 1, 1000, 1)
+		e.until(c, func() bool { return !c.Records().Busy() })
+		if c.Records().Segments() < 3 {
+			t.Fatalf("%d segments, want closed ones", c.Records().Segments())
+		}
+		disk.Inject(powerloss.Fault{Op: ring.OpFsync, Path: "copy/records", Errno: unix.EIO, Until: true})
+		h := BatchHeader{RecordCount: 1, Epoch: 1}
+		if _, err := c.Append(99, &h, recordPayload(nil, c.Records().NextOffset(), 1, 1000)); err != nil {
+			t.Fatal(err)
+		}
+		e.until(c, func() bool { return len(e.ev.appends) > 0 && e.ev.appends[len(e.ev.appends)-1].token == 99 })
+		if c.Records().failed == nil {
+			t.Fatal("the log did not fail")
+		}
+		e.ev.reads = e.ev.reads[:0]
+		for i, off := range []uint64{0, c.Records().DurableTail() - 1} {
+			if err := c.Records().Read(uint64(i), off, make([]byte, 16<<10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.CloseSync(); !errors.Is(err, ErrFailed) {
+			t.Fatalf("close: %v, want ErrFailed", err)
+		}
+		if len(e.ev.reads) != 2 || e.r.InFlight() != 0 {
+			t.Fatalf("after close: %d reads reported, %d operations in flight; want 2 and 0", len(e.ev.reads), e.r.InFlight())
+		}
+		for _, rd := range e.ev.reads {
+			if rd.err != nil {
+				t.Fatalf("read %d: %v", rd.tag, rd.err)
+			}
+		}
+		if n := openUnder(t, e.dir); n != 0 {
+			t.Fatalf("%d descriptors open after close", n)
+		}
+	})
+}
+
+// TestClose_FailedLogWaitsForItsDigest: a log fails while the closing digest of a segment is still
+// reading it, chunk after chunk; Close must let that digest end before it closes the segment's
+// descriptor (issue 22, item 5: no operation outlives its descriptor), so no digest step runs on a
+// closed (or reused) descriptor and nothing is in flight once the close returned.
+func TestClose_FailedLogWaitsForItsDigest(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		w := &warnings{}
+		disk := powerloss.NewDisk(filepath.Dir(e.dir), 1)
+		e.r = disk.Wrap(e.r)
+		e.cfg.Logger = slog.New(w)
+		e.cfg.SegmentBytes, e.cfg.DigestChunkBytes, e.cfg.PrewriteBytes = 1<<20, 4<<10, -1
+		c := e.open()
+		e.appendBatches(c, 1100, 1, 1000, 1) // rolls once: the first segment's digest starts
+		if !c.Records().dig.running {
+			t.Fatal("no closing digest running")
+		}
+		disk.Inject(powerloss.Fault{Op: ring.OpFsync, Path: "copy/records", Errno: unix.EIO, Until: true})
+		h := BatchHeader{RecordCount: 1, Epoch: 1}
+		if _, err := c.Append(99, &h, recordPayload(nil, c.Records().NextOffset(), 1, 1000)); err != nil {
+			t.Fatal(err)
+		}
+		e.until(c, func() bool { return c.Records().failed != nil })
+		if !c.Records().dig.running {
+			t.Fatal("the digest ended before the log failed: the test needs it running")
+		}
+		if err := c.CloseSync(); !errors.Is(err, ErrFailed) {
+			t.Fatalf("close: %v, want ErrFailed", err)
+		}
+		if n := e.r.InFlight(); n != 0 {
+			t.Fatalf("%d operations in flight after close", n)
+		}
+		if msgs := w.all(); strings.Contains(msgs, "digest") || strings.Contains(msgs, "bad file descriptor") {
+			t.Fatalf("warnings: %s", msgs)
+		}
+		if n := openUnder(t, e.dir); n != 0 {
+			t.Fatalf("%d descriptors open after close", n)
+		}
+	})
+}

@@ -169,7 +169,7 @@ func (l *Log) unparkFailed(err error) {
 	if l.failed == nil {
 		l.failed = fmt.Errorf("%w: %s log: %w", ErrFailed, l.kind, err)
 	}
-	l.log.Error("segment: reopen of a parked log failed", "log", l.kind.String(), "dir", l.dir, "err", err)
+	l.log.Warn("segment: reopen of a parked log failed", "log", l.kind.String(), "dir", l.dir, "err", err)
 	for _, a := range l.commit.pend.acks {
 		l.events.AppendDone(l.kind, a.token, a.end, l.failed)
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/segment"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/wire"
@@ -164,6 +165,11 @@ func (cg *copyGroup) onAssign(a meta.Assignment, starts wire.HistoryStarts) {
 		// recovery, whose seal at a's epoch comes first.
 		sh.stats.AssignmentsRefused++
 		return
+	case a.Owner == sh.h.cfg.Node && cg.fail.active && cg.fail.role == stream.RoleOwner:
+		// An owner whose storage failed reopens in its own epoch as a restarted owner, and takes,
+		// as that one, no assignment that keeps it owner before a recovery's seal.
+		sh.stats.AssignmentsRefused++
+		return
 	}
 	if cg.apply.phase == applyCutting {
 		// The cut for an older assignment runs: this one is applied after it (its cut repeats).
@@ -182,19 +188,20 @@ func (cg *copyGroup) onAssign(a meta.Assignment, starts wire.HistoryStarts) {
 // empty. The log epoch of the new epoch is appended by the copy's OpenDone, as at boot.
 func (cg *copyGroup) stepApply() {
 	ap := &cg.apply
-	if ap.phase != applyWaiting || cg.seal.busy() || cg.fail.active {
-		return // a failed copy applies it once it reopened (Done(OpOpen))
+	if ap.phase != applyWaiting || cg.seal.busy() {
+		return
 	}
 	switch cg.state {
 	case stateOpening, stateScanning, stateClosing, stateFailed, stateClosed:
-		return // the open's end (or its failure) comes back here
+		return // the open's end (or its failure, then its reopen) comes back here
 	case stateServing:
 		if cg.c != nil {
 			cg.c.Sealed(ap.asg.Epoch)
+			cg.endWaitingReads()
 			cg.carryOut()
 		}
-		if cg.fail.active {
-			return // carrying out found the storage failed
+		if cg.state != stateServing {
+			return // carrying out found its storage failed: applied once it reopened (Done(OpOpen))
 		}
 		cg.state = stateApplying
 		if cg.seal.phase == sealQueued {

@@ -87,7 +87,10 @@ type copyGroup struct {
 	fresh   []*buffer // reads completed since the last Ready (their data may be in it)
 	reading []*buffer // reads in flight, by position: readTags[i] is reading[i]'s tag
 	readTag []uint64
-	spanOf  []int // by append of the Ready being carried out: its span in the owner's buffer, or -1
+	// readWait: reads the copy asked for that the log refused as busy (its read slots all in use),
+	// in order; started as slots free (ReadDone) and at each tick.
+	readWait []readReq
+	spanOf   []int // by append of the Ready being carried out: its span in the owner's buffer, or -1
 
 	scanFrom uint64 // opening: the next retained batch to feed the copy
 	head     uint64 // the record log head the copy was told
@@ -355,6 +358,7 @@ func (cg *copyGroup) ReadDone(_ segment.LogKind, tag uint64, data []byte, err er
 	cg.syncHead()
 	cg.c.ReadDone(tag, data, err)
 	cg.h.markDirty(cg)
+	cg.startWaitingReads() // a slot is free
 	if errors.Is(err, unix.EIO) {
 		cg.storageFailed(err) // the disk failed a read: reopen through recovery, which checks the tail
 	}

@@ -76,8 +76,11 @@
 //     another rare operation of the copy runs: a retention, a cursor snapshot, the previous epoch's
 //     append when two assignments come back to back, as issue 22's wedged new owner had it; queued
 //     and asked for again at that operation's Done and at each tick, Stats.EpochsQueued); a read
-//     refused (ErrBackpressure, ErrBelowHead, ErrBeyondTail) or failed, but for EIO, goes to the
-//     protocol copy, which reads again (catch-up) or refuses that one fetch; a retention that finds
+//     the log refuses as busy (ErrBackpressure: its ReadsMax slots in use) waits, in order, for a
+//     slot (started at each read's end and at each tick, Stats.ReadsQueued; answered as a failed
+//     read if the protocol copy stops first); a read refused otherwise (ErrBelowHead,
+//     ErrBeyondTail) or failed, but for EIO, goes to the protocol copy, which reads again
+//     (catch-up) or refuses that one fetch; a retention that finds
 //     a seal running is tried at its next turn; ErrFenced on a log epoch or a seal's repeat is the
 //     seal's business (the copy is sealed, the next assignment reopens it); ErrClosed on a copy
 //     going away ends the step.

@@ -1,6 +1,7 @@
 package streamhost
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/ringstream/ringstream/engine/stream"
@@ -32,14 +33,7 @@ func (cg *copyGroup) carryOut() {
 		cg.seg.SyncCursors()
 	}
 	for _, rd := range fx.Reads {
-		log := cg.seg.Records()
-		if rd.Log == wire.LogCursors {
-			log = cg.seg.Cursors()
-		}
-		if err := cg.read(log, rd.Tag, rd.From, rd.BytesMax); err != nil {
-			cg.c.ReadDone(rd.Tag, nil, err)
-			sh.markDirty(cg)
-		}
+		cg.startRead(readReq{log: rd.Log, tag: rd.Tag, from: rd.From, bytesMax: rd.BytesMax})
 	}
 	for i := range fx.Prepares {
 		cg.sendPrepare(&fx.Prepares[i], ob, failed)
@@ -205,6 +199,71 @@ func (cg *copyGroup) sendUnsynced(to uint16, msg *wire.StreamPrepare) {
 	msg.Batches = joined.b
 	sh.sendData(to, msg, joined)
 	sh.pool.unref(joined)
+}
+
+// readReq is a read the protocol copy asked for.
+type readReq struct {
+	log      wire.LogKind
+	tag      uint64
+	from     uint64
+	bytesMax int
+}
+
+// startRead starts a read the copy asked for. Busy is not broken: a log whose read slots are all in
+// use (ErrBackpressure) keeps it waiting, in order, until a slot frees; any other refusal goes to the
+// copy (a fetch below the head or past the tail is refused, a follower's catch-up reads again).
+func (cg *copyGroup) startRead(rd readReq) {
+	if len(cg.readWait) > 0 {
+		cg.readWait = append(cg.readWait, rd) // behind the ones waiting already
+		return
+	}
+	switch err := cg.tryRead(rd); {
+	case err == nil:
+	case errors.Is(err, segment.ErrBackpressure):
+		cg.readWait = append(cg.readWait, rd)
+		cg.h.stats.ReadsQueued++
+	default:
+		cg.c.ReadDone(rd.tag, nil, err)
+		cg.h.markDirty(cg)
+	}
+}
+
+func (cg *copyGroup) tryRead(rd readReq) error {
+	log := cg.seg.Records()
+	if rd.log == wire.LogCursors {
+		log = cg.seg.Cursors()
+	}
+	return cg.read(log, rd.tag, rd.from, rd.bytesMax)
+}
+
+// startWaitingReads starts the reads waiting for a slot, in order, while the log takes them.
+func (cg *copyGroup) startWaitingReads() {
+	for len(cg.readWait) > 0 && cg.c != nil && cg.state == stateServing {
+		rd := cg.readWait[0]
+		err := cg.tryRead(rd)
+		if errors.Is(err, segment.ErrBackpressure) {
+			return // still no slot
+		}
+		n := copy(cg.readWait, cg.readWait[1:])
+		cg.readWait = cg.readWait[:n]
+		if err != nil {
+			cg.c.ReadDone(rd.tag, nil, err)
+			cg.h.markDirty(cg)
+		}
+	}
+}
+
+// endWaitingReads answers the reads still waiting when the protocol copy stops (an assignment, a
+// failure): the copy takes them as failed reads (a fetch refused, a catch-up read again later).
+func (cg *copyGroup) endWaitingReads() {
+	waiting := cg.readWait
+	cg.readWait = nil
+	for _, rd := range waiting {
+		if cg.c != nil {
+			cg.c.ReadDone(rd.tag, nil, fmt.Errorf("streamhost: read not started: %w", segment.ErrBackpressure))
+			cg.h.markDirty(cg)
+		}
+	}
 }
 
 // holderSet turns the followers that hold the confirmed tail into member indexes.

@@ -139,6 +139,7 @@ func (cg *copyGroup) OnTick(tick uint64) {
 	}
 	cg.syncHead()
 	cg.tryEpoch()
+	cg.startWaitingReads()
 	if cg.ticking {
 		cg.c.Tick()
 		cg.h.markDirty(cg)

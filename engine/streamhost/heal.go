@@ -131,6 +131,7 @@ func (cg *copyGroup) failed(kind, err error) {
 func (cg *copyGroup) closeForHeal() {
 	cg.c = nil
 	cg.epochWait = false
+	cg.readWait = nil // the protocol copy that asked for them is gone
 	cg.releaseHeld()
 	cg.fail.closeWait = false
 	if cg.seg == nil {

@@ -232,6 +232,15 @@ func TestHeal_FailedOwnerFencesItselfAndReturnsRestarted(t *testing.T) {
 	if r, err := tryProduce(t, n1, 5); err == nil && r.Kind == stream.ReplyProduce {
 		t.Fatalf("the failed owner confirmed a produce: %+v", r)
 	}
+	// An assignment that keeps it owner without a recovery's seal is refused, as a restarted owner
+	// refuses one.
+	e2 := meta.Assignment{Epoch: 2, Owner: 1, Followers: []uint16{2, 3}, Policy: meta.Policy{Kind: meta.PolicyMajorityDurable}}
+	frameNow(t, c, n1, assignFrame(e2, []wire.HistoryStart{{Epoch: 2, Node: 1, RecordStart: at}}))
+	var hs streamhost.Stats
+	c.run(1, func(s *shard.Shard) { hs = n1.host.Stats(s) })
+	if hs.AssignmentsRefused != 1 {
+		t.Fatalf("stats %+v: an unsealed assignment keeping the failed owner was not refused", hs)
+	}
 	disk.Clear()
 	waitFor(t, "the owner reopened in its own epoch, flagged restarted", func() bool {
 		tails := n1.host.AppendCopyTails(nil)
@@ -328,4 +337,141 @@ func failureOf12(n *testNode) (streamhost.Failure, bool) {
 		}
 	}
 	return streamhost.Failure{}, false
+}
+
+// An assignment that reaches a failed copy waits for its reopen and is applied then (with its cut):
+// the follower comes back at the new epoch and catches up with the owner there.
+func TestHeal_AssignmentWhileFailedAppliedAfterReopen(t *testing.T) {
+	policy := meta.Policy{Kind: meta.PolicyMajorityDurable}
+	c, disk := faultyCluster(t, 3)
+	n1, n3 := c.nodes[1], c.nodes[3]
+	at := produceConfirmed(t, n1, 0, 4, 0)
+	waitDurable(t, n3, at)
+	disk.Inject(powerloss.Fault{Op: ring.OpFsync, Path: "streams", Errno: unix.EIO, Until: true})
+	at = produceConfirmed(t, n1, 4, 8, at)
+	waitFor(t, "node 3's copy listed as failed", func() bool { _, ok := failureOf(n3); return ok })
+	e2 := meta.Assignment{Epoch: 2, Owner: 1, Followers: []uint16{2, 3}, Policy: policy}
+	s2 := []wire.HistoryStart{{Epoch: 2, Node: 1, RecordStart: at}}
+	for _, id := range []uint16{1, 2, 3} {
+		frameNow(t, c, c.nodes[id], assignFrame(e2, s2))
+	}
+	waitFor(t, "the owner at epoch 2", func() bool { st := state(t, n1); return st.Epoch == 2 && st.Role == stream.RoleOwner })
+	for {
+		r, err := tryProduce(t, n1, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Kind == stream.ReplyProduce {
+			at += recordsPerBatch
+			break
+		}
+		if r.Kind != stream.ReplyError || r.Error.Code != wire.CodeUnavailable {
+			t.Fatalf("produce at epoch 2 answered %+v (%s)", r, r.Error.Message)
+		}
+		time.Sleep(time.Millisecond) // the log epoch is not durable yet
+	}
+	if st := state(t, n3); st.Open {
+		t.Fatalf("node 3 serves %+v while its disk fails", st)
+	}
+	disk.Clear()
+	waitFor(t, "node 3 healed at epoch 2 and caught up", func() bool {
+		st := state(t, n3)
+		_, failed := failureOf(n3)
+		return !failed && st.Open && st.Epoch == 2 && st.Role == stream.RoleFollower && st.Durable == at
+	})
+}
+
+// A read the disk fails with EIO (a fetch on the owner) refuses that fetch and fails the copy: it is
+// reported with cause eio and reopened through recovery, which checks the log's tail again.
+func TestHeal_ReadEIOFailsTheCopy(t *testing.T) {
+	c, disk := faultyCluster(t, 1)
+	n1 := c.nodes[1]
+	produceConfirmed(t, n1, 0, 4, 0)
+	disk.Inject(powerloss.Fault{Op: ring.OpRead, Path: "streams", Errno: unix.EIO})
+	if r := fetchAt(t, n1, testStream, 0); r.Kind != stream.ReplyError || r.Error.Code != wire.CodeInternal {
+		t.Fatalf("fetch whose read failed answered %+v (%s), want an internal error", r, r.Error.Message)
+	}
+	waitFor(t, "the copy listed as failed", func() bool { _, ok := failureOf(n1); return ok })
+	if f, _ := failureOf(n1); f.Cause != streamhost.CauseIO || !errors.Is(f.Err, unix.EIO) {
+		t.Fatalf("failure %+v (%v): want eio", f, f.Err)
+	}
+	waitFor(t, "the copy reopened", func() bool { _, failed := failureOf(n1); return !failed && state(t, n1).Open })
+}
+
+// A seal whose fence write fails on the disk is not an answer: the copy fails (reported, eio), the
+// seal waits queued, and once the copy reopened it seals and answers. On 9ab39b2 the copy stayed open
+// and each seal failed again.
+func TestHeal_SealOnFailingDiskAnsweredAfterHeal(t *testing.T) {
+	c, disk := faultyCluster(t, 3)
+	n1, n3 := c.nodes[1], c.nodes[3]
+	at := produceConfirmed(t, n1, 0, 4, 0)
+	waitDurable(t, n3, at)
+	disk.Inject(powerloss.Fault{Op: ring.OpFsync, Path: "streams", Errno: unix.EIO, Until: true})
+	m := wire.StreamSeal{Stream: testStream, Incarnation: testIncarnation, FenceEpoch: 2, TransitionID: 1}
+	controlFrame(t, n3, wire.AppendStreamSeal(nil, wire.From{Cluster: 42, Node: n3.id}, &m, nil))
+	waitFor(t, "node 3's copy listed as failed", func() bool { _, ok := failureOf(n3); return ok })
+	if f, _ := failureOf(n3); f.Cause != streamhost.CauseIO {
+		t.Fatalf("failure %+v (%v): want eio", f, f.Err)
+	}
+	select {
+	case r := <-n3.sink.sealed:
+		t.Fatalf("a seal on the failing disk was answered: %+v", r)
+	default:
+	}
+	disk.Clear()
+	select {
+	case r := <-n3.sink.sealed:
+		if r.Status != wire.SealSealed || r.FenceEpoch != 2 || r.RecordTail != at {
+			t.Fatalf("seal after the heal answered %+v, want sealed at 2 with tail %d", r, at)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the queued seal was never answered after the heal")
+	}
+}
+
+// Busy is not broken for reads either: fetches that find every read slot of the log in use wait for
+// a slot instead of being refused as a failed read (before, each got "reading the log failed").
+func TestReads_RefusedAsBusyWaitForASlot(t *testing.T) {
+	n := soloNode(t, t.TempDir(), func(cfg *streamhost.Config) { cfg.Segment.ReadsMax = 1 })
+	if _, errs := openAll(t, n, []streamhost.Spec{soloSpec(11)}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for seq := range uint64(4) {
+		if r := produceOne(t, n, 11, seq); r.Kind != stream.ReplyProduce {
+			t.Fatalf("produce answered %+v", r)
+		}
+	}
+	const fetches = 8
+	if err := n.node.Run(shard.ShardOf(11, n.shards), func(s *shard.Shard) {
+		for i := range uint64(fetches) {
+			m := stream.Message{Kind: stream.KindFetch, Client: 2}
+			m.Fetch = wire.Fetch{RequestID: i, Stream: 11, Incarnation: 1, Offset: (i % 4) * recordsPerBatch, BytesMax: 64 << 10}
+			if err := n.host.Step(s, 11, &m); err != nil {
+				t.Error(err)
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range fetches {
+		select {
+		case r := <-n.sink.fetches:
+			if r.Fetch.Count == 0 || r.Fetch.BaseOffset != (r.Fetch.RequestID%4)*recordsPerBatch {
+				t.Fatalf("fetch %d answered %+v", r.Fetch.RequestID, r.Fetch)
+			}
+		case r := <-n.sink.acks:
+			t.Fatalf("fetch %d refused: %+v (%s)", r.Error.RequestID, r.Error, r.Error.Message)
+		case <-time.After(10 * time.Second):
+			t.Fatal("fetch never answered")
+		}
+	}
+	var hs streamhost.Stats
+	done := make(chan struct{})
+	if err := n.node.Run(shard.ShardOf(11, n.shards), func(s *shard.Shard) { hs = n.host.Stats(s); close(done) }); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if hs.ReadsQueued == 0 {
+		t.Fatal("no read waited for a slot: the test did not fill the read table")
+	}
 }

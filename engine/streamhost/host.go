@@ -292,10 +292,14 @@ func (h *Host) Stats(s *shard.Shard) Stats {
 // healed (reopened and serving again) or been deleted since: with the cause, whether the host
 // retries them by itself, and the role they had. The node's status, metrics and heartbeats read it.
 // Safe from any goroutine.
-func (h *Host) Status() []Failure {
+func (h *Host) Status() []Failure { return h.AppendFailures(nil) }
+
+// AppendFailures appends Status's list to dst (for the node heartbeats, which reuse their buffer).
+// Safe from any goroutine.
+func (h *Host) AppendFailures(dst []Failure) []Failure {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return slices.Clone(h.failures)
+	return append(dst, h.failures...)
 }
 
 // newCopy makes the group of one copy (its protocol state is made when its storage opened).

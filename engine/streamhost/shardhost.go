@@ -55,6 +55,9 @@ type Stats struct {
 	// EpochsQueued: log epochs storage refused as busy (another rare operation ran), kept and asked
 	// for again: busy is not broken.
 	EpochsQueued uint64
+	// ReadsQueued: reads a log refused as busy (its read slots all in use), kept and started as
+	// slots freed.
+	ReadsQueued uint64
 	// Parks: copies parked (segment.Copy.Park) after their open or after IdleCloseTicks unused;
 	// Parked: serving copies parked, as the shard last published it (ParkedCopies).
 	Parks  uint64
