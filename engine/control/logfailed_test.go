@@ -304,3 +304,17 @@ func TestFailedFollower_ReplacedOnASpareNode(t *testing.T) {
 		t.Fatalf("assignment %+v: want owner 1, followers [2 4]", a)
 	}
 }
+
+// A recovery places no replacement on a node whose copy of the stream is flagged failed (one left
+// out of an earlier assignment that has not healed yet).
+func TestOwnerLoss_NoReplacementOnAFailedCopysNode(t *testing.T) {
+	f := newFixture(t, testConfig(), 4)
+	st := f.createStream("s", 3, majority, 1, 2, 3)
+	f.heartbeat(4, 0, failedTail(st, 1, wire.RoleSealed, 0, wire.LogFailNoSpace))
+	f.heartbeat(2, 0, tail(st, 1, wire.RoleFollower, 10, 0))
+	f.heartbeat(3, 0, tail(st, 1, wire.RoleFollower, 10, 0))
+	f.heartbeat(1, wire.FlagShuttingDown)
+	if op := onlyProposal[meta.RecordRecovery](t, f.ready()); !slices.Equal(op.Members, []uint16{2, 3}) {
+		t.Fatalf("recovery %+v: want members [2 3], no copy on node 4", op)
+	}
+}
