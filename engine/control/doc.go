@@ -10,13 +10,13 @@
 // reads that state.
 //
 // Inputs: Tick; OnHeartbeat (a node heartbeat: every copy's published record and cursor tails, a
-// follower's silent-owner flag, and a failed log's flag and cause); OnLinkDown and OnLinkUp (the node's links, for eager failover);
-// OnSealReply; OnOwnerSilent; StateChanged (committed ops were applied); ProposalDone and
-// ProposalDropped (the outcome of each proposal); BecomePrimary and StepDown. Operator actions,
-// AcceptOwnerLoss and Withdraw, return the op for the host to propose. Output: Ready returns
-// Effects: ops to propose, seals to send and assignments to deliver (see Effects for the host's
-// order). Attention lists the waits. The host reports the links of every node when it becomes
-// primary (OnLinkDown for those that are down).
+// follower's silent-owner flag, and a failed log's flag and cause); OnLinkDown and OnLinkUp (the
+// node's links, for eager failover); OnSealReply; OnOwnerSilent; StateChanged (committed ops were
+// applied); ProposalDone and ProposalDropped (the outcome of each proposal); BecomePrimary and
+// StepDown. Operator actions, AcceptOwnerLoss and Withdraw, return the op for the host to propose.
+// Output: Ready returns Effects: ops to propose, seals to send and assignments to deliver (see
+// Effects for the host's order). Attention lists the waits. The host reports the links of every node
+// when it becomes primary (OnLinkDown for those that are down).
 //
 // What it does:
 //   - A node is lost when no heartbeat came for NodeLivenessTimeoutTicks, at once on a heartbeat
