@@ -109,6 +109,9 @@
 //     why the failed follower is taken out of the assignment as soon as the owner and the other
 //     follower can seal without it: then E = 2, W = 2, R = 1, and a later owner loss fails over to
 //     the healthy follower alone.
+//   - An operator's accept is refused (ErrOwnerCannotServe) when the owner it names has not answered
+//     the seal and its heartbeat flags its copy failed or restarted within its epoch: promoted
+//     without a seal it would serve nothing, and no recovery would be left to end the wait.
 //   - A follower reports a silent owner with the wire.CopyOwnerSilent flag on its heartbeat entry. The
 //     report is kept for one liveness timeout; a report about an older epoch does not replace a newer
 //     one.
