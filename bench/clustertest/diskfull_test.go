@@ -427,3 +427,46 @@ func TestDiskFull_Owner(t *testing.T) {
 		"epoch), failure reported %.0f ms after the fill, healed and caught up %.0f ms after the grow; SIGKILL "+
 		"failover gap of the same run %s", got.node, got.failover, got.reportMs, got.healMs, gap)
 }
+
+// TestDiskFull_FollowerThenOwnerKill (finding 2): a follower's file system fills, then the owner is
+// SIGKILLed and stays down. The failed follower said it cannot answer, so the controller took it out
+// of the assignment and the recovery never waits for it: the stream fails over to the healthy
+// follower alone within node_liveness_timeout + 500 ms (it was 11.6-18.4 s, waiting for "node 3
+// (alive, not answering)"). Nothing confirmed is lost.
+func TestDiskFull_FollowerThenOwnerKill(t *testing.T) {
+	cfg, lab := diskFullConfig(t, 10*time.Second)
+	cfg.KillOwnerAt, cfg.RestartAfter = 5, -1
+	cfg.Script = func(ctx context.Context, c bench.Controls) {
+		lc := c.Cluster()
+		if !after(ctx, time.Now(), 1500*time.Millisecond) {
+			return
+		}
+		v, err := c.Stream(ctx)
+		if err != nil || len(v.Followers) != 2 {
+			c.Fail("stream %+v has not 2 followers (%v)", v, err)
+			return
+		}
+		follower := v.Followers[0]
+		if follower == lab.metaPrimary(ctx, lc) {
+			follower = v.Followers[1]
+		}
+		if err := lab.fill(follower); err != nil {
+			c.Fail("fill: %v", err)
+			return
+		}
+		shrunk := time.Now()
+		c.Event("disk_filled", follower, "follower")
+		if at, ok := lab.reportFailure(ctx, c, v.ID, follower); ok {
+			t.Logf("follower node %d: failure in status and attention %.0f ms after the fill", follower, ms(at.Sub(shrunk)))
+		}
+	}
+	rep := runBench(t, cfg)
+	if rep.FailoverGapMs == nil {
+		t.Fatal("no produce confirmed after the owner's SIGKILL")
+	}
+	t.Logf("owner SIGKILL with a failed follower: failover gap %.0f ms", *rep.FailoverGapMs)
+	if limit := float64(livenessMs + 500); *rep.FailoverGapMs > limit {
+		t.Fatalf("failover gap %.0f ms with a failed follower, past node_liveness_timeout + 500 ms (%.0f ms)",
+			*rep.FailoverGapMs, limit)
+	}
+}

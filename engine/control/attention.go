@@ -151,7 +151,8 @@ func (c *Controller) failedAttention(dst []Attention, st meta.Stream, a meta.Ass
 		case a.Owner == n.id:
 			does = "the stream fails over from it"
 		case a.Includes(n.id):
-			does = "it is not waited for by a recovery and is taken out of the assignment once the other copies can seal without it"
+			does = "no recovery waits for it, and it is taken out of the assignment once the other copies " +
+				"can seal without it"
 		default:
 			does = "it is out of the assignment and is placed again once it heals"
 		}

@@ -10,13 +10,13 @@
 // reads that state.
 //
 // Inputs: Tick; OnHeartbeat (a node heartbeat: every copy's published record and cursor tails, a
-// follower's silent-owner flag, and a failed log's flag and cause); OnLinkDown and OnLinkUp (the node's links, for eager failover);
-// OnSealReply; OnOwnerSilent; StateChanged (committed ops were applied); ProposalDone and
-// ProposalDropped (the outcome of each proposal); BecomePrimary and StepDown. Operator actions,
-// AcceptOwnerLoss and Withdraw, return the op for the host to propose. Output: Ready returns
-// Effects: ops to propose, seals to send and assignments to deliver (see Effects for the host's
-// order). Attention lists the waits. The host reports the links of every node when it becomes
-// primary (OnLinkDown for those that are down).
+// follower's silent-owner flag, and a failed log's flag and cause); OnLinkDown and OnLinkUp (the
+// node's links, for eager failover); OnSealReply; OnOwnerSilent; StateChanged (committed ops were
+// applied); ProposalDone and ProposalDropped (the outcome of each proposal); BecomePrimary and
+// StepDown. Operator actions, AcceptOwnerLoss and Withdraw, return the op for the host to propose.
+// Output: Ready returns Effects: ops to propose, seals to send and assignments to deliver (see
+// Effects for the host's order). Attention lists the waits. The host reports the links of every node
+// when it becomes primary (OnLinkDown for those that are down).
 //
 // What it does:
 //   - A node is lost when no heartbeat came for NodeLivenessTimeoutTicks, at once on a heartbeat
@@ -109,6 +109,9 @@
 //     why the failed follower is taken out of the assignment as soon as the owner and the other
 //     follower can seal without it: then E = 2, W = 2, R = 1, and a later owner loss fails over to
 //     the healthy follower alone.
+//   - An operator's accept is refused (ErrOwnerCannotServe) when the owner it names has not answered
+//     the seal and its heartbeat flags its copy failed or restarted within its epoch: promoted
+//     without a seal it would serve nothing, and no recovery would be left to end the wait.
 //   - A follower reports a silent owner with the wire.CopyOwnerSilent flag on its heartbeat entry. The
 //     report is kept for one liveness timeout; a report about an older epoch does not replace a newer
 //     one.

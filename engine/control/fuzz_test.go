@@ -38,6 +38,7 @@ type fuzzHarness struct {
 	tails   map[[2]uint64]uint64 // (stream, node) -> the copy's record tail
 	answers map[[2]uint64]uint64 // (transition, node) -> record tail answered
 	seals   []Seal               // the last seals handed out
+	failed  map[uint16]bool      // nodes whose copies publish a failed log
 }
 
 func newFuzzHarness(t *testing.T) *fuzzHarness {
@@ -46,7 +47,8 @@ func newFuzzHarness(t *testing.T) *fuzzHarness {
 	f.createStream("a", 3, majority, 1, 2, 3)
 	f.createStream("b", 3, meta.Policy{Kind: meta.PolicyLocalDurable}, 2, 3, 4)
 	f.createStream("c", 1, majority, 5)
-	return &fuzzHarness{f: f, tails: make(map[[2]uint64]uint64), answers: make(map[[2]uint64]uint64)}
+	return &fuzzHarness{f: f, tails: make(map[[2]uint64]uint64), answers: make(map[[2]uint64]uint64),
+		failed: make(map[uint16]bool)}
 }
 
 func (h *fuzzHarness) step(b byte) {
@@ -62,7 +64,11 @@ func (h *fuzzHarness) step(b byte) {
 				h.tails[key] += uint64(b >> 4)
 			}
 			if a.Includes(node) {
-				tails = append(tails, tail(st, a.Epoch, wire.RoleFollower, h.tails[key], 0))
+				t := tail(st, a.Epoch, wire.RoleFollower, h.tails[key], 0)
+				if h.failed[node] {
+					t.Flags, t.Cause = wire.CopyLogFailed, wire.LogFailNoSpace
+				}
+				tails = append(tails, t)
 			}
 		}
 		f.heartbeat(node, 0, tails...)
@@ -105,6 +111,8 @@ func (h *fuzzHarness) step(b byte) {
 		c.StateChanged()
 	case 10:
 		c.BecomePrimary()
+	case 12: // the node's logs fail, or heal (published from its next heartbeat on)
+		h.failed[node] = !h.failed[node]
 	}
 }
 
@@ -151,11 +159,22 @@ func (h *fuzzHarness) checkCommit(op meta.CommitRecovery) {
 		if !a.Includes(n) || !ok {
 			t.Fatalf("commit %+v: %d is not an answered copy of %+v", op, n, a)
 		}
-		if got > op.RecordTail || got == op.RecordTail && n < op.Owner {
+		// A copy whose log failed is never promoted, so it may tie the owner whatever its id.
+		_, failed := f.c.logFailed(n, op.Stream, incarnationOf(f, op.Stream))
+		if got > op.RecordTail || got == op.RecordTail && n < op.Owner && !failed {
 			t.Fatalf("commit %+v: copy %d answered %d, further than the owner", op, n, got)
 		}
+	}
+	st, _ := f.s.StreamByID(op.Stream)
+	if _, failed := f.c.logFailed(op.Owner, op.Stream, st.Incarnation); failed {
+		t.Fatalf("commit %+v promotes a copy whose log failed", op)
 	}
 	if latest, ok := f.s.LatestStart(op.Stream); ok && op.RecordTail < latest.RecordStart {
 		t.Fatalf("commit %+v below the latest start %+v", op, latest)
 	}
+}
+
+func incarnationOf(f *fixture, stream uint64) uint32 {
+	st, _ := f.s.StreamByID(stream)
+	return st.Incarnation
 }

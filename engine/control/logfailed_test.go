@@ -280,3 +280,41 @@ func TestAcceptOwnerLoss_RefusesACopyThatCannotServe(t *testing.T) {
 		})
 	}
 }
+
+// With a spare node, the recovery that takes a failed follower out places a replacement there: the
+// stream keeps its copy count.
+func TestFailedFollower_ReplacedOnASpareNode(t *testing.T) {
+	f := newFixture(t, testConfig(), 4)
+	st := f.createStream("s", 3, majority, 1, 2, 3)
+	f.heartbeat(4, 0)
+	f.heartbeat(1, 0, tail(st, 1, wire.RoleOwner, 10, 0))
+	f.heartbeat(2, 0, tail(st, 1, wire.RoleFollower, 10, 0))
+	f.heartbeat(3, 0, failedTail(st, 1, wire.RoleFollower, 4, wire.LogFailIO))
+	op := onlyProposal[meta.RecordRecovery](t, f.ready())
+	if op.Reason != meta.ReasonPlacement || !slices.Equal(op.Members, []uint16{1, 2, 4}) {
+		t.Fatalf("recovery %+v: want members [1 2 4]", op)
+	}
+	f.mustCommit()
+	_, seal := sealsTo(t, f.ready())
+	f.reply(1, seal, 10, 0)
+	f.reply(2, seal, 10, 0)
+	onlyProposal[meta.CommitRecovery](t, f.ready())
+	f.mustCommit()
+	if a, _ := f.s.Assignment(st.ID); a.Owner != 1 || !slices.Equal(a.Followers, []uint16{2, 4}) {
+		t.Fatalf("assignment %+v: want owner 1, followers [2 4]", a)
+	}
+}
+
+// A recovery places no replacement on a node whose copy of the stream is flagged failed (one left
+// out of an earlier assignment that has not healed yet).
+func TestOwnerLoss_NoReplacementOnAFailedCopysNode(t *testing.T) {
+	f := newFixture(t, testConfig(), 4)
+	st := f.createStream("s", 3, majority, 1, 2, 3)
+	f.heartbeat(4, 0, failedTail(st, 1, wire.RoleSealed, 0, wire.LogFailNoSpace))
+	f.heartbeat(2, 0, tail(st, 1, wire.RoleFollower, 10, 0))
+	f.heartbeat(3, 0, tail(st, 1, wire.RoleFollower, 10, 0))
+	f.heartbeat(1, wire.FlagShuttingDown)
+	if op := onlyProposal[meta.RecordRecovery](t, f.ready()); !slices.Equal(op.Members, []uint16{2, 3}) {
+		t.Fatalf("recovery %+v: want members [2 3], no copy on node 4", op)
+	}
+}

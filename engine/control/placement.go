@@ -93,8 +93,9 @@ func (c *Controller) ownerRestarted(st meta.Stream, a meta.Assignment, owner *no
 // (replacing the withdrawn recovery replaces, when not 0). The proposed members are the old
 // followers, the old owner if it is alive, and replacement followers on live nodes up to the
 // stream's copy count; a copy whose log failed is not among them (it is replaced, and rejoins once
-// it heals), nor is a replacement placed on a node whose copy of the stream failed. The proposed owner is the live old follower with the furthest published
-// tails; the worker chooses the real one from the seal answers.
+// it heals), nor is a replacement placed on a node whose copy of the stream failed. The proposed
+// owner is the live old follower with the furthest published tails; the worker chooses the real one
+// from the seal answers.
 func (c *Controller) proposeRecovery(st meta.Stream, a meta.Assignment, replaces uint64, reason meta.RecoveryReason) {
 	if c.proposing(st.ID) {
 		return
@@ -219,8 +220,10 @@ func (c *Controller) proposePlacement(st meta.Stream, a meta.Assignment) {
 // counts for nothing when the owner is lost next, and with it in the assignment that recovery needs
 // R answers among fewer copies that can give one (E = 3, W = 2: R = 2, so the one healthy follower
 // waits for the old owner to come back). Without it (E = 2, W = 2: R = 1) the healthy follower alone
-// is a valid seal set. W does not change for majority_durable, so nothing confirms by fewer copies.
-// The cost is one seal round trip that fences the owner.
+// is a valid seal set. W does not change for majority_durable (3 copies and 2 confirm alike), so
+// nothing confirms on fewer copies than before; under local_durable W follows E, and a stream that
+// could confirm nothing while a copy of its every-copy set was broken confirms on the others. The
+// cost is one seal round trip that fences the owner.
 func (c *Controller) replaceFailedFollowers(st meta.Stream, a meta.Assignment) bool {
 	members := []uint16{a.Owner} // alive; a failed owner was failed over before placement is looked at
 	dropped := false

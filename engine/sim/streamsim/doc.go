@@ -114,6 +114,19 @@
 //     epoch's lower record start and cut confirmed records. segment now keeps an entry whose record
 //     start is at or below the record cut, its cursor start clamped to the cursor cut, and the disk
 //     here cuts its log epochs the same way; the seed passes.
+//   - Issue 22 finding 5, the once-seen observation (owner and a follower lose power together; both
+//     came back about 11,000 records below the confirmed tail, the third copy held them). The runs
+//     with DiskErrors power-cut an owner and a follower in the same tick, every kill checks that an
+//     owner comes back at or past every record it confirmed, and TestPowerLoss_OwnerAndFollowerTogether
+//     scripts it over 300 seeds: the follower may come back below (34 of 300: W - 1 other copies held
+//     them), the owner never does, since it confirms no further than its own durable tail
+//     (engine/stream's updateConfirmed) and no cut drops a confirmed batch (onCut). So the protocol
+//     cannot produce it on storage that keeps what an fdatasync covered, and this model makes a log
+//     epoch durable before EpochDone; an owner below its confirmed tail after a power loss means its
+//     storage lost synced data (a segment file, a rename or a log-epoch entry not made durable before
+//     the append or prepare-ok it covers was acknowledged), which is segment's power-loss tests' to
+//     find (ring/powerloss). Both coming back at the same offset fits that: owner and follower logs
+//     are byte-identical, so they roll segments at the same offsets.
 //   - A producer refused with a sequence gap (its confirmed batches lost to an accepted owner loss)
 //     goes on under a new producer id.
 package streamsim

@@ -2,6 +2,7 @@ package streamsim
 
 import (
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/stream"
 )
 
 // faults draws the run's faults, each tick, during the fault phase; the heal phase ends them all.
@@ -31,6 +32,9 @@ func (f *faults) step(s *Sim) {
 	f.operator(s)
 	if s.opt.DiskErrors && s.rng.IntN(2*f.rate) == 0 {
 		f.diskError(s)
+	}
+	if s.opt.DiskErrors && s.rng.IntN(4*f.rate) == 0 {
+		f.killOwnerAndFollower(s)
 	}
 	if s.rng.IntN(f.rate) != 0 {
 		return
@@ -75,10 +79,48 @@ func (f *faults) downCount(s *Sim) int {
 
 // killNode power-cuts n unless that would leave no node up; it restarts after a while.
 func (f *faults) killNode(s *Sim, n *node) {
+	f.killNodeAt(s, n, s.now+10+uint64(s.rng.IntN(120)))
+}
+
+// killNodeAt power-cuts n unless that would leave no node up, to restart at restartAt, and checks
+// that every copy n owned still holds, after the power loss, every record it had confirmed: the
+// owner confirms only what it made durable itself.
+func (f *faults) killNodeAt(s *Sim, n *node, restartAt uint64) {
 	if !n.up || f.downCount(s) >= len(s.nodes)-2 {
 		return
 	}
-	s.kill(n, s.now+10+uint64(s.rng.IntN(120)))
+	confirmed := make([]uint64, len(n.copies))
+	for si, hc := range n.copies {
+		if hc != nil && hc.c.Role() == stream.RoleOwner {
+			confirmed[si] = hc.c.Confirmed()
+		}
+	}
+	s.kill(n, restartAt)
+	for si, c := range confirmed {
+		if d := n.disks[si]; c > 0 && d.rec().tail() < c && !s.chk.ghosts[si].lossAccepted && !s.opt.RecordChecksOnly {
+			s.fail("node %d, owner of stream %d, came back from a power loss at record tail %d, below the %d it "+
+				"had confirmed", n.id, s.strs[si].st.ID, d.rec().tail(), c)
+			return
+		}
+	}
+}
+
+// killOwnerAndFollower power-cuts a stream's owner and one of its followers in the same tick (issue
+// 22, finding 5), restarting both after a short or a long while.
+func (f *faults) killOwnerAndFollower(s *Sim) {
+	si := s.rng.IntN(len(s.strs))
+	a, _ := s.meta.state.Assignment(s.strs[si].st.ID)
+	if len(a.Followers) == 0 {
+		return
+	}
+	follower := a.Followers[s.rng.IntN(len(a.Followers))]
+	down := uint64(2)
+	if s.rng.IntN(2) == 0 {
+		down = 20 + uint64(s.rng.IntN(60))
+	}
+	s.logf("stream %d: owner %d and follower %d lose power together", s.strs[si].st.ID, a.Owner, follower)
+	f.killNodeAt(s, s.nodes[a.Owner], s.now+down)
+	f.killNodeAt(s, s.nodes[follower], s.now+down)
 }
 
 func (f *faults) killOwner(s *Sim) {
