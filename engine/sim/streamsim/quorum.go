@@ -42,7 +42,7 @@ const defaultQuorumWindowTicks = 6
 type quorumWatch struct {
 	epoch  uint32
 	start  uint64            // tick the window opened: the owner's first tick at this epoch
-	heard  map[uint16]uint64 // follower -> tick of its last reply at this epoch
+	heard  map[uint16]uint64 // follower -> the tick the Commit its latest reply answers was sent
 	lost   bool              // QuorumLost reported at this epoch
 	lostAt uint64            // tick it was
 	since  map[uint16]bool   // followers heard since the loss
