@@ -12,6 +12,11 @@ func (c *Copy) CheckInvariants() {
 	case RoleOwner:
 		assert.True(c.confirmed <= c.rec.durable, "stream: confirmed past the owner's durable tail")
 		assert.True(c.acks.len() <= c.cfg.ProducesMax, "stream: more produces waiting than ProducesMax")
+		assert.True(c.readFloor <= c.rec.durable, "stream: read floor past the owner's durable tail")
+		for i := range c.fetches {
+			f := &c.fetches[i]
+			assert.True(!f.inUse || !f.reading || c.readable(), "stream: a fetch reads before the owner proved its tail")
+		}
 		for i := range c.followers {
 			p := &c.followers[i]
 			assert.True(p.match <= c.rec.appended, "stream: follower acknowledged past the owner's log")

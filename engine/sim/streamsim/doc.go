@@ -74,8 +74,12 @@
 //   - A seal is one atomic storage step (no crash between fence and cut); no retention.
 //   - R24 (quorum.go): owners send Commit batches to their followers every 2 ticks and lose their
 //     quorum when they hear fewer than W copies within 6 ticks, a window shorter than the quickest
-//     failover here; a lost quorum is reported again after the owner heard its quorum back, which
-//     shard/heartbeat does not do today (Options.QuorumOncePerEpoch runs it as it is).
+//     failover here; a lost quorum is reported again after the owner heard its quorum back, and a
+//     reply counts as of the tick its Commit was sent, neither of which shard/heartbeat does today
+//     (Options.QuorumOncePerEpoch and QuorumReplyAtArrival run it as it is: quorum.go).
+//   - An older incarnation (incarnation.go): stream s1 is deleted and created again before the run,
+//     and its last follower holds a copy of incarnation 1 for the first quarter of the run,
+//     publishing its tails, answering seals "no copy" and dropping assignments, as a broker does.
 //   - Time is ticks: recovery times count protocol round trips and timeouts, not CPU or disk time.
 //
 // Decisions where the design is silent:

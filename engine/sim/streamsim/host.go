@@ -249,6 +249,7 @@ func (s *Sim) sendHeartbeat(n *node) {
 			RecordTail: d.rec().durableTail(), CursorTail: d.cur().durableTail(), Role: role, Flags: flags,
 			Cause: d.logFailed()})
 	}
+	tails = s.staleTails(n, tails)
 	slices.SortFunc(tails, func(a, b wire.CopyTail) int { return int(a.Stream) - int(b.Stream) })
 	n.hbSeq++
 	frame := wire.AppendNodeHeartbeat(nil, wire.From{Cluster: 1, Node: n.id}, &wire.NodeHeartbeat{Sequence: n.hbSeq}, tails)
@@ -316,6 +317,9 @@ func (s *Sim) onAssign(n *node, e envelope) {
 	if !a.Includes(n.id) {
 		return
 	}
+	if _, ok := s.staleOf(n, si); ok {
+		return // the copy of another incarnation takes it, and drops it (the controller resends)
+	}
 	d := n.disks[si]
 	if d == nil {
 		d = &disk{}
@@ -370,8 +374,8 @@ func (s *Sim) onSeal(n *node, e envelope) {
 	d := n.disks[si]
 	reply := wire.StreamSealReply{Stream: m.Stream, Incarnation: m.Incarnation, FenceEpoch: m.FenceEpoch,
 		TransitionID: m.TransitionID}
-	if d == nil {
-		reply.Status = wire.SealNoCopy
+	if _, stale := s.staleOf(n, si); d == nil || stale {
+		reply.Status = wire.SealNoCopy // none, or only one of another incarnation
 		s.send(envelope{from: n.id, to: e.from, kind: kindSealReply, stream: m.Stream, sealReply: reply})
 		return
 	}

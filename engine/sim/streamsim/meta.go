@@ -86,6 +86,13 @@ func (m *metaGroup) init(s *Sim) error {
 			return fmt.Errorf("streamsim: create %s: %s", name, r)
 		}
 		st, _ := m.state.StreamByName(name)
+		if i == 0 && len(followers) > 0 && !s.opt.Scripted && !s.opt.NoStaleIncarnation {
+			old, ok := st, false
+			if st, ok = m.recreate(op); !ok {
+				return fmt.Errorf("streamsim: create %s again", name)
+			}
+			s.leaveStaleCopy(followers[len(followers)-1], i, old)
+		}
 		s.strs = append(s.strs, simStream{st: st, idx: i})
 	}
 	m.linkUp = make([]bool, s.opt.Nodes+1)

@@ -17,9 +17,17 @@ import (
 // shard/heartbeat.Primary reports a lost quorum once per view (QuorumLost returns false for good
 // once it returned true), so a broker's owner that heard its quorum again and then lost it a second
 // time in the same epoch is never told, and serves on. Options.QuorumOncePerEpoch runs that: seed
-// 13 then fails at tick 475 (node 4, owner of stream 2 at epoch 4, lost its quorum at 407, heard
-// it again at 423, was partitioned at 446, and answered a fetch with confirmed tail 103 after the
-// epoch 5 owner confirmed 104: a read went back in time).
+// 5 then fails at tick 186 (node 4, owner of stream 2 at epoch 2, lost its quorum at 56, heard it
+// again at 58, was partitioned from its follower at 116, and answered a fetch with confirmed tail
+// 22 after the epoch 3 owner confirmed 23: a read went back in time; seeds 31 and 35 the same).
+//
+// shard/heartbeat.Primary also counts a CommitReply as hearing its member at the reply's arrival
+// (OnReply stamps heardTick with now), so replies that waited for a paused owner, answering Commits
+// sent before the pause, bring its quorum back at once when it wakes. Options.QuorumReplyAtArrival
+// runs that: seed 96 then fails at tick 265 (node 4, owner of stream 1 at epoch 2, paused from 176
+// to 262 while node 3 took over at epoch 3, lost its quorum on waking and heard it again in the same
+// tick from replies queued during the pause, then answered a fetch with confirmed tail 18 below the
+// 19 confirmed at epoch 3). Here a reply counts as of the tick its Commit was sent.
 
 // commitEveryTicks is how often an owner sends its Commit to each follower.
 const commitEveryTicks = 2
@@ -28,14 +36,22 @@ const commitEveryTicks = 2
 // the quickest failover the controller can make (eager failover grace, a seal round trip, a
 // metadata commit, the new owner's open), so that an owner cut off from its followers stops serving
 // before a new owner confirms anything.
+//
+// A longer window lets a cut-off owner serve reads below what its successor confirmed: over seeds
+// 1..200, windows of 10, 16 and 24 ticks pass, 32 ticks fail 3 seeds, 40 fail 6, 48 fail 12 and 60
+// fail 15 (seed 42 at 60: node 3, owner of stream 3, partitioned at tick 383, eager failover
+// recorded at 393, node 2 owner at 398, and node 3 answered a fetch sent at 409 with confirmed
+// tail 126 below 132). The nodes' defaults have the same shape: commit_heartbeat_timeout 5000 ms
+// against eager_failover_grace 200 ms and node_liveness_timeout 3000 ms.
 const defaultQuorumWindowTicks = 6
 
 // quorumWatch is an owner copy's R24 state at one epoch.
 type quorumWatch struct {
 	epoch  uint32
 	start  uint64            // tick the window opened: the owner's first tick at this epoch
-	heard  map[uint16]uint64 // follower -> tick of its last reply at this epoch
+	heard  map[uint16]uint64 // follower -> the tick the Commit its latest reply answers was sent
 	lost   bool              // QuorumLost reported at this epoch
+	lostAt uint64            // tick it was
 	since  map[uint16]bool   // followers heard since the loss
 	sentAt uint64
 }
@@ -86,7 +102,7 @@ func (s *Sim) tickQuorum(n *node, si int, hc *hostCopy) {
 	if heard >= s.quorumOf(hc) {
 		return
 	}
-	q.lost, q.since = true, map[uint16]bool{}
+	q.lost, q.lostAt, q.since = true, s.now, map[uint16]bool{}
 	s.counts.quorumLost++
 	s.logf("node %d: owner of stream %d epoch %d lost its quorum (%d of %d heard)", n.id, s.strs[si].st.ID,
 		hc.asg.Epoch, heard, s.quorumOf(hc))
@@ -165,8 +181,15 @@ func (s *Sim) onCommitReply(n *node, from uint16, r wire.CommitReplyEntry) {
 	if hc.c.Role() != stream.RoleOwner || hc.asg.Epoch != r.View || q.epoch != r.View || q.heard == nil {
 		return
 	}
-	q.heard[from] = s.now
-	if !hc.c.LostQuorum() {
+	// The reply vouches for the follower as of the Commit it answers (its echoed timestamp is the
+	// tick that Commit was sent), not as of its arrival: a reply that waited in the network, or for
+	// a paused owner, says nothing about now (see QuorumReplyAtArrival).
+	at := r.TimestampMonotonic
+	if s.opt.QuorumReplyAtArrival {
+		at = s.now
+	}
+	q.heard[from] = max(q.heard[from], at)
+	if !hc.c.LostQuorum() || at < q.lostAt {
 		return
 	}
 	q.since[from] = true

@@ -87,9 +87,14 @@ type Options struct {
 	NoInPlace bool
 	// QuorumWindowTicks is the owners' R24 quorum window (0: defaultQuorumWindowTicks).
 	QuorumWindowTicks int
+	// NoStaleIncarnation: no stream is created twice, and no node holds an older incarnation's copy.
+	NoStaleIncarnation bool
 	// QuorumOncePerEpoch reports an owner's lost quorum at most once per epoch, as the shard's
 	// heartbeat.Primary does today (quorum.go).
 	QuorumOncePerEpoch bool
+	// QuorumReplyAtArrival counts a follower's CommitReply as hearing it when the reply arrives, as
+	// heartbeat.Primary does today, not when the Commit it answers was sent (quorum.go).
+	QuorumReplyAtArrival bool
 	// Log receives one line per notable event when set.
 	Log func(format string, args ...any)
 }
@@ -134,6 +139,7 @@ type node struct {
 	// Scripted runs only: holdSync keeps the node's record logs from syncing; a power loss of a node
 	// with loseUnsynced keeps nothing that was not synced.
 	holdSync, loseUnsynced bool
+	stale                  []staleCopy // copies of older incarnations not deleted yet (incarnation.go)
 }
 
 func (n *node) running(now uint64) bool { return n.up && n.pausedUntil <= now }

@@ -14,10 +14,12 @@ var (
 	recOnly    = flag.Bool("recordonly", false, "TestBrokenVariants also hunts each variant with the record checks only (informational)")
 	quorumOnce = flag.Bool("quorumonce", false, "report an owner's lost quorum once per epoch, as shard/heartbeat does today (quorum.go)")
 	window     = flag.Int("quorumwindow", 0, "the owners' R24 quorum window in ticks (0: the default)")
+	atArrival  = flag.Bool("quorumarrival", false, "count a CommitReply when it arrives, as shard/heartbeat does today (quorum.go)")
 )
 
 func options(t *testing.T, seed uint64, v Variant) Options {
-	o := Options{Seed: seed, Variant: v, QuorumOncePerEpoch: *quorumOnce, QuorumWindowTicks: *window}
+	o := Options{Seed: seed, Variant: v, QuorumOncePerEpoch: *quorumOnce, QuorumWindowTicks: *window,
+		QuorumReplyAtArrival: *atArrival}
 	if *verbose {
 		o.Log = t.Logf
 	}
