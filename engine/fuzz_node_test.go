@@ -100,6 +100,10 @@ func fuzzFrame(cmd uint16, group uint64, incarnation uint32, sender uint16, entr
 	return frame
 }
 
+// fuzzAnswerBound bounds the wait for the node's answer to one input. A fuzz worker gives no
+// progress report while it waits, so a hang must fail well before the run ends.
+const fuzzAnswerBound = 10 * time.Second
+
 // answeredOrClosed sends a lookup behind the input on c and reads until its reply, or until the node
 // closes c: either way the node has dealt with the input.
 func answeredOrClosed(t *testing.T, c net.Conn) {
@@ -109,7 +113,7 @@ func answeredOrClosed(t *testing.T, c net.Conn) {
 		&wire.StreamNameRequest{RequestID: rid, Name: []byte(referenceStream)})); err != nil {
 		return // closed already
 	}
-	_ = c.SetReadDeadline(time.Now().Add(waitBound))
+	_ = c.SetReadDeadline(time.Now().Add(fuzzAnswerBound))
 	head := make([]byte, wire.HeaderSize)
 	for {
 		if _, err := io.ReadFull(c, head); err != nil {
