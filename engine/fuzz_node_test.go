@@ -30,7 +30,8 @@ type fuzzCluster struct {
 	good    *testClient
 	owner   *testClient // a connection to the reference stream's owner
 	stream  uint64
-	seq     uint64
+	seq     uint64 // the reference producer's last sequence
+	rid     uint64 // request ids of the checks
 	produce sync.Mutex
 }
 
@@ -62,14 +63,70 @@ func (fc *fuzzCluster) stillServes(t *testing.T) {
 	t.Helper()
 	fc.produce.Lock()
 	defer fc.produce.Unlock()
-	fc.good.t, fc.owner.t = t, t
-	if _, e := fc.good.lookup(referenceStream); e != nil {
-		t.Fatalf("lookup of the reference stream after the input: %v %s", e.Code, e.Message)
-	}
+	fc.lookupAnswered(t)
 	fc.seq++
-	if _, e := fc.owner.produce(fc.stream, 1, fc.seq, 1, []byte("x")); e != nil {
+	fc.rid++
+	h, body := roundTrip(t, fc.owner.c, "the reference produce", wire.AppendProduce(nil, wire.From{Cluster: nodeTestCluster},
+		&wire.Produce{RequestID: fc.rid, Stream: fc.stream, ProducerID: 1, Sequence: fc.seq, Count: 1, Batch: []byte("x")}))
+	if e := errorOf(t, h, body); e != nil {
 		t.Fatalf("produce to the reference stream after the input: %v %s", e.Code, e.Message)
 	}
+}
+
+// lookupAnswered fails t unless the node answers a lookup of the reference stream.
+func (fc *fuzzCluster) lookupAnswered(t *testing.T) {
+	t.Helper()
+	fc.rid++
+	h, body := roundTrip(t, fc.good.c, "the reference lookup", wire.AppendLookupStream(nil, wire.From{Cluster: nodeTestCluster},
+		&wire.StreamNameRequest{RequestID: fc.rid, Name: []byte(referenceStream)}))
+	if e := errorOf(t, h, body); e != nil {
+		t.Fatalf("lookup of the reference stream after the input: %v %s", e.Code, e.Message)
+	}
+}
+
+// roundTrip writes req on c and reads one reply within fuzzAnswerBound.
+func roundTrip(t *testing.T, c net.Conn, what string, req []byte) (wire.Header, []byte) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(fuzzAnswerBound))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write(req); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	head := make([]byte, wire.HeaderSize)
+	if _, err := io.ReadFull(c, head); err != nil {
+		t.Fatalf("%s: no answer: %v", what, err)
+	}
+	h, err := wire.ParseHeader(head)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	frame := append(head, make([]byte, h.BodySize)...)
+	if _, err := io.ReadFull(c, frame[wire.HeaderSize:]); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	h, body, err := wire.ParseFrame(frame)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return h, body
+}
+
+// fuzzDial connects to the node's client listener and runs the handshake, within fuzzAnswerBound.
+func fuzzDial(t *testing.T, addr netip.AddrPort) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr.String(), fuzzAnswerBound)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	hello := wire.ClientHello{RequestID: 1, Cluster: nodeTestCluster, Revision: wire.Revision}
+	h, body := roundTrip(t, c, "the handshake", wire.AppendClientHello(nil, &hello))
+	if _, err := wire.DecodeClientChallenge(&h, body); err != nil {
+		t.Fatalf("challenge: %v (%s)", err, h.Command)
+	}
+	if _, err := c.Write(wire.AppendClientProof(nil, nodeTestCluster, &wire.ClientProof{RequestID: 2})); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // fuzzFrame builds a frame with sound checksums from the fuzzer's fields, so that inputs reach the
@@ -100,9 +157,10 @@ func fuzzFrame(cmd uint16, group uint64, incarnation uint32, sender uint16, entr
 	return frame
 }
 
-// fuzzAnswerBound bounds the wait for the node's answer to one input. A fuzz worker gives no
-// progress report while it waits, so a hang must fail well before the run ends.
-const fuzzAnswerBound = 10 * time.Second
+// fuzzAnswerBound bounds each wait for the node in one input (the dial, the answer, the reference
+// produce): the fuzz worker gives up on an input after 10 s without saying why, so a slow answer must
+// fail first, with the step that waited.
+const fuzzAnswerBound = 3 * time.Second
 
 // answeredOrClosed sends a lookup behind the input on c and reads until its reply, or until the node
 // closes c: either way the node has dealt with the input.
@@ -149,10 +207,10 @@ func FuzzNode_ClientFrames(f *testing.F) {
 	}
 	fc := newFuzzCluster(f)
 	f.Fuzz(func(t *testing.T, cmd uint16, group uint64, inc uint32, sender uint16, entries uint32, area, body []byte, corrupt uint8) {
-		tc := dialNode(t, fc.node.ClientAddr(), "")
-		defer tc.c.Close()
-		if _, err := tc.c.Write(fuzzFrame(cmd, group, inc, sender, entries, area, body, corrupt)); err == nil {
-			answeredOrClosed(t, tc.c)
+		c := fuzzDial(t, fc.node.ClientAddr())
+		defer c.Close()
+		if _, err := c.Write(fuzzFrame(cmd, group, inc, sender, entries, area, body, corrupt)); err == nil {
+			answeredOrClosed(t, c)
 		}
 		fc.stillServes(t)
 	})
@@ -224,16 +282,13 @@ func (fc *fuzzCluster) stillServesPeer(t *testing.T) {
 	t.Helper()
 	fc.produce.Lock()
 	defer fc.produce.Unlock()
-	fc.good.t, fc.owner.t = t, t
-	if _, e := fc.good.lookup(referenceStream); e != nil {
-		t.Fatalf("lookup of the reference stream after the input: %v %s", e.Code, e.Message)
-	}
+	fc.lookupAnswered(t)
 }
 
 // dialPeer connects to a node's peer listener as node id (no cluster secret) and reads its answer.
 func dialPeer(t *testing.T, addr netip.AddrPort, id uint16) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", addr.String())
+	c, err := net.DialTimeout("tcp", addr.String(), fuzzAnswerBound)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +296,7 @@ func dialPeer(t *testing.T, addr netip.AddrPort, id uint16) net.Conn {
 	if _, err := c.Write(wire.AppendHandshake(nil, hs)); err != nil {
 		t.Fatal(err)
 	}
-	_ = c.SetReadDeadline(time.Now().Add(waitBound))
+	_ = c.SetReadDeadline(time.Now().Add(fuzzAnswerBound))
 	if _, err := io.ReadFull(c, make([]byte, wire.HeaderSize)); err != nil {
 		t.Fatalf("the node's handshake: %v", err)
 	}
