@@ -270,6 +270,12 @@ func (c *clientShard) Complete(r ring.Completion) {
 	}
 	c.armAccept()
 	s.stats.Client.Accepted.Add(1)
+	if len(c.conns) >= ClientConnsShardMax(s.cfg.Ring.Entries) {
+		c.closes.note(&s.stats, s.tick.Number, closeClientShardFull, "limit", ClientConnsShardMax(s.cfg.Ring.Entries),
+			"ring_entries", s.cfg.Ring.Entries)
+		unix.Close(fd)
+		return
+	}
 	if !s.node.clients.admit(s.cfg.Client.ConnectionsMax) {
 		c.closes.note(&s.stats, s.tick.Number, closeClientConnectionsMax, "limit", s.cfg.Client.ConnectionsMax)
 		unix.Close(fd)

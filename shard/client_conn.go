@@ -232,10 +232,10 @@ func (cn *clientConn) onClientGone() {
 	switch {
 	case cn.state != clientOpen:
 		cn.close()
-	case cn.in.Buffered() > 0:
-		cn.closeFor(closeClientClosedMidFrame, "received", cn.in.Buffered(), "missing", cn.in.Pending())
 	case cn.unsent() > 0:
 		cn.closeFor(closeClientClosedMidReply, "unsent", cn.unsent())
+	case cn.in.Buffered() > 0:
+		cn.closeFor(closeClientClosedMidFrame, "received", cn.in.Buffered(), "missing", cn.in.Pending())
 	default:
 		cn.close()
 	}

@@ -12,6 +12,7 @@ type closeReason uint8
 
 const (
 	closeClientConnectionsMax closeReason = iota // accepted past ClientConfig.ConnectionsMax: closed at once
+	closeClientShardFull                         // accepted past the shard's share of its ring (clientConnsShardMax)
 	closeClientHandshakeTimeout
 	closeClientHandshakeRefused // a hello or proof refused for its frame, revision or cluster
 	closeClientAuthRefused      // refused for the cluster secret
@@ -30,6 +31,7 @@ const (
 // closeReasonNames are the metric labels, listener and reason, of each closeReason.
 var closeReasonNames = [closeReasons][2]string{
 	closeClientConnectionsMax:   {"client", "connections_max"},
+	closeClientShardFull:        {"client", "shard_full"},
 	closeClientHandshakeTimeout: {"client", "handshake_timeout"},
 	closeClientHandshakeRefused: {"client", "handshake_refused"},
 	closeClientAuthRefused:      {"client", "auth_refused"},
@@ -96,6 +98,13 @@ func (l *closeLog) flush(now uint64) {
 		}
 	}
 }
+
+// ClientConnsShardMax is how many client connections one shard holds with a ring of ringEntries
+// (ring.Config.Entries): each has up to two operations in flight on the shard's ring (a receive and a
+// send), and they may take half of its in-flight table (twice ringEntries), so the links, the tick,
+// storage and saves always find room. A connection past it is closed at once, like one past
+// ClientConfig.ConnectionsMax: the kernel's reuseport hash may fill one shard before the others.
+func ClientConnsShardMax(ringEntries uint32) int { return int(ringEntries) / 2 }
 
 // nodeClients counts the node's client connections, handshaking ones included, across its shards
 // (ClientConfig.ConnectionsMax).

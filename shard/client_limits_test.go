@@ -47,9 +47,20 @@ func (s *syncBuffer) String() string {
 // newLimitsNode starts a one-shard node (a 1 ms tick) with client bounds set by edit.
 func newLimitsNode(t *testing.T, b ring.Backend, h shard.ClientHandler, edit func(*shard.ClientConfig)) *limitsNode {
 	t.Helper()
+	return newLimitsNodeCfg(t, b, 0, h, edit)
+}
+
+// newLimitsNodeRing is newLimitsNode with rings of entries submission entries.
+func newLimitsNodeRing(t *testing.T, b ring.Backend, entries uint32) *limitsNode {
+	t.Helper()
+	return newLimitsNodeCfg(t, b, entries, &echoHandler{}, nil)
+}
+
+func newLimitsNodeCfg(t *testing.T, b ring.Backend, entries uint32, h shard.ClientHandler, edit func(*shard.ClientConfig)) *limitsNode {
+	t.Helper()
 	ln := &limitsNode{reg: prometheus.NewRegistry(), log: &syncBuffer{}, w: &watcher{}}
 	cfg := shard.Config{Node: 1, Shards: 1, Cluster: testCluster, Tick: time.Millisecond, Schedule: testTicks,
-		Seed: 3, Ring: ring.Config{Backend: b, Logger: quietLogger()},
+		Seed: 3, Ring: ring.Config{Backend: b, Entries: entries, Logger: quietLogger()},
 		ClientListen: netip.MustParseAddrPort("127.0.0.1:0"), Registry: ln.reg,
 		Logger: slog.New(slog.NewTextHandler(ln.log, nil))}
 	if edit != nil {
@@ -435,4 +446,36 @@ func TestClientLimitsConfigRefused(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("an idle timeout turned off refused: %v", err)
 	}
+}
+
+// TestClientShardFull: a shard holds ClientConnsShardMax(ring entries) client connections; one more
+// is closed at once, counted and logged, and the shard's own work goes on.
+func TestClientShardFull(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b ring.Backend) {
+		const entries = 16
+		ln := newLimitsNodeRing(t, b, entries)
+		held := shard.ClientConnsShardMax(entries)
+		for range held - 1 {
+			if _, refused := dialClient(t, ln.ClientAddr(), ""); refused != nil {
+				t.Fatal(string(refused.Message))
+			}
+		}
+		c, refused := dialClient(t, ln.ClientAddr(), "")
+		if refused != nil {
+			t.Fatal(string(refused.Message))
+		}
+		over, err := net.Dial("tcp", ln.ClientAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer over.Close()
+		expectClosed(t, over, "connection past the shard's share of its ring")
+		if got := ln.closed(t, "client", "shard_full"); got != 1 {
+			t.Fatalf("shard_full closes %d, want 1", got)
+		}
+		if !regexp.MustCompile(`reason=shard_full .*ring_entries=16`).MatchString(ln.log.String()) {
+			t.Fatalf("no log line names the shard's limit:\n%s", ln.log.String())
+		}
+		request(t, c, 1, 3, 1)
+	})
 }

@@ -26,7 +26,7 @@ func TestClientLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cl := d.Shard().Client; cl.ConnectionsMax != 10000 || cl.IdleTimeoutTicks != 30000 || cl.FrameTimeoutTicks != 3000 ||
+	if cl := d.Shard().Client; cl.ConnectionsMax != d.ShardCount*512 || cl.IdleTimeoutTicks != 30000 || cl.FrameTimeoutTicks != 3000 ||
 		cl.HandshakeTimeoutTicks != 500 || cl.PendingBytesMax != 16<<20 {
 		t.Fatalf("default client config %+v", cl)
 	}
@@ -35,7 +35,7 @@ func TestClientLimits(t *testing.T) {
 		{"[client]\nframe_timeout = 15", "client.frame_timeout: 15 ms is not a whole multiple"},
 		{"[client]\nhandshake_timeout = 0", "client.handshake_timeout: must be at least one tick"},
 		{"[client]\nidle_timeout = 1000", "client.idle_timeout: 1000 ms is below client.handshake_timeout (5000 ms)"},
-		{"[client]\nconnections_max = 0", "client.connections_max: is 0; must be at least 1"},
+		{"[client]\nconnections_max = -1", "client.connections_max: is -1; must be 0 (what the shards hold) or more"},
 		{"[client]\npending_bytes_max = 1048576", "client.pending_bytes_max: 1048576 is below client.frame_bytes_max"},
 	} {
 		_, err := config.Parse([]byte(tc.toml), t.TempDir())
@@ -45,5 +45,15 @@ func TestClientLimits(t *testing.T) {
 	}
 	if _, err := config.Parse([]byte("[client]\nidle_timeout = 0"), t.TempDir()); err != nil {
 		t.Errorf("idle timeout off refused: %v", err)
+	}
+	if len(d.Warnings) != 1 { // the defaults warn only of the empty secret
+		t.Errorf("defaults warn: %q", d.Warnings)
+	}
+	big, err := config.Parse([]byte("[shards]\ncount = 2\n[client]\nconnections_max = 5000"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(big.Warnings, "\n"); !strings.Contains(w, "client.connections_max is 5000, but 2 shards with ring_entries 1024 hold 1024") {
+		t.Errorf("no warning of connections past the shards' rings: %q", big.Warnings)
 	}
 }

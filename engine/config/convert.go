@@ -39,9 +39,17 @@ func (c *Config) Shard() shard.Config {
 func (c *Config) clientConfig() shard.ClientConfig {
 	cl := &c.File.Client
 	return shard.ClientConfig{OutboxBytes: cl.OutboxBytes, RequestsMax: cl.RequestsMax, FrameBytesMax: cl.FrameBytesMax,
-		PendingBytesMax: cl.PendingBytesMax, ConnectionsMax: cl.ConnectionsMax,
+		PendingBytesMax: cl.PendingBytesMax, ConnectionsMax: c.clientConnectionsMax(),
 		HandshakeTimeoutTicks: c.clientTicks(cl.HandshakeTimeout), IdleTimeoutTicks: c.clientTicks(cl.IdleTimeout),
 		FrameTimeoutTicks: c.clientTicks(cl.FrameTimeout)}
+}
+
+// clientConnectionsMax is client.connections_max, or with 0 what the shards' rings hold.
+func (c *Config) clientConnectionsMax() int {
+	if n := c.File.Client.ConnectionsMax; n != 0 {
+		return n
+	}
+	return max(1, c.ShardCount*shard.ClientConnsShardMax(c.File.Shards.RingEntries))
 }
 
 // clientTicks is a [client] timeout in ticks (resolveClientLimits checked it is a whole count);

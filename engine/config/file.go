@@ -118,7 +118,7 @@ func Defaults() File {
 		Metadata: MetadataSection{Replicas: []uint16{1, 2, 3}},
 		Admin:    AdminSection{Listen: "127.0.0.1:7003"},
 		Client: ClientSection{Listen: "0.0.0.0:7002", OutboxBytes: 4 << 20, RequestsMax: 64,
-			FrameBytesMax: 8<<20 + 256, PendingBytesMax: 16 << 20, ConnectionsMax: 10000,
+			FrameBytesMax: 8<<20 + 256, PendingBytesMax: 16 << 20, ConnectionsMax: 0,
 			HandshakeTimeout: 5000, IdleTimeout: 300000, FrameTimeout: 30000},
 	}
 }
@@ -187,8 +187,9 @@ func optionComments() map[string]string {
 		"client.pending_bytes_max": "Bytes of one connection's requests in flight before it reads no more; " +
 			"at least frame_bytes_max.",
 		"client.connections_max": "Client connections this node holds, handshaking ones included; one more " +
-			"is closed at once (counted and logged). Keep it under the descriptor limit (ulimit -n) less " +
-			"about 700 per shard for the node's own files.",
+			"is closed at once (counted and logged). Each shard holds at most ring_entries / 2 of them; 0: " +
+			"that many per shard. Keep it under the descriptor limit (ulimit -n) less about 700 per shard " +
+			"for the node's own files.",
 		"client.handshake_timeout": "A client must finish its handshake this long after it connected, or " +
 			"it is closed. At least one tick.",
 		"client.idle_timeout": "A connection with no request in flight, no reply unsent and nothing " +

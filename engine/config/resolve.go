@@ -359,11 +359,16 @@ func (c *Config) resolveClientLimits() error {
 	case cl.IdleTimeout != 0 && cl.IdleTimeout < cl.HandshakeTimeout:
 		return invalid("client.idle_timeout", "%d ms is below client.handshake_timeout (%d ms); 0 turns it off",
 			cl.IdleTimeout, cl.HandshakeTimeout)
-	case cl.ConnectionsMax < 1:
-		return invalid("client.connections_max", "is %d; must be at least 1", cl.ConnectionsMax)
+	case cl.ConnectionsMax < 0:
+		return invalid("client.connections_max", "is %d; must be 0 (what the shards hold) or more", cl.ConnectionsMax)
 	case cl.PendingBytesMax < cl.FrameBytesMax:
 		return invalid("client.pending_bytes_max", "%d is below client.frame_bytes_max (%d): the largest "+
 			"request could never be taken", cl.PendingBytesMax, cl.FrameBytesMax)
+	}
+	if room := c.ShardCount * shard.ClientConnsShardMax(c.File.Shards.RingEntries); cl.ConnectionsMax > room {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("config: client.connections_max is %d, but %d shards with "+
+			"ring_entries %d hold %d client connections (half of ring_entries each): connections past that are "+
+			"refused (raise shards.ring_entries for more)", cl.ConnectionsMax, c.ShardCount, c.File.Shards.RingEntries, room))
 	}
 	return nil
 }
