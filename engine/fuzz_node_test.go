@@ -50,7 +50,7 @@ func newFuzzCluster(f *testing.F) *fuzzCluster {
 	waitForTB(f, "the reference stream serving", func() bool {
 		fc.seq++
 		_, e := fc.owner.produce(fc.stream, 1, fc.seq, 1, []byte("x"))
-		if e != nil && e.Code != wire.CodeUnavailable && e.Code != wire.CodeNotOwner {
+		if e != nil && e.Code != wire.CodeUnavailable && e.Code != wire.CodeNotYet && e.Code != wire.CodeNotOwner {
 			f.Fatalf("produce: %v %s", e.Code, e.Message)
 		}
 		return e == nil

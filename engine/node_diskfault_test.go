@@ -67,7 +67,7 @@ func TestNode_FollowerDiskFullInStatusAndMetricsThenHeals(t *testing.T) {
 		seq++
 		waitForTB(t, "a confirmed produce", func() bool {
 			_, e := oc.produce(created.Stream, 7, seq, 1, []byte("record"))
-			if e != nil && e.Code != wire.CodeUnavailable && e.Code != wire.CodeNotOwner {
+			if e != nil && e.Code != wire.CodeUnavailable && e.Code != wire.CodeNotYet && e.Code != wire.CodeNotOwner {
 				t.Fatalf("produce %d: %v %s", seq, e.Code, e.Message)
 			}
 			return e == nil
