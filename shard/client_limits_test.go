@@ -479,3 +479,32 @@ func TestClientShardFull(t *testing.T) {
 		request(t, c, 1, 3, 1)
 	})
 }
+
+// TestPeerListenerClosesCountedByReason: on the peer listener too, a refused handshake and one that
+// never comes are counted by reason and logged.
+func TestPeerListenerClosesCountedByReason(t *testing.T) {
+	ln := newLimitsNode(t, ring.BackendAuto, &echoHandler{}, nil)
+	junk, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer junk.Close()
+	if _, err := junk.Write(bytes.Repeat([]byte{0xa5}, wire.HeaderSize)); err != nil {
+		t.Fatal(err)
+	}
+	silent, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	expectClosed(t, junk, "a peer handshake of junk")
+	expectClosed(t, silent, "a peer that sends no handshake")
+	ln.w.wait(t, "both counted", func() bool {
+		return ln.closed(t, "peer", "handshake_refused") == 1 && ln.closed(t, "peer", "handshake_timeout") == 1
+	})
+	for _, r := range []string{"handshake_refused", "handshake_timeout"} {
+		if !regexp.MustCompile(`listener=peer reason=` + r).MatchString(ln.log.String()) {
+			t.Fatalf("no log line names the peer's %s:\n%s", r, ln.log.String())
+		}
+	}
+}
