@@ -189,10 +189,10 @@ func TestClientFrameBodyTimeout(t *testing.T) {
 		request(t, c, 1, 3, 1) // a whole frame: served, and no clock left running
 		f := wire.AppendProduce(nil, wire.From{Cluster: testCluster}, &wire.Produce{RequestID: 2, Stream: 3,
 			Count: 1, Batch: make([]byte, 100000)})
+		start := ln.Shards()[0].Stats().Ticks.Load() // before the bytes can reach the node
 		if _, err := c.Write(f[:wire.HeaderSize+10]); err != nil {
 			t.Fatal(err)
 		}
-		start := ln.Shards()[0].Stats().Ticks.Load()
 		expectClosed(t, c, "client silent mid-frame")
 		if ran := ln.Shards()[0].Stats().Ticks.Load() - start; ran < ticks {
 			t.Fatalf("closed after %d ticks, before the bound of %d", ran, ticks)
@@ -478,4 +478,33 @@ func TestClientShardFull(t *testing.T) {
 		}
 		request(t, c, 1, 3, 1)
 	})
+}
+
+// TestPeerListenerClosesCountedByReason: on the peer listener too, a refused handshake and one that
+// never comes are counted by reason and logged.
+func TestPeerListenerClosesCountedByReason(t *testing.T) {
+	ln := newLimitsNode(t, ring.BackendAuto, &echoHandler{}, nil)
+	junk, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer junk.Close()
+	if _, err := junk.Write(bytes.Repeat([]byte{0xa5}, wire.HeaderSize)); err != nil {
+		t.Fatal(err)
+	}
+	silent, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	expectClosed(t, junk, "a peer handshake of junk")
+	expectClosed(t, silent, "a peer that sends no handshake")
+	ln.w.wait(t, "both counted", func() bool {
+		return ln.closed(t, "peer", "handshake_refused") == 1 && ln.closed(t, "peer", "handshake_timeout") == 1
+	})
+	for _, r := range []string{"handshake_refused", "handshake_timeout"} {
+		if !regexp.MustCompile(`listener=peer reason=` + r).MatchString(ln.log.String()) {
+			t.Fatalf("no log line names the peer's %s:\n%s", r, ln.log.String())
+		}
+	}
 }

@@ -187,7 +187,12 @@
 //     IdleTimeoutTicks (default 5 minutes). A request unanswered, such as a long-poll fetch, is under way.
 //   - ClientConfig.ConnectionsMax bounds the node's client connections over all shards, handshaking
 //     ones included; one past it is closed as soon as it is accepted, without a reply (no request id
-//     to answer yet). PendingBytesMax bounds the bytes of a connection's unanswered requests (routed
+//     to answer yet).
+//   - A shard holds at most ClientConnsShardMax(Ring.Entries) = ring entries / 2 client connections,
+//     whatever ConnectionsMax says: each may keep a receive and a send in flight, and the ring's
+//     in-flight table (twice its entries) must keep half for links, the tick, storage and saves.
+//     Found on a real node: 2,000 idle clients on one shard filled the table, the peer links failed
+//     with "ring: queue full" and a producer beside them stalled for 20 s. PendingBytesMax bounds the bytes of a connection's unanswered requests (routed
 //     ones are copies), beside RequestsMax's count.
 //   - Every refused or closed connection (a limit, a timeout, a refused handshake, a broken frame, a
 //     client gone mid-frame or mid-reply, the peer listener's too) is counted by listener and reason
