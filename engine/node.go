@@ -235,10 +235,12 @@ func (n *Node) compose() error {
 	}
 	seg := cfg.Segment()
 	seg.CommitObserver = storage.observeCommit
+	data := newDataMetrics(n.metricLabels())
+	replies := func(id uint64, r *stream.Reply) { data.count(r); n.clients.streamReply(id, r) }
 	host, err := streamhost.New(sn, streamhost.Config{Dir: cfg.File.Node.DataDir, Cluster: cfg.File.Cluster.ID,
 		Node: n.id, Shards: cfg.ShardCount, Segment: seg,
 		Stream:  stream.Config{TickMs: uint32(cfg.File.Cluster.TickMs)},
-		Replies: n.clients.streamReply, SealReplies: n.sealReply, IdleCloseTicks: cfg.IdleCloseTicks(), Logger: n.log})
+		Replies: replies, SealReplies: n.sealReply, IdleCloseTicks: cfg.IdleCloseTicks(), Logger: n.log})
 	if err != nil {
 		return fmt.Errorf("engine: node %d: stream host: %w", n.id, err)
 	}
@@ -258,6 +260,9 @@ func (n *Node) compose() error {
 	n.metrics = newNodeMetrics(n, storage, recoveries)
 	if err := n.reg.Register(n.metrics); err != nil {
 		return fmt.Errorf("engine: register node metrics: %w", err)
+	}
+	if err := n.registerObservability(data); err != nil {
+		return err
 	}
 	admin, err := newAdminServer(n, cfg.AdminListen)
 	if err != nil {
