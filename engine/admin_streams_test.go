@@ -94,15 +94,15 @@ func TestNode_MetricsOfTheDataPathAndTheProcess(t *testing.T) {
 	})
 	text := scrape(t, owner)
 	want := map[string]string{
-		fmt.Sprintf(`ringstream_records_appended_total{%s}`, node):                               "3",
-		fmt.Sprintf(`ringstream_records_fetched_total{%s}`, node):                                "3",
-		fmt.Sprintf(`ringstream_bytes_fetched_total{%s}`, node):                                  fmt.Sprint(len(fr.Batches)),
-		fmt.Sprintf(`ringstream_stream_end_offset{%s,stream="%d"}`, node, created.Stream):        "3",
-		fmt.Sprintf(`ringstream_stream_owner{%s,stream="%d"}`, node, created.Stream):             "1",
-		fmt.Sprintf(`ringstream_stream_end_offset{%s,stream="%d"}`, node, second.Stream):         "",
-		fmt.Sprintf(`ringstream_build_info{commit="`):                                            "1",
-		`go_goroutines `:                                                                         "",
-		`process_open_fds `:                                                                      "",
+		fmt.Sprintf(`ringstream_records_appended_total{%s}`, node):                        "3",
+		fmt.Sprintf(`ringstream_records_fetched_total{%s}`, node):                         "3",
+		fmt.Sprintf(`ringstream_bytes_fetched_total{%s}`, node):                           fmt.Sprint(len(fr.Batches)),
+		fmt.Sprintf(`ringstream_stream_end_offset{%s,stream="%d"}`, node, created.Stream): "3",
+		fmt.Sprintf(`ringstream_stream_owner{%s,stream="%d"}`, node, created.Stream):      "1",
+		fmt.Sprintf(`ringstream_stream_end_offset{%s,stream="%d"}`, node, second.Stream):  "",
+		fmt.Sprintf(`ringstream_build_info{commit="`):                                     "1",
+		`go_goroutines `:    "",
+		`process_open_fds `: "",
 	}
 	for prefix, v := range want {
 		got := sample(text, prefix)
