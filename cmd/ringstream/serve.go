@@ -42,6 +42,7 @@ func newServeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			slog.SetDefault(cfg.Logger(cmd.ErrOrStderr())) // log.format, for the node and its rings
 			for _, w := range cfg.Warnings {
 				slog.Warn(w)
 			}

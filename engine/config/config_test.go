@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -324,6 +325,32 @@ func TestParsePolicy(t *testing.T) {
 	for _, s := range []string{"", "unset", "count_durable()", "count_durable(x)", "count_durable(3", "count_durable(1)x", "count_durable(-1)"} {
 		if _, err := config.ParsePolicy(s); err == nil {
 			t.Errorf("ParsePolicy(%q) accepted", s)
+		}
+	}
+}
+
+// TestLoggerFormat: log.format json writes each record as one JSON object; text (the default) as
+// key=value pairs.
+func TestLoggerFormat(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{"[log]\nformat = \"json\"", `"msg":"copy opened"`},
+		{"", `msg="copy opened"`},
+	} {
+		cfg, err := config.Parse([]byte(tc.file), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		cfg.Logger(&b).Info("copy opened", "stream", 7)
+		line := b.String()
+		if !strings.Contains(line, tc.want) {
+			t.Fatalf("%q logs %q; want %s in it", tc.file, line, tc.want)
+		}
+		if cfg.File.Log.Format == "json" {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["stream"] != float64(7) {
+				t.Fatalf("json log line %q: %v %v", line, rec, err)
+			}
 		}
 	}
 }
