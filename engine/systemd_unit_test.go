@@ -23,7 +23,7 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	}
 	text := string(unit)
 	for _, want := range []string{
-		"\nExecStart=/usr/local/bin/ringstream serve --config /etc/ringstream/node.toml\n",
+		"\nExecStart=/usr/local/bin/ringstream serve --config /etc/ringstream/node.toml --log-level info\n",
 		"\nEnvironment=RINGSTREAM_ADMIN=" + config.Defaults().Admin.Listen + "\n",
 		"\nExecStartPost=/usr/bin/curl --fail ",
 		" http://${RINGSTREAM_ADMIN}/readyz\n",

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -341,8 +342,12 @@ func TestLoggerFormat(t *testing.T) {
 			t.Fatal(err)
 		}
 		var b strings.Builder
-		cfg.Logger(&b).Info("copy opened", "stream", 7)
+		cfg.Logger(&b, slog.LevelInfo).Info("copy opened", "stream", 7)
+		cfg.Logger(&b, slog.LevelWarn).Info("not at warn")
 		line := b.String()
+		if strings.Contains(line, "not at warn") {
+			t.Fatalf("%q logs below its level: %q", tc.file, line)
+		}
 		if !strings.Contains(line, tc.want) {
 			t.Fatalf("%q logs %q; want %s in it", tc.file, line, tc.want)
 		}

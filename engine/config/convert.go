@@ -16,12 +16,13 @@ import (
 )
 
 // Logger is the logger log.format asks for: slog's JSON handler (one object per line) for json,
-// its text handler (key=value) otherwise, writing to w at level Info.
-func (c *Config) Logger(w io.Writer) *slog.Logger {
+// its text handler (key=value) otherwise, writing to w what is at level or above.
+func (c *Config) Logger(w io.Writer, level slog.Leveler) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
 	if c.File.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, nil))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(w, nil))
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // Shard is the shard runtime's config: node and cluster ids, shard count and pinning, tick, schedule,
