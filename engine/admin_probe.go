@@ -79,7 +79,24 @@ func (n *Node) notReady(ctx context.Context) string {
 	if n.meta == nil {
 		return ""
 	}
-	ms := n.meta.Status()
+	if reason := metaNotReady(n.meta.Status()); reason != "" {
+		return reason
+	}
+	assigned, err := n.assignedCopies(ctx)
+	if err != nil {
+		return fmt.Sprintf("applied metadata state not read: %v", err)
+	}
+	missing, first := unopenedCopies(assigned, n.streams.AppendCopyTails(nil), n.failedCopies())
+	if missing > 0 {
+		return fmt.Sprintf("%d of %d copies assigned to this node not open yet (first: stream %d "+
+			"incarnation %d at epoch %d)", missing, len(assigned), first.stream, first.incarnation, first.epoch)
+	}
+	return ""
+}
+
+// metaNotReady is why the metadata replica of status ms does not let the node be ready yet, ""
+// when it does.
+func metaNotReady(ms MetaStatus) string {
 	switch {
 	case ms.PersistErr != nil:
 		return fmt.Sprintf("metadata replica's storage failed: %v", ms.PersistErr)
@@ -93,15 +110,6 @@ func (n *Node) notReady(ctx context.Context) string {
 	case !ms.Primary && ms.Commit < ms.CommitHeard:
 		return fmt.Sprintf("metadata replica is catching up: applied %d of the primary's commit %d",
 			ms.Commit, ms.CommitHeard)
-	}
-	assigned, err := n.assignedCopies(ctx)
-	if err != nil {
-		return fmt.Sprintf("applied metadata state not read: %v", err)
-	}
-	missing, first := unopenedCopies(assigned, n.streams.AppendCopyTails(nil), n.failedCopies())
-	if missing > 0 {
-		return fmt.Sprintf("%d of %d copies assigned to this node not open yet (first: stream %d "+
-			"incarnation %d at epoch %d)", missing, len(assigned), first.stream, first.incarnation, first.epoch)
 	}
 	return ""
 }

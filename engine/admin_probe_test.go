@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -165,5 +166,32 @@ func TestReadiness_UnopenedCopies(t *testing.T) {
 	}
 	if missing, _ := unopenedCopies(nil, nil, nil); missing != 0 {
 		t.Fatalf("missing %d of nothing assigned", missing)
+	}
+}
+
+// TestReadiness_MetaReplica: a replica lets the node be ready only in a normal view with working
+// storage, as the primary or as a backup that applied the commit its primary last sent it.
+func TestReadiness_MetaReplica(t *testing.T) {
+	caughtUp := MetaStatus{View: 3, Commit: 9, Normal: true, HeardPrimary: true, CommitHeard: 9}
+	for _, tc := range []struct {
+		name string
+		edit func(*MetaStatus)
+		want string
+	}{
+		{"backup caught up", func(*MetaStatus) {}, ""},
+		{"primary that heard nobody", func(m *MetaStatus) { m.Primary, m.HeardPrimary, m.CommitHeard = true, false, 0 }, ""},
+		{"primary behind what it heard as a backup", func(m *MetaStatus) { m.Primary, m.Commit = true, 7 }, ""},
+		{"storage failed", func(m *MetaStatus) { m.PersistErr = errors.New("EIO") }, "storage failed: EIO"},
+		{"recovering", func(m *MetaStatus) { m.Recovering, m.Normal = true, false }, "recovering its state"},
+		{"view change", func(m *MetaStatus) { m.Normal = false }, "not in a normal view"},
+		{"primary not heard", func(m *MetaStatus) { m.HeardPrimary, m.CommitHeard = false, 0 }, "has not heard from the primary of view 3"},
+		{"behind the commit heard", func(m *MetaStatus) { m.Commit = 8 }, "catching up: applied 8 of the primary's commit 9"},
+	} {
+		ms := caughtUp
+		tc.edit(&ms)
+		got := metaNotReady(ms)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q; want %q", tc.name, got, tc.want)
+		}
 	}
 }
