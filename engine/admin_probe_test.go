@@ -61,7 +61,8 @@ func readyz(t *testing.T, n *Node) (int, Readiness) {
 // TestNode_ReadyzOnlyAfterTheCopiesOpened: a follower's node restarted over its directory, with the
 // disk of its stream's shard holding every open, answers /healthz 200 at once and /readyz 503: first
 // while its metadata replica has not heard the primary, then, caught up, naming the copy that has not
-// opened. Once the disk lets the open through, /readyz turns 200 with the copy open, and stays.
+// opened. Once the disk lets the open through, /readyz turns 200 with the copy open, and stays 200
+// even when the other two nodes die and the metadata group has no quorum.
 func TestNode_ReadyzOnlyAfterTheCopiesOpened(t *testing.T) {
 	c := newFailoverCluster(t, 50)
 	defer c.stop()
@@ -143,6 +144,15 @@ func TestNode_ReadyzOnlyAfterTheCopiesOpened(t *testing.T) {
 	t.Logf("reasons before ready: %q", reasons)
 	if code, rd := readyz(t, n); code != http.StatusOK {
 		t.Fatalf("/readyz %d %+v after it was ready", code, rd)
+	}
+	for id, other := range c.nodes { // the metadata group loses its quorum: readiness stays
+		if id != follower {
+			other.Kill()
+		}
+	}
+	waitForTB(t, "the replica out of its normal view", func() bool { return !n.Meta().Status().Normal })
+	if code, rd := readyz(t, n); code != http.StatusOK {
+		t.Fatalf("/readyz %d %+v once the quorum was gone, after it was ready", code, rd)
 	}
 }
 
