@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -16,14 +17,16 @@ import (
 	"github.com/ringstream/ringstream/engine/adminapi"
 )
 
-// adminServer is the node's admin HTTP listener: /metrics, /debug/pprof/, /v1/status, /v1/attention,
-// the operator's recovery actions (POST /v1/recovery/accept-loss and /v1/recovery/withdraw) and the
-// retry of a failed copy (POST /v1/copies/{stream}/retry).
-// It is bound in NewNode (so its address is known before Start) and served from Start.
+// adminServer is the node's admin HTTP listener: /metrics, /healthz, /readyz, /debug/pprof/,
+// /v1/status, /v1/attention, the operator's recovery actions (POST /v1/recovery/accept-loss and
+// /v1/recovery/withdraw) and the retry of a failed copy (POST /v1/copies/{stream}/retry). It is bound
+// in NewNode (so its address is known before Start) and served from Start.
 type adminServer struct {
 	n   *Node
 	ln  net.Listener
 	srv *http.Server
+	// ready latches the first time Node.Readiness found the node ready (admin_probe.go).
+	ready atomic.Bool
 }
 
 // newAdminServer binds addr (admin.listen). The zero address means no admin listener.
@@ -38,6 +41,8 @@ func newAdminServer(n *Node, addr netip.AddrPort) (*adminServer, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{ErrorLog: nil}))
+	mux.HandleFunc("GET /healthz", n.serveHealth)
+	mux.HandleFunc("GET /readyz", n.serveReady)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

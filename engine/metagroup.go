@@ -149,6 +149,11 @@ type MetaStatus struct {
 	// EagerFailovers counts the view changes this replica started because the link to the primary's
 	// node stayed down for the grace.
 	EagerFailovers uint64
+	// CommitHeard is the highest commit number a primary's Commit entry carried since the replica
+	// opened, and HeardPrimary whether one came at all: a backup whose Commit has reached it has
+	// caught up with the group (engine's /readyz), however far behind it restarted.
+	CommitHeard  uint64
+	HeardPrimary bool
 }
 
 type proposal struct {
@@ -179,6 +184,9 @@ type MetaGroup struct {
 	digest   uint64
 	// persistErr is the store's failure once the replica heard of it.
 	persistErr error
+	// commitHeard and heardPrimary are MetaStatus's CommitHeard and HeardPrimary (shard 0 only).
+	commitHeard  uint64
+	heardPrimary bool
 
 	mu           sync.Mutex
 	inbox        []proposal
@@ -317,6 +325,9 @@ func (g *MetaGroup) Attach(s shard.Sender) { g.sender = s }
 // shard.Group: events.
 
 func (g *MetaGroup) OnCommit(_ uint16, e wire.CommitEntry) {
+	if e.View == g.replica.View() {
+		g.commitHeard, g.heardPrimary = max(g.commitHeard, e.Commit), true
+	}
 	g.replica.OnCommitEntry(e.View, e.Commit)
 	g.pump()
 }
@@ -504,7 +515,8 @@ func (g *MetaGroup) publish() {
 	}
 	st := MetaStatus{View: g.replica.View(), Op: g.replica.Op(), Commit: g.replica.Commit(),
 		Primary: g.replica.IsPrimary(), Normal: g.replica.Normal(), Digest: g.digest,
-		Recovering: g.replica.Recovering(), PersistErr: g.persistErr, EagerFailovers: g.stats.EagerFailovers}
+		Recovering: g.replica.Recovering(), PersistErr: g.persistErr, EagerFailovers: g.stats.EagerFailovers,
+		CommitHeard: g.commitHeard, HeardPrimary: g.heardPrimary}
 	g.mu.Lock()
 	g.status = st
 	g.mu.Unlock()

@@ -106,6 +106,16 @@ type NodeOptions struct {
 //     from a RecordRecovery's commit to its CommitRecovery's, and from the node loss before it to
 //     that commit (the controller's part of the failover gap; the new owner's open comes after).
 //     Withdrawals and accepted losses are counted where the operator's request commits.
+//   - Probes (admin_probe.go): /healthz is 200 while the admin listener serves; /readyz is 200 once
+//     Node.Readiness found the node ready (serving, its metadata replica normal and caught up with a
+//     commit its primary sent since it opened, every copy its applied state assigns to it open) and
+//     stays 200 until the node stops, 503 with the reason before. Readiness is about finishing the
+//     start; what goes wrong later is for attention, status and the metrics.
+//   - Data counters (admin_streams.go) are counted where a copy's reply reaches the node (the stream
+//     host's Replies, wrapped in compose): records confirmed (duplicates not again), records and batch
+//     bytes fetched, one add per reply. Per-stream series are read at scrape time from the stream
+//     host, for at most metrics.per_stream_max copies (lowest stream ids). The Go and process
+//     collectors and ringstream_build_info go only on a registry the node made itself.
 type Node struct {
 	cfg   *config.Config
 	opts  NodeOptions
@@ -235,10 +245,12 @@ func (n *Node) compose() error {
 	}
 	seg := cfg.Segment()
 	seg.CommitObserver = storage.observeCommit
+	data := newDataMetrics(n.metricLabels())
+	replies := func(id uint64, r *stream.Reply) { data.count(r); n.clients.streamReply(id, r) }
 	host, err := streamhost.New(sn, streamhost.Config{Dir: cfg.File.Node.DataDir, Cluster: cfg.File.Cluster.ID,
 		Node: n.id, Shards: cfg.ShardCount, Segment: seg,
 		Stream:  stream.Config{TickMs: uint32(cfg.File.Cluster.TickMs)},
-		Replies: n.clients.streamReply, SealReplies: n.sealReply, IdleCloseTicks: cfg.IdleCloseTicks(), Logger: n.log})
+		Replies: replies, SealReplies: n.sealReply, IdleCloseTicks: cfg.IdleCloseTicks(), Logger: n.log})
 	if err != nil {
 		return fmt.Errorf("engine: node %d: stream host: %w", n.id, err)
 	}
@@ -259,6 +271,9 @@ func (n *Node) compose() error {
 	n.metrics = newNodeMetrics(n, storage, recoveries)
 	if err := n.reg.Register(n.metrics); err != nil {
 		return fmt.Errorf("engine: register node metrics: %w", err)
+	}
+	if err := n.registerObservability(data); err != nil {
+		return err
 	}
 	admin, err := newAdminServer(n, cfg.AdminListen)
 	if err != nil {

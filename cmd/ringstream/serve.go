@@ -42,6 +42,11 @@ func newServeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			level, err := parseLogLevel(cmd.Flag("log-level").Value.String())
+			if err != nil {
+				return err
+			}
+			slog.SetDefault(cfg.Logger(cmd.ErrOrStderr(), level)) // log.format, for the node and its rings
 			for _, w := range cfg.Warnings {
 				slog.Warn(w)
 			}

@@ -2,7 +2,9 @@ package config_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -136,6 +138,9 @@ func TestInvalidOptions(t *testing.T) {
 		{"segment negative", "[storage]\nsegment_bytes = -1", "storage.segment_bytes", nil},
 		{"prewrite", "[storage]\nprewrite_bytes = 100", "PrewriteBytes 100 is neither -1", segment.ErrConfig},
 		{"recycle", "[storage]\nrecycle_segments = -2", "RecycleSegments -2 below -1", segment.ErrConfig},
+		{"per-stream series negative", "[metrics]\nper_stream_max = -1", "metrics.per_stream_max: is -1; must be 0 (off) to 100000", nil},
+		{"per-stream series too many", "[metrics]\nper_stream_max = 100001", "metrics.per_stream_max: is 100001", nil},
+		{"log format", "[log]\nformat = \"yaml\"", "log.format: is \"yaml\"; must be text or json", nil},
 		{"client outbox", "[client]\noutbox_bytes = 100", "client: shard: invalid configuration: client outbox bytes 100", shard.ErrConfig},
 		{"client requests", "[client]\nrequests_max = -1", "client requests max -1 is below 1", shard.ErrConfig},
 		{"client frame", "[client]\nframe_bytes_max = 100", "client frame bytes max 100", shard.ErrConfig},
@@ -321,6 +326,36 @@ func TestParsePolicy(t *testing.T) {
 	for _, s := range []string{"", "unset", "count_durable()", "count_durable(x)", "count_durable(3", "count_durable(1)x", "count_durable(-1)"} {
 		if _, err := config.ParsePolicy(s); err == nil {
 			t.Errorf("ParsePolicy(%q) accepted", s)
+		}
+	}
+}
+
+// TestLoggerFormat: log.format json writes each record as one JSON object; text (the default) as
+// key=value pairs.
+func TestLoggerFormat(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{"[log]\nformat = \"json\"", `"msg":"copy opened"`},
+		{"", `msg="copy opened"`},
+	} {
+		cfg, err := config.Parse([]byte(tc.file), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		cfg.Logger(&b, slog.LevelInfo).Info("copy opened", "stream", 7)
+		cfg.Logger(&b, slog.LevelWarn).Info("not at warn")
+		line := b.String()
+		if strings.Contains(line, "not at warn") {
+			t.Fatalf("%q logs below its level: %q", tc.file, line)
+		}
+		if !strings.Contains(line, tc.want) {
+			t.Fatalf("%q logs %q; want %s in it", tc.file, line, tc.want)
+		}
+		if cfg.File.Log.Format == "json" {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["stream"] != float64(7) {
+				t.Fatalf("json log line %q: %v %v", line, rec, err)
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"io"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,16 @@ import (
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/heartbeat"
 )
+
+// Logger is the logger log.format asks for: slog's JSON handler (one object per line) for json,
+// its text handler (key=value) otherwise, writing to w what is at level or above.
+func (c *Config) Logger(w io.Writer, level slog.Leveler) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if c.File.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
 
 // Shard is the shard runtime's config: node and cluster ids, shard count and pinning, tick, schedule,
 // peer listen address, cluster secret, ring, and the client listener with its connection bounds. The caller adds what is not configuration (logger, registry).

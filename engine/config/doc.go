@@ -8,8 +8,9 @@
 // Sections: [node] (id, data_dir, listen for peer links), [cluster] (id, peers, clients, secret or
 // secret_file, tick_ms, the four R23 options, node_liveness_timeout, eager_failover_grace,
 // assignment_policy), [shards] (count, pin_cores, ring_backend, ring_entries, ring_task_run),
-// [storage] (segment options and retention), [metadata] (replicas), [admin] (listen) and [client]
-// (listen, the bounds of each connection, the node's connection limit and the client timeouts).
+// [storage] (segment options and retention), [metadata] (replicas), [admin] (listen), [client]
+// (listen, the bounds of each connection, the node's connection limit and the client timeouts),
+// [metrics] (per_stream_max) and [log] (format).
 //
 // Rules live with the packages that rely on them: R9 and R23 in heartbeat.Config.Validate and Ticks,
 // the controller's in control.Config.Validate, rings' in ring.Config.Validate, shards' in
@@ -45,6 +46,11 @@
 //   - shards.count 0 is the CPUs of the process's affinity mask at load (sched_getaffinity).
 //   - The metadata group's member index of a replica is its position in metadata.replicas; every node
 //     must list the replicas in the same order.
+//   - metrics.per_stream_max (default 1000, at most 100000, 0 off) bounds the per-stream series a
+//     node exposes: its copies with the lowest stream ids, at most four series each, so a node's
+//     /metrics stays below about 4000 per-stream series by default however many streams it holds.
+//   - log.format is text (the default) or json; `ringstream serve` builds its slog handler from it.
+//     It is a file option rather than a serve flag so that a node's whole setup is in one file.
 //   - This package cannot import engine (engine composes the node and imports it), so MetaGroup
 //     returns MetaGroupConfig, a struct with engine.MetaGroupConfig's fields that converts to it; a
 //     test in package config_test keeps the two alike. engine.MetaGroup's rule that the eager failover

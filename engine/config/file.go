@@ -15,6 +15,8 @@ type File struct {
 	Metadata MetadataSection `toml:"metadata"`
 	Admin    AdminSection    `toml:"admin"`
 	Client   ClientSection   `toml:"client"`
+	Metrics  MetricsSection  `toml:"metrics"`
+	Log      LogSection      `toml:"log"`
 }
 
 // NodeSection is [node]: who this node is and where it keeps its data.
@@ -79,6 +81,17 @@ type AdminSection struct {
 	Listen string `toml:"listen"`
 }
 
+// MetricsSection is [metrics]: what /metrics exposes beyond the node's fixed series.
+type MetricsSection struct {
+	// PerStreamMax bounds the stream copies that get per-stream series (0: none).
+	PerStreamMax int `toml:"per_stream_max"`
+}
+
+// LogSection is [log]: how `ringstream serve` writes its log.
+type LogSection struct {
+	Format string `toml:"format"`
+}
+
 // ClientSection is [client]: the client listener and the bounds of each client connection.
 type ClientSection struct {
 	Listen        string `toml:"listen"`
@@ -120,6 +133,8 @@ func Defaults() File {
 		Client: ClientSection{Listen: "0.0.0.0:7002", OutboxBytes: 4 << 20, RequestsMax: 64,
 			FrameBytesMax: 8<<20 + 256, PendingBytesMax: 16 << 20, ConnectionsMax: 0,
 			HandshakeTimeout: 5000, IdleTimeout: 300000, FrameTimeout: 30000},
+		Metrics: MetricsSection{PerStreamMax: DefaultPerStreamMax},
+		Log:     LogSection{Format: "text"},
 	}
 }
 
@@ -182,6 +197,12 @@ func optionComments() map[string]string {
 		"client.outbox_bytes": "Unsent replies a connection may hold before it reads no more requests " +
 			"(TCP pushes back on a client that does not read); at least 4096.",
 		"client.requests_max": "Requests of one connection in flight before it reads no more; at least 1.",
+		"metrics.per_stream_max": "Stream copies of this node (lowest stream ids first) that get per-stream " +
+			"series on /metrics (end, durable and confirmed offsets, owner): at most 4 series each. 0 turns " +
+			"them off; ringstream_stream_series_omitted counts the copies left out.",
+
+		"log.format": "text (slog's key=value lines) or json (one JSON object per line), on standard error.",
+
 		"client.frame_bytes_max": "Largest client frame, header included (256 bytes up to 64 MiB); a " +
 			"larger one is answered with an error and closes the connection.",
 		"client.pending_bytes_max": "Bytes of one connection's requests in flight before it reads no more; " +

@@ -57,6 +57,7 @@ func resolve(f File, dir string) (*Config, error) {
 		c.resolveShards,
 		c.resolveStorage,
 		c.resolveMetadata,
+		c.resolveObservability,
 		func() error { return c.resolveSecret(dir) },
 	}
 	for _, step := range steps {
@@ -274,6 +275,26 @@ func (c *Config) resolveStorage() error {
 	}
 	if err := c.Segment().Validate(); err != nil {
 		return wrapKey("storage (segment_bytes, prewrite_bytes, recycle_segments)", err)
+	}
+	return nil
+}
+
+// DefaultPerStreamMax is metrics.per_stream_max's default; PerStreamMaxLimit its largest value.
+const (
+	DefaultPerStreamMax = 1000
+	PerStreamMaxLimit   = 100000
+)
+
+// resolveObservability checks [metrics] and [log].
+func (c *Config) resolveObservability() error {
+	f := &c.File
+	if n := f.Metrics.PerStreamMax; n < 0 || n > PerStreamMaxLimit {
+		return invalid("metrics.per_stream_max", "is %d; must be 0 (off) to %d", n, PerStreamMaxLimit)
+	}
+	switch f.Log.Format {
+	case "text", "json":
+	default:
+		return invalid("log.format", "is %q; must be text or json", f.Log.Format)
 	}
 	return nil
 }
