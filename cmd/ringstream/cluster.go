@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ringstream/ringstream/engine/adminapi"
 	"github.com/ringstream/ringstream/internal/localcluster"
 )
 
@@ -80,6 +81,9 @@ func runClusterUp(ctx context.Context, out io.Writer, opts localcluster.Options,
 	if err != nil {
 		return err
 	}
+	if err := waitRegistered(ctx, c); err != nil {
+		return err
+	}
 	printCluster(out, c, profileName, profPath)
 	exited := watchNodes(ctx, c)
 	died := 0
@@ -111,6 +115,36 @@ func runClusterUp(ctx context.Context, out io.Writer, opts localcluster.Options,
 	fmt.Fprintf(out, "stopped; data and logs kept in %s (`ringstream cluster up --dir %s` starts it again)\n", c.Dir(), c.Dir())
 	if err := errors.Join(errs...); err != nil {
 		return &exitError{code: 1, err: err}
+	}
+	return nil
+}
+
+// registerTimeout bounds the wait for the metadata group to commit every node's registration.
+const registerTimeout = 30 * time.Second
+
+// waitRegistered waits until every node says the metadata group committed its registration: before
+// that a stream cannot be placed on it, and the cluster is not ready for the commands `cluster up`
+// prints. It polls each node's /v1/status (another process: there is no event to wait on).
+func waitRegistered(ctx context.Context, c *localcluster.Cluster) error {
+	f := adminFlags{timeout: 2 * time.Second}
+	deadline := time.Now().Add(registerTimeout)
+	for _, n := range c.Nodes() {
+		for {
+			var st adminapi.Status
+			err := f.get(ctx, n.AdminAddr, "/v1/status", &st)
+			if err == nil && st.Registered {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("cluster up: node %d not registered with the metadata group after %v (%v); the end of %s:\n%s",
+					n.ID, registerTimeout, err, n.LogPath(), n.LogTail())
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 	}
 	return nil
 }
