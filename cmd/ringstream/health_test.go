@@ -12,7 +12,7 @@ import (
 // replicaStatus is a node's /v1/status as a metadata replica serves it.
 func replicaStatus(node uint16, primary bool, streams []adminapi.Stream, copies []adminapi.Copy, beats []adminapi.NodeBeat) *adminapi.Status {
 	return &adminapi.Status{Node: node, Cluster: 1, State: "serving", Registered: true,
-		Meta: &adminapi.Meta{View: 1, Op: 10, Commit: 10, Primary: primary, PrimaryID: 1, Normal: true},
+		Meta:    &adminapi.Meta{View: 1, Op: 10, Commit: 10, Primary: primary, PrimaryID: 1, Normal: true},
 		Streams: streams, Copies: copies, Heartbeats: adminapi.Heartbeats{Nodes: beats}}
 }
 
