@@ -93,7 +93,7 @@ func TestProfiles_PrecedenceFlagEnvProfileDefault(t *testing.T) {
 	if err := os.WriteFile(profilePath(root, "badaddr"), []byte("admin = [\"127.0.0.1\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := resolveWith(t, "--"+profileFlagName, "badaddr"); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "want host:port") {
+	if _, _, err := resolveWith(t, "--"+profileFlagName, "badaddr"); exitCode(err) != exitUsage || !strings.Contains(err.Error(), `profile "badaddr"`) || !strings.Contains(err.Error(), "want host:port") {
 		t.Fatalf("a profile with a bad address: %v", err)
 	}
 }
