@@ -147,10 +147,27 @@ func (h *healthDoc) noPrimaryWhy() string {
 		if !r.Normal {
 			state = "in a view change"
 		}
-		up = append(up, fmt.Sprintf("node %d (%s, view %d)", r.Node, state, r.View))
+		desc := fmt.Sprintf("node %d (%s, view %d", r.Node, state, r.View)
+		if lost := h.linksDown(r.Node); len(lost) > 0 {
+			desc += fmt.Sprintf(", no link to nodes %v", lost)
+		}
+		up = append(up, desc+")")
 	}
 	return fmt.Sprintf("no replica answers as the primary of a normal view (no quorum, or a view change in progress); "+
 		"answering: %s; the others did not answer", strings.Join(up, ", "))
+}
+
+// linksDown is the registered nodes node's shard 0 link does not reach.
+func (h *healthDoc) linksDown(node uint16) []uint16 {
+	var out []uint16
+	if st := h.statusesByNodeID[node]; st != nil {
+		for _, b := range st.Heartbeats.Nodes {
+			if !b.LinkUp && b.Node != node && b.Status != "decommissioned" {
+				out = append(out, b.Node)
+			}
+		}
+	}
+	return out
 }
 
 // buildNodes lists the registered nodes (the metadata view's heartbeat list) and every node that answered.

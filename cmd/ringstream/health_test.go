@@ -86,7 +86,7 @@ func TestHealth_NamesDownNodesAndUnderReplicatedStreams(t *testing.T) {
 	noPrimary := []nodeStatus{{Addr: "n2", Status: replicaStatus(2, false, streams, nil, threeBeats(false))}}
 	noPrimary[0].Status.Meta.Normal = false
 	h = buildHealth(noPrimary)
-	if h.Healthy || h.Metadata.Primary != 0 || !strings.Contains(h.Metadata.Why, "node 2 (in a view change, view 1)") {
+	if h.Healthy || h.Metadata.Primary != 0 || !strings.Contains(h.Metadata.Why, "node 2 (in a view change, view 1, no link to nodes [3])") {
 		t.Fatalf("no primary: %+v", h.Metadata)
 	}
 	doc, ok := describeStream(h, "a")
