@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ringstream/ringstream/internal/localcluster"
 )
 
 // TestMain runs the package's tests with no profile and no RINGSTREAM_* variable of the machine's
@@ -363,5 +365,50 @@ func attentionUntil(ctx context.Context, t *testing.T, want string) {
 	})
 	if t.Failed() {
 		t.Log(last)
+	}
+}
+
+// TestAttention_NoQuorumSaysWhy: with two of three nodes SIGKILLed, the metadata group has no quorum;
+// attention and cluster health say that no controller runs and why (the survivor's view change, the
+// replicas it has no link to), and name the nodes down and the stream left short (issue 24: attention said only
+// {"active":false,"entries":[]}).
+func TestAttention_NoQuorumSaysWhy(t *testing.T) {
+	bin := buildBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	lc, err := localcluster.Start(ctx, localcluster.Options{Binary: bin, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	if _, err := writeClusterProfile(lc, "quorum"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitRegistered(ctx, lc); err != nil {
+		t.Fatal(err)
+	}
+	if _, code := runCLI(t, "", "stream", "create", "demo"); code != 0 {
+		t.Fatalf("stream create: exit %d", code)
+	}
+	waitFor(ctx, t, "node 3's metadata replica to hold the stream", func() bool {
+		_, code := runCLI(t, "", "stream", "describe", "demo", "--admin", lc.Node(3).AdminAddr)
+		return code == 0
+	})
+	for _, id := range []uint16{1, 2} {
+		if err := lc.Kill(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	attentionUntil(ctx, t, "no link to nodes [1 2]") // the survivor's links go down after the kill
+	out, code := runCLI(t, "", "attention")
+	if code != 0 || !strings.Contains(out, "answering: node 3 (") || !strings.Contains(out, "no link to nodes [1 2]") ||
+		!strings.Contains(out, "node 1 is down") || !strings.Contains(out, "node 2 is down") ||
+		!strings.Contains(out, "no controller runs: no replica answers as the primary of a normal view") ||
+		!strings.Contains(out, `stream "demo" (id 1) under-replicated`) {
+		t.Fatalf("attention without a quorum: %d %q", code, out)
+	}
+	out, code = runCLI(t, "", "cluster", "health")
+	if code != 0 || !strings.HasPrefix(out, "cluster: NOT healthy; 1 of 3 nodes up") || !strings.Contains(out, "metadata: NO PRIMARY: ") {
+		t.Fatalf("cluster health without a quorum: %d %q", code, out)
 	}
 }
