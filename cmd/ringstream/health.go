@@ -306,7 +306,8 @@ func newClusterHealthCommand() *cobra.Command {
 			"and down, the streams that are under-replicated (a copy's node down, or no open copy on it), the\n" +
 			"streams without an owner, the pending recoveries, failed copies, and the metadata group's view\n" +
 			"(which replica is primary, or why none is). --json prints one document. A node missing from the\n" +
-			"admin list is judged by the metadata replicas' links to it.",
+			"admin list is judged by the metadata replicas' links to it. The exit status is 0 whatever the\n" +
+			"verdict (5 when no node answered): scripts read \"healthy\" in --json.",
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			list, err := f.addrs(cmd)

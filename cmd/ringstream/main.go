@@ -1,6 +1,13 @@
 // Command ringstream is the ringstream binary: one root command, with each part of the system adding
 // its subcommands from a constructor (root.AddCommand(newXCommand())).
 //
+// Where the commands find a cluster: the client and admin commands read the current profile
+// ($XDG_CONFIG_HOME/ringstream/profiles/NAME.toml, ~/.config without XDG_CONFIG_HOME; the current
+// one named in $XDG_CONFIG_HOME/ringstream/current), which `cluster up` writes; per setting, a flag
+// given wins over the environment (RINGSTREAM_ADDR, RINGSTREAM_ADMIN, RINGSTREAM_CLUSTER,
+// RINGSTREAM_SECRET), which wins over the profile, which wins over the built-in defaults (profile.go
+// holds the rules). --admin is a list: the commands that need the metadata primary find it there.
+//
 // main owns the process-wide setup only: slog's default logger (text on stderr, level from
 // --log-level) and the exit status. It never holds state between subcommands.
 package main
