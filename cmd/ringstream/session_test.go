@@ -20,12 +20,19 @@ import (
 )
 
 // TestMain runs the package's tests with no profile and no RINGSTREAM_* variable of the machine's
-// user: XDG_CONFIG_HOME points at an empty directory of its own.
+// user: XDG_CONFIG_HOME points at an empty directory of its own (GOENV keeps the go command's file).
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "ringstream-cli-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+	// The go command's settings file lives under the user's config directory too: keep it for the
+	// tests that build the binary.
+	if os.Getenv("GOENV") == "" {
+		if cfg, err := os.UserConfigDir(); err == nil {
+			os.Setenv("GOENV", filepath.Join(cfg, "go", "env"))
+		}
 	}
 	os.Setenv("XDG_CONFIG_HOME", dir)
 	for _, v := range []string{envAddr, envAdmin, envCluster, envSecret, envProfile} {
