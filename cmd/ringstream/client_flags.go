@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -37,43 +36,66 @@ const (
 	envAdmin   = "RINGSTREAM_ADMIN"
 )
 
+// Built-in defaults, used when neither a flag, an environment variable nor a profile sets a value.
+const (
+	defaultClientAddr = "127.0.0.1:7002"
+	defaultAdminAddr  = "127.0.0.1:7003"
+	defaultClusterID  = 1
+)
+
 func (f *clientFlags) register(fs *pflag.FlagSet, withJSON bool) {
-	addrs := []string{"127.0.0.1:7002"}
-	if v := os.Getenv(envAddr); v != "" {
-		addrs = strings.Split(v, ",")
-	}
-	fs.StringSliceVar(&f.addrs, "addr", addrs, "client addresses of some nodes, host:port, comma-separated (env "+envAddr+")")
-	fs.Uint64Var(&f.cluster, "cluster", 1, "the cluster id of the nodes (env "+envCluster+")")
-	fs.StringVar(&f.secret, "secret", "", "the cluster secret (env "+envSecret+"; prefer the env or --secret-file)")
-	fs.StringVar(&f.secretFile, "secret-file", "", "a file holding the cluster secret (trailing newline dropped)")
+	fs.StringSliceVar(&f.addrs, "addr", nil, "client addresses of some nodes, host:port, comma-separated (env "+envAddr+
+		", then the profile; default "+defaultClientAddr+")")
+	fs.Uint64Var(&f.cluster, "cluster", defaultClusterID, "the cluster id of the nodes (env "+envCluster+", then the profile)")
+	fs.StringVar(&f.secret, "secret", "", "the cluster secret (env "+envSecret+"; prefer the env, --secret-file or a profile)")
+	fs.StringVar(&f.secretFile, "secret-file", "", "a file holding the cluster secret (trailing newline dropped; default: the profile's)")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the cluster (per request, retries included)")
+	registerProfileFlag(fs)
 	if withJSON {
 		fs.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
 	}
 }
 
-// config turns the flags and the environment into a client.Config.
+// registerProfileFlag adds --profile-name, the profile to read instead of the current one.
+func registerProfileFlag(fs *pflag.FlagSet) {
+	fs.String(profileFlagName, "", "the profile to read (env "+envProfile+"; default: the current profile, see `ringstream profile`)")
+}
+
+// config turns the flags, the environment and the profile into a client.Config: a flag given wins,
+// then the environment, then the profile, then the built-in default.
 func (f *clientFlags) config(cmd *cobra.Command) (client.Config, error) {
-	cfg := client.Config{Addrs: f.addrs, Cluster: f.cluster}
-	if v := os.Getenv(envCluster); v != "" && !cmd.Flags().Changed("cluster") {
-		id, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return cfg, usageErr(fmt.Errorf("%s=%q: not a cluster id: %w", envCluster, v, err))
-		}
-		cfg.Cluster = id
+	prof, err := loadProfileFor(cmd)
+	if err != nil {
+		return client.Config{}, err
 	}
-	secret := f.secret
-	switch {
-	case f.secret != "" && f.secretFile != "":
-		return cfg, usageErr(errors.New("give --secret or --secret-file, not both"))
-	case f.secretFile != "":
-		b, err := os.ReadFile(f.secretFile)
-		if err != nil {
-			return cfg, usageErr(fmt.Errorf("--secret-file: %w", err))
+	if prof == nil {
+		prof = &profile{}
+	}
+	cfg := client.Config{Addrs: f.addrs, Cluster: f.cluster}
+	if !cmd.Flags().Changed("addr") {
+		switch v := os.Getenv(envAddr); {
+		case v != "":
+			cfg.Addrs = strings.Split(v, ",")
+		case len(prof.Addrs) > 0:
+			cfg.Addrs = prof.Addrs
+		default:
+			cfg.Addrs = []string{defaultClientAddr}
 		}
-		secret = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-	case secret == "":
-		secret = os.Getenv(envSecret)
+	}
+	if !cmd.Flags().Changed("cluster") {
+		if v := os.Getenv(envCluster); v != "" {
+			id, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return cfg, usageErr(fmt.Errorf("%s=%q: not a cluster id: %w", envCluster, v, err))
+			}
+			cfg.Cluster = id
+		} else if prof.Cluster != 0 {
+			cfg.Cluster = prof.Cluster
+		}
+	}
+	secret, err := f.resolveSecret(prof)
+	if err != nil {
+		return cfg, err
 	}
 	cfg.Secret = []byte(secret)
 	if f.timeout <= 0 {
@@ -85,6 +107,30 @@ func (f *clientFlags) config(cmd *cobra.Command) (client.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// resolveSecret is --secret, --secret-file, RINGSTREAM_SECRET or the profile's secret file, in that order.
+func (f *clientFlags) resolveSecret(prof *profile) (string, error) {
+	file := ""
+	switch {
+	case f.secret != "" && f.secretFile != "":
+		return "", usageErr(errors.New("give --secret or --secret-file, not both"))
+	case f.secret != "":
+		return f.secret, nil
+	case f.secretFile != "":
+		file = f.secretFile
+	case os.Getenv(envSecret) != "":
+		return os.Getenv(envSecret), nil
+	case prof.SecretFile != "":
+		file = prof.SecretFile
+	default:
+		return "", nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", usageErr(fmt.Errorf("secret file: %w", err))
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
 }
 
 // dial connects with the flags' configuration.
@@ -198,51 +244,4 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// adminFlags are the flags of the commands that read a node's admin HTTP listener.
-type adminFlags struct {
-	admin   string
-	timeout time.Duration
-	asJSON  bool
-}
-
-func (f *adminFlags) register(fs *pflag.FlagSet) {
-	admin := "127.0.0.1:7003"
-	if v := os.Getenv(envAdmin); v != "" {
-		admin = v
-	}
-	fs.StringVar(&f.admin, "admin", admin, "the node's admin HTTP address, host:port (env "+envAdmin+")")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "give up after this long")
-	fs.BoolVar(&f.asJSON, "json", false, "print the node's JSON document")
-}
-
-// get reads path from the admin listener into v.
-func (f *adminFlags) get(ctx context.Context, path string, v any) error {
-	if _, _, err := net.SplitHostPort(f.admin); err != nil {
-		return usageErr(fmt.Errorf("--admin %q: want host:port (%v)", f.admin, err))
-	}
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+f.admin+path, nil)
-	if err != nil {
-		return usageErr(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return &exitError{code: exitUnavailable, err: fmt.Errorf("GET %s from %s: %w", path, f.admin, err)}
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return &exitError{code: exitUnavailable, err: fmt.Errorf("GET %s from %s: %w", path, f.admin, err)}
-	}
-	if resp.StatusCode != http.StatusOK {
-		return &exitError{code: exitFailure, err: fmt.Errorf("GET %s from %s: %s: %s", path, f.admin, resp.Status,
-			strings.TrimSpace(string(body)))}
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return &exitError{code: exitFailure, err: fmt.Errorf("GET %s from %s: not the expected JSON: %w", path, f.admin, err)}
-	}
-	return nil
 }

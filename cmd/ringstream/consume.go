@@ -30,13 +30,17 @@ func newConsumeCommand() *cobra.Command {
 	var follow bool
 	var consumer string
 	var wait time.Duration
+	var last uint64
+	var fromEnd bool
 	cmd := clientCommand(&cobra.Command{
 		Use:   "consume STREAM",
 		Short: "Print a stream's confirmed records to stdout, one record a line",
 		Long: "Print the stream's confirmed records from --from (or from --consumer's committed cursor) to\n" +
 			"stdout, one a line; with --json one object a line ({\"offset\":N,\"value\":\"...\"}). It stops at\n" +
 			"the confirmed tail, or after --count records; --follow waits for more until interrupted. With\n" +
-			"--consumer it commits that consumer's cursor after each batch of records printed.",
+			"--consumer it commits that consumer's cursor after each batch of records printed. --last N starts N\n" +
+			"records before the confirmed tail, --from-end at it (with --follow: only new records). A start\n" +
+			"past the confirmed tail prints nothing and says so on stderr (exit 0: the records may come).",
 		Args: streamArgs("STREAM"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if wait < 0 {
@@ -47,6 +51,18 @@ func newConsumeCommand() *cobra.Command {
 					return invalidErr(fmt.Errorf("--consumer: %w", err))
 				}
 			}
+			starts := 0
+			for _, name := range []string{"from", "last", "from-end"} {
+				if cmd.Flags().Changed(name) {
+					starts++
+				}
+			}
+			if starts > 1 {
+				return usageErr(fmt.Errorf("give one of --from, --last and --from-end"))
+			}
+			if consumer != "" && (fromEnd || cmd.Flags().Changed("last")) {
+				return usageErr(fmt.Errorf("--consumer starts at its cursor: give --from, not --last or --from-end"))
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			c, err := f.dial(ctx, cmd)
@@ -55,7 +71,8 @@ func newConsumeCommand() *cobra.Command {
 			}
 			defer c.Close()
 			err = runConsume(ctx, cmd, &f, c, args[0], consumeOpts{from: from, count: count, follow: follow,
-				consumer: consumer, wait: wait, fromSet: cmd.Flags().Changed("from")})
+				consumer: consumer, wait: wait, fromSet: cmd.Flags().Changed("from"), fromEnd: fromEnd,
+				last: last, lastSet: cmd.Flags().Changed("last")})
 			if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				return nil // interrupted: a clean end for --follow
 			}
@@ -67,6 +84,8 @@ func newConsumeCommand() *cobra.Command {
 	cmd.Flags().Uint64Var(&count, "count", 0, "stop after this many records (0: no limit)")
 	cmd.Flags().BoolVar(&follow, "follow", false, "wait for new records at the tail until interrupted")
 	cmd.Flags().StringVar(&consumer, "consumer", "", "a consumer name: start at its cursor and commit it as records are printed")
+	cmd.Flags().Uint64Var(&last, "last", 0, "start this many records before the confirmed tail (print the last N)")
+	cmd.Flags().BoolVar(&fromEnd, "from-end", false, "start at the confirmed tail (with --follow: print only new records)")
 	cmd.Flags().DurationVar(&wait, "wait", time.Second, "with --follow: how long one fetch waits at the tail (the long poll)")
 	return cmd
 }
@@ -78,6 +97,9 @@ type consumeOpts struct {
 	follow   bool
 	consumer string
 	wait     time.Duration
+	fromEnd  bool
+	last     uint64
+	lastSet  bool
 }
 
 func runConsume(ctx context.Context, cmd *cobra.Command, f *clientFlags, c *client.Client, stream string, o consumeOpts) error {
@@ -91,6 +113,16 @@ func runConsume(ctx context.Context, cmd *cobra.Command, f *clientFlags, c *clie
 		}
 		if found {
 			start = off
+		}
+	}
+	if o.fromEnd || o.lastSet {
+		tail, err := confirmedTail(ctx, f, c, stream)
+		if err != nil {
+			return err
+		}
+		start = tail
+		if o.lastSet {
+			start = tail - min(o.last, tail)
 		}
 	}
 	wait := time.Duration(0) // without --follow, stop at the tail at once
@@ -149,8 +181,27 @@ func runConsume(ctx context.Context, cmd *cobra.Command, f *clientFlags, c *clie
 		if o.count != 0 && printed >= o.count {
 			return nil
 		}
+		if printed == 0 && n == 0 && start > recs.ConfirmedTail {
+			fmt.Fprintf(cmd.ErrOrStderr(), "offset %d is past the confirmed tail of %q (%d): no record there yet\n", start, stream,
+				recs.ConfirmedTail)
+		}
 		if !o.follow && cs.Offset() >= recs.ConfirmedTail {
 			return nil
 		}
 	}
+}
+
+// confirmedTail is the stream's confirmed tail, as its owner answers a fetch that waits for nothing.
+func confirmedTail(ctx context.Context, f *clientFlags, c *client.Client, stream string) (uint64, error) {
+	probe, err := c.Consumer(stream, 0, client.FetchOptions{RecordsMax: 1})
+	if err != nil {
+		return 0, clientErr(err)
+	}
+	opCtx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	recs, err := probe.Poll(opCtx)
+	if err != nil {
+		return 0, clientErr(err)
+	}
+	return recs.ConfirmedTail, nil
 }

@@ -19,7 +19,7 @@ const (
 	exitUnavailable   = 5  // no node answered, the stream has no owner, or the retries ran out
 	exitAuth          = 6  // the nodes refused the handshake: wrong cluster id or secret
 	exitInvalid       = 7  // the request breaks one of the cluster's rules (name, copies, policy, count, size)
-	exitNotPrimary    = 8  // a recovery action asked of a node that is not the metadata primary
+	exitNotPrimary    = 8  // a recovery action found no metadata primary in the admin list
 	exitCheckInvalid  = 9  // config check: the file does not load
 	exitBenchFailed   = 10 // bench: the run was carried out and failed its verification
 	exitShutdownStuck = 11 // serve: the node's shutdown failed
@@ -34,7 +34,7 @@ const exitCodesHelp = `Exit status of every command:
   5  the cluster is unavailable: no node answered, the stream has no owner, or the retries ran out
   6  the handshake was refused: wrong cluster id or secret
   7  the request breaks a rule of the cluster (stream or consumer name, copies, policy); the message names it
-  8  recovery: the node asked is not the metadata primary; the message names the node to ask
+  8  recovery: no node of the admin list is the metadata primary; the message names the primary if known
   9  config check: the file does not load (the error names the key and the rule)
   10 bench: the run was carried out and failed (a confirmed record missing or duplicated, no failover)
   11 serve: the node's shutdown failed`

@@ -142,7 +142,7 @@ func TestRecoveryAskedOfABackupIs8(t *testing.T) {
 		{409, adminapi.RecoveryAction{Action: "withdraw", Stream: "nosuch", Error: "node 4 is not the metadata primary"}, exitNotPrimary},
 		{409, adminapi.RecoveryAction{Action: "withdraw", Stream: "nosuch", Error: `no stream is named "nosuch"`}, exitNotFound},
 	} {
-		if got := exitCode(recoveryErr(c.status, &c.res)); got != c.want {
+		if got := exitCode(recoveryErr(c.status, &c.res, []string{"127.0.0.1:1"})); got != c.want {
 			t.Errorf("%+v: exit %d, want %d", c.res, got, c.want)
 		}
 	}

@@ -25,6 +25,11 @@ type produceResult struct {
 	FirstOff   uint64 `json:"first_offset"`
 	NextOff    uint64 `json:"next_offset"`
 	ProducerID uint64 `json:"producer_id"`
+	// Complete: every line of stdin was confirmed. Otherwise Stopped says why the command stopped, and
+	// Records and NextOff cover what was confirmed before it (NextOff-1 is the last confirmed offset).
+	Complete bool   `json:"complete"`
+	Stopped  string `json:"stopped,omitempty"`
+	Read     uint64 `json:"lines_read"`
 }
 
 func newProduceCommand() *cobra.Command {
@@ -38,7 +43,9 @@ func newProduceCommand() *cobra.Command {
 		Long: "Read stdin until its end and append each line (without its newline) as one record, in batches\n" +
 			"sent with a producer id and sequence, so a batch retried across a failover is never appended twice.\n" +
 			"It exits once every record is confirmed and prints how many there were and their offsets. --timeout\n" +
-			"bounds each wait for the cluster (a batch's confirm), not the time spent reading stdin.",
+			"bounds each wait for the cluster (a batch's confirm), not the time spent reading stdin. A produce\n" +
+			"that stops early (an interrupt, a timeout, a refusal) says how many records were confirmed and the\n" +
+			"last confirmed offset, and exits non-zero (1 for an interrupt, else the error's status).",
 		Args: streamArgs("STREAM"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client.ParseCodec(codec)
@@ -93,32 +100,46 @@ func runProduce(ctx context.Context, cmd *cobra.Command, f *clientFlags, stream 
 		return clientErr(err)
 	}
 	res.ProducerID = p.ID()
-	in := bufio.NewReaderSize(cmd.InOrStdin(), 64<<10)
+	stdin := cmd.InOrStdin()
+	if closer, ok := stdin.(io.Closer); ok {
+		// An interrupt ends a read of stdin that waits (a terminal, a pipe that stays open).
+		stopRead := context.AfterFunc(ctx, func() { _ = closer.Close() })
+		defer stopRead()
+	}
+	in := bufio.NewReaderSize(stdin, 64<<10)
 	var line []byte
-	for {
+	for ctx.Err() == nil {
 		line, err = readLine(in, line[:0], pc.BatchBytes)
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		if err != nil && ctx.Err() != nil {
+			break // the interrupt closed stdin
+		}
 		if err != nil {
-			_ = p.Close(ctx)
-			return clientErr(fmt.Errorf("produce: read stdin: %w", err))
+			return stoppedEarly(cmd, f, p, &mu, &res, ctx, clientErr(fmt.Errorf("produce: read stdin: %w", err)))
 		}
 		opCtx, cancel := context.WithTimeout(ctx, f.timeout)
 		err = p.Append(opCtx, line)
 		cancel()
 		if err != nil {
-			_ = p.Close(ctx)
-			return clientErr(err)
+			return stoppedEarly(cmd, f, p, &mu, &res, ctx, clientErr(err))
 		}
+		mu.Lock()
+		res.Read++
+		mu.Unlock()
+	}
+	if err := ctx.Err(); err != nil {
+		return stoppedEarly(cmd, f, p, &mu, &res, ctx, err)
 	}
 	closeCtx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	if err := p.Close(closeCtx); err != nil {
-		return clientErr(err)
+		return stoppedEarly(cmd, f, p, &mu, &res, ctx, clientErr(err))
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	res.Complete = true
 	if f.asJSON {
 		return writeJSON(cmd.OutOrStdout(), res)
 	}
@@ -129,6 +150,42 @@ func runProduce(ctx context.Context, cmd *cobra.Command, f *clientFlags, stream 
 	fmt.Fprintf(cmd.OutOrStdout(), "produced %d records to %q at offsets %d..%d (%d batch(es), all confirmed)\n",
 		res.Records, stream, res.FirstOff, res.NextOff-1, res.Batches)
 	return nil
+}
+
+// produceCloseGrace bounds the wait for the confirms of batches in flight when a produce stops early.
+const produceCloseGrace = 2 * time.Second
+
+// stoppedEarly ends a produce that could not finish: it gives the batches in flight a short grace to
+// be confirmed, then reports what was confirmed (stdout: the result; stderr: the line an operator
+// reads) and returns cause with a non-zero status (1 for an interrupt).
+func stoppedEarly(cmd *cobra.Command, f *clientFlags, p *client.Producer, mu *sync.Mutex, res *produceResult,
+	ctx context.Context, cause error) error {
+	graceCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), produceCloseGrace)
+	_ = p.Close(graceCtx) // its own failure adds nothing to cause
+	cancel()
+	mu.Lock()
+	defer mu.Unlock()
+	interrupted := ctx.Err() != nil
+	why := cause.Error()
+	if interrupted {
+		why = "interrupted"
+	}
+	res.Stopped = why
+	confirmed := "no record confirmed"
+	if res.Records > 0 {
+		confirmed = fmt.Sprintf("%d records confirmed at offsets %d..%d, the last confirmed offset %d", res.Records,
+			res.FirstOff, res.NextOff-1, res.NextOff-1)
+	}
+	msg := fmt.Sprintf("produce to %q stopped early (%s): %s; %d lines read, %d not confirmed", res.Stream, why, confirmed,
+		res.Read, res.Read-min(res.Read, res.Records))
+	if f.asJSON {
+		_ = writeJSON(cmd.OutOrStdout(), res)
+	}
+	code := exitCode(cause)
+	if interrupted {
+		code = exitFailure
+	}
+	return &exitError{code: code, err: fmt.Errorf("%s: %w", msg, cause)}
 }
 
 // readLine reads one line into dst without its "\n" (or "\r\n"); io.EOF once nothing is left. A line

@@ -1,11 +1,7 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -55,8 +51,11 @@ func newRecoveryActionCommand(action, short, long string) *cobra.Command {
 			if owner != 0 {
 				q.Set("owner", strconv.Itoa(int(owner)))
 			}
-			var res adminapi.RecoveryAction
-			status, err := f.post(cmd.Context(), "/v1/recovery/"+action+"?"+q.Encode(), &res)
+			list, err := f.addrs(cmd)
+			if err != nil {
+				return err
+			}
+			res, status, err := postToPrimary(cmd, &f, list, "/v1/recovery/"+action+"?"+q.Encode())
 			if err != nil {
 				return err
 			}
@@ -66,7 +65,7 @@ func newRecoveryActionCommand(action, short, long string) *cobra.Command {
 				}
 			}
 			if status != http.StatusOK || !res.Done {
-				return recoveryErr(status, &res)
+				return recoveryErr(status, res, list)
 			}
 			if !f.asJSON {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s of stream %q (id %d, recovery %d) committed at metadata op %d", action,
@@ -90,20 +89,74 @@ func newRecoveryActionCommand(action, short, long string) *cobra.Command {
 	return cmd
 }
 
+// postToPrimary sends the action to the metadata primary: it asks the list's first address that
+// answers, and follows a "not the primary" refusal to the primary's admin address in the list (or, with
+// no primary named, to the next address of the list). It returns the last answer.
+func postToPrimary(cmd *cobra.Command, f *adminFlags, list []string, path string) (*adminapi.RecoveryAction, int, error) {
+	tried := map[string]bool{}
+	var sts []nodeStatus // read once, when a refusal must be followed
+	next := list[0]
+	var lastErr error
+	for next != "" {
+		tried[next] = true
+		var res adminapi.RecoveryAction
+		status, err := f.post(cmd.Context(), next, path, &res)
+		if err != nil {
+			lastErr = err
+			next = untried(list, tried)
+			continue
+		}
+		if res.Done || !refusedAsBackup(&res) {
+			return &res, status, nil
+		}
+		if sts == nil {
+			sts = f.statuses(cmd.Context(), list)
+		}
+		asked := res.Primary
+		follow := ""
+		if res.Primary != 0 {
+			follow = adminAddrOf(sts, res.Primary)
+		}
+		if follow == "" || tried[follow] {
+			follow = untried(list, tried)
+		}
+		if follow == "" {
+			return &res, status, nil // recoveryErr names the primary and what is missing
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s is not the metadata primary (it names node %d); asking %s\n", next, asked, follow)
+		next = follow
+	}
+	return nil, 0, lastErr
+}
+
+// refusedAsBackup says the node refused because it is not the metadata primary.
+func refusedAsBackup(res *adminapi.RecoveryAction) bool {
+	return res.Primary != 0 || strings.Contains(res.Error, "not the metadata primary") ||
+		strings.Contains(res.Result, "not the metadata primary")
+}
+
+// untried is the list's first address not tried yet, or "".
+func untried(list []string, tried map[string]bool) string {
+	for _, a := range list {
+		if !tried[a] {
+			return a
+		}
+	}
+	return ""
+}
+
 // recoveryErr gives a refused action its exit status and a message saying what to do.
-func recoveryErr(status int, res *adminapi.RecoveryAction) error {
+func recoveryErr(status int, res *adminapi.RecoveryAction, list []string) error {
 	msg := res.Error
 	if msg == "" {
 		msg = res.Result
 	}
 	err := fmt.Errorf("recovery %s of %q refused (HTTP %d): %s", res.Action, res.Stream, status, msg)
 	switch {
-	case res.Primary != 0:
+	case refusedAsBackup(res):
 		// Only the metadata primary acts on a recovery, and only it may say a stream is unknown: a
 		// backup's state may trail it. So a backup's answer is "ask the primary", whatever the stream.
-		return &exitError{code: exitNotPrimary, err: fmt.Errorf("%w; ask node %d, the metadata primary", err, res.Primary)}
-	case strings.Contains(msg, "not the metadata primary"):
-		return &exitError{code: exitNotPrimary, err: fmt.Errorf("%w; ask the metadata primary's admin listener", err)}
+		return fmt.Errorf("%w: %w", err, notPrimaryErr(res.Primary, list))
 	case status == http.StatusBadRequest:
 		return usageErr(err)
 	case strings.Contains(msg, "no stream") || strings.Contains(msg, "no pending recovery"):
@@ -112,31 +165,4 @@ func recoveryErr(status int, res *adminapi.RecoveryAction) error {
 		return &exitError{code: exitUnavailable, err: err}
 	}
 	return &exitError{code: exitFailure, err: err}
-}
-
-// post sends POST path to the admin listener and decodes its JSON answer, whatever its status.
-func (f *adminFlags) post(ctx context.Context, path string, v any) (int, error) {
-	if _, _, err := net.SplitHostPort(f.admin); err != nil {
-		return 0, usageErr(fmt.Errorf("--admin %q: want host:port (%v)", f.admin, err))
-	}
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+f.admin+path, nil)
-	if err != nil {
-		return 0, usageErr(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, &exitError{code: exitUnavailable, err: fmt.Errorf("POST %s to %s: %w", path, f.admin, err)}
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return 0, &exitError{code: exitUnavailable, err: fmt.Errorf("POST %s to %s: %w", path, f.admin, err)}
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return 0, &exitError{code: exitFailure, err: fmt.Errorf("POST %s to %s: %s, not the expected JSON: %q", path,
-			f.admin, resp.Status, strings.TrimSpace(string(body)))}
-	}
-	return resp.StatusCode, nil
 }

@@ -16,14 +16,19 @@ func newStatusCommand() *cobra.Command {
 	cmd := clientCommand(&cobra.Command{
 		Use:   "status",
 		Short: "Show a node's view: metadata, controller, links, streams, copies, heartbeats",
-		Long: "Read GET /v1/status from a node's admin HTTP listener and print it: the node, its metadata\n" +
+		Long: "Read GET /v1/status from a node's admin HTTP listener (the first of the admin list that answers:\n" +
+			"--admin, or the profile's) and print it: the node, its metadata\n" +
 			"replica and controller, its links, the streams with their owners and epochs (from its metadata\n" +
 			"replica), its own copies with their tails and confirmed tails, and the heartbeat states.\n" +
 			"--json prints the node's document as it is.",
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			list, err := f.addrs(cmd)
+			if err != nil {
+				return err
+			}
 			var st adminapi.Status
-			if err := f.get(cmd.Context(), "/v1/status", &st); err != nil {
+			if _, err := f.getFirst(cmd.Context(), list, "/v1/status", &st); err != nil {
 				return err
 			}
 			if f.asJSON {

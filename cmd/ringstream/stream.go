@@ -17,10 +17,11 @@ import (
 func newStreamCommand() *cobra.Command {
 	cmd := clientCommand(&cobra.Command{
 		Use:   "stream",
-		Short: "Create, list, delete and look up streams",
+		Short: "Create, list, delete, look up and describe streams",
 		Args:  cobra.NoArgs,
 	})
-	cmd.AddCommand(newStreamCreateCommand(), newStreamListCommand(), newStreamDeleteCommand(), newStreamLookupCommand())
+	cmd.AddCommand(newStreamCreateCommand(), newStreamListCommand(), newStreamDeleteCommand(), newStreamLookupCommand(),
+		newStreamDescribeCommand())
 	return cmd
 }
 

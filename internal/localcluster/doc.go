@@ -28,4 +28,9 @@
 //     listens on its own IP at HostPorts, and a restart does not wait for its ports: they live in
 //     the node's namespace.
 //   - The secret is 32 random bytes, hex-encoded, unless Options.Secret is set.
+//   - A kept directory (node1/node.toml present) is started again by Reopen: the nodes' files are the
+//     truth (ids, addresses, secret, shard count), nothing is formatted or rewritten, and the
+//     directory stays after Close.
+//   - Node.Exited and Node.ExitError let a caller watch the processes (`cluster up` reports a node's
+//     exit at once, with LogTail).
 package localcluster
