@@ -24,10 +24,17 @@ import (
 // shard/heartbeat.Primary also counts a CommitReply as hearing its member at the reply's arrival
 // (OnReply stamps heardTick with now), so replies that waited for a paused owner, answering Commits
 // sent before the pause, bring its quorum back at once when it wakes. Options.QuorumReplyAtArrival
-// runs that: seed 96 then fails at tick 265 (node 4, owner of stream 1 at epoch 2, paused from 176
-// to 262 while node 3 took over at epoch 3, lost its quorum on waking and heard it again in the same
-// tick from replies queued during the pause, then answered a fetch with confirmed tail 18 below the
-// 19 confirmed at epoch 3). Here a reply counts as of the tick its Commit was sent.
+// runs that: seed 961 then fails at tick 412 (node 5, owner of stream 2 at epoch 2, paused from 328
+// to 407 while the stream moved to epochs 3 and 4, lost its quorum on waking and heard it again in
+// the same tick from replies queued during the pause, then answered a fetch with confirmed tail 87
+// below the 93 confirmed since; seeds 1215 and 1253 the same). Here a reply counts as of the tick
+// its Commit was sent.
+//
+// The window opens here when the copy took the owner role. heartbeat.Primary opens it at Start,
+// when the shard's next tick sees the new view, so an owner paused between the two wakes with a
+// fresh window and serves for all of it: seed 8182 found that here when the window opened at the
+// owner's first tick (node 2, owner of stream 1 at epoch 2, paused from tick 40 to 81 right after
+// it applied, answered a fetch sent at 85 with confirmed tail 0 below the 2 confirmed at epoch 3).
 
 // commitEveryTicks is how often an owner sends its Commit to each follower.
 const commitEveryTicks = 2
@@ -48,7 +55,7 @@ const defaultQuorumWindowTicks = 6
 // quorumWatch is an owner copy's R24 state at one epoch.
 type quorumWatch struct {
 	epoch  uint32
-	start  uint64            // tick the window opened: the owner's first tick at this epoch
+	start  uint64            // tick the window opened: when the copy took the owner role at this epoch
 	heard  map[uint16]uint64 // follower -> the tick the Commit its latest reply answers was sent
 	lost   bool              // QuorumLost reported at this epoch
 	lostAt uint64            // tick it was
@@ -79,7 +86,9 @@ func (s *Sim) tickQuorum(n *node, si int, hc *hostCopy) {
 	}
 	q := &hc.quorum
 	if q.epoch != hc.asg.Epoch || q.heard == nil {
-		*q = quorumWatch{epoch: hc.asg.Epoch, start: s.now, heard: map[uint16]uint64{}, sentAt: s.now}
+		// The window opens when the copy took the role, not at its first tick: an owner paused
+		// right after it applied its assignment has heard no one since when it wakes.
+		*q = quorumWatch{epoch: hc.asg.Epoch, start: hc.opened, heard: map[uint16]uint64{}, sentAt: s.now}
 		s.sendCommits(n, si, hc)
 	}
 	if s.now-q.sentAt >= commitEveryTicks {

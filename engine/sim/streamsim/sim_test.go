@@ -147,6 +147,8 @@ func TestRegressionSeeds(t *testing.T) {
 	}{
 		{322682, "an accept-loss without a history start let a copy returning from epoch 1 follow at epoch 4 " +
 			"with a suffix the epoch 3 owner overwrote; the next recovery promoted it (control refuses such an accept)"},
+		{8182, "an owner paused right after it applied its assignment woke with a fresh R24 window and served a " +
+			"read below its successor's confirm (the window opens when the copy takes the role: quorum.go)"},
 	} {
 		if _, err := runSeed(t, c.seed, Correct); err != nil {
 			t.Errorf("seed %d (%s): %v", c.seed, c.finding, err)
