@@ -15,11 +15,12 @@ var (
 	quorumOnce = flag.Bool("quorumonce", false, "report an owner's lost quorum once per epoch, as shard/heartbeat does today (quorum.go)")
 	window     = flag.Int("quorumwindow", 0, "the owners' R24 quorum window in ticks (0: the default)")
 	atArrival  = flag.Bool("quorumarrival", false, "count a CommitReply when it arrives, as shard/heartbeat does today (quorum.go)")
+	noInPlace  = flag.Bool("noinplace", false, "reopen every copy from its disk on each assignment, never Reassign in place")
 )
 
 func options(t *testing.T, seed uint64, v Variant) Options {
 	o := Options{Seed: seed, Variant: v, QuorumOncePerEpoch: *quorumOnce, QuorumWindowTicks: *window,
-		QuorumReplyAtArrival: *atArrival}
+		QuorumReplyAtArrival: *atArrival, NoInPlace: *noInPlace}
 	if *verbose {
 		o.Log = t.Logf
 	}
