@@ -150,6 +150,8 @@ func TestRegressionSeeds(t *testing.T) {
 			"with a suffix the epoch 3 owner overwrote; the next recovery promoted it (control refuses such an accept)"},
 		{8182, "an owner paused right after it applied its assignment woke with a fresh R24 window and served a " +
 			"read below its successor's confirm (the window opens when the copy takes the role: quorum.go)"},
+		{10593, "an owner paused after it lost its quorum heard it back on waking from replies to Commits sent " +
+			"before the pause, and served a read below its successor's confirm (replies count only within the window)"},
 	} {
 		if _, err := runSeed(t, c.seed, Correct); err != nil {
 			t.Errorf("seed %d (%s): %v", c.seed, c.finding, err)
