@@ -74,9 +74,11 @@
 //   - A seal is one atomic storage step (no crash between fence and cut); no retention.
 //   - R24 (quorum.go): owners send Commit batches to their followers every 2 ticks and lose their
 //     quorum when they hear fewer than W copies within 6 ticks, a window shorter than the quickest
-//     failover here; a lost quorum is reported again after the owner heard its quorum back, and a
-//     reply counts as of the tick its Commit was sent, neither of which shard/heartbeat does today
-//     (Options.QuorumOncePerEpoch and QuorumReplyAtArrival run it as it is: quorum.go).
+//     failover here. Where the broker differs (quorum.go, each with the seed that showed it): a
+//     lost quorum is reported again after the owner heard it back; a reply counts as of the tick
+//     its Commit was sent; the window opens when the copy takes the role; and the quorum comes back
+//     only with W copies heard within the window (Options.QuorumOncePerEpoch and
+//     QuorumReplyAtArrival run the first two as shard/heartbeat does them today).
 //   - An older incarnation (incarnation.go): stream s1 is deleted and created again before the run,
 //     and its last follower holds a copy of incarnation 1 for the first quarter of the run,
 //     publishing its tails, answering seals "no copy" and dropping assignments, as a broker does.

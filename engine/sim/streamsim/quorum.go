@@ -9,7 +9,8 @@ import (
 // sends its Commit (its confirmed tail) to its followers every commitEveryTicks as a real wire
 // Commit batch; a follower takes it (stream.Copy.CommitSeen) and answers with a CommitReply; an
 // owner that heard fewer than W copies, itself included, within the quorum window is told
-// QuorumLost and serves nothing until replies from W-1 followers since then brought QuorumHeard;
+// QuorumLost and serves nothing until W-1 followers are heard within the window again, by Commits
+// sent since the loss (QuorumHeard);
 // from then on the window watches again, and a second loss in the same epoch is reported too. The
 // frames cross the simulated network (loss, delay, partitions, pauses), so a partitioned or paused
 // owner loses its quorum.
@@ -24,10 +25,21 @@ import (
 // shard/heartbeat.Primary also counts a CommitReply as hearing its member at the reply's arrival
 // (OnReply stamps heardTick with now), so replies that waited for a paused owner, answering Commits
 // sent before the pause, bring its quorum back at once when it wakes. Options.QuorumReplyAtArrival
-// runs that: seed 96 then fails at tick 265 (node 4, owner of stream 1 at epoch 2, paused from 176
-// to 262 while node 3 took over at epoch 3, lost its quorum on waking and heard it again in the same
-// tick from replies queued during the pause, then answered a fetch with confirmed tail 18 below the
-// 19 confirmed at epoch 3). Here a reply counts as of the tick its Commit was sent.
+// runs that: seed 961 then fails at tick 412 (node 5, owner of stream 2 at epoch 2, paused from 328
+// to 407 while the stream moved to epochs 3 and 4, lost its quorum on waking and heard it again in
+// the same tick from replies queued during the pause, then answered a fetch with confirmed tail 87
+// below the 93 confirmed since; seeds 1215 and 1253 the same). Here a reply counts as of the tick
+// its Commit was sent, and brings the quorum back only while that is within the window: seed
+// 10593 found an owner that lost its quorum at tick 442, was paused from 445 to 540, and heard it
+// back on waking from replies to Commits it sent at 442-444 (after the loss, so counted), then
+// served a read below its successor's confirm before its next window check. The broker's
+// copyGroup.OnCommitReply counts replies since the loss the same way, without the window.
+//
+// The window opens here when the copy took the owner role. heartbeat.Primary opens it at Start,
+// when the shard's next tick sees the new view, so an owner paused between the two wakes with a
+// fresh window and serves for all of it: seed 8182 found that here when the window opened at the
+// owner's first tick (node 2, owner of stream 1 at epoch 2, paused from tick 40 to 81 right after
+// it applied, answered a fetch sent at 85 with confirmed tail 0 below the 2 confirmed at epoch 3).
 
 // commitEveryTicks is how often an owner sends its Commit to each follower.
 const commitEveryTicks = 2
@@ -48,11 +60,10 @@ const defaultQuorumWindowTicks = 6
 // quorumWatch is an owner copy's R24 state at one epoch.
 type quorumWatch struct {
 	epoch  uint32
-	start  uint64            // tick the window opened: the owner's first tick at this epoch
+	start  uint64            // tick the window opened: when the copy took the owner role at this epoch
 	heard  map[uint16]uint64 // follower -> the tick the Commit its latest reply answers was sent
 	lost   bool              // QuorumLost reported at this epoch
 	lostAt uint64            // tick it was
-	since  map[uint16]bool   // followers heard since the loss
 	sentAt uint64
 }
 
@@ -79,7 +90,9 @@ func (s *Sim) tickQuorum(n *node, si int, hc *hostCopy) {
 	}
 	q := &hc.quorum
 	if q.epoch != hc.asg.Epoch || q.heard == nil {
-		*q = quorumWatch{epoch: hc.asg.Epoch, start: s.now, heard: map[uint16]uint64{}, sentAt: s.now}
+		// The window opens when the copy took the role, not at its first tick: an owner paused
+		// right after it applied its assignment has heard no one since when it wakes.
+		*q = quorumWatch{epoch: hc.asg.Epoch, start: hc.opened, heard: map[uint16]uint64{}, sentAt: s.now}
 		s.sendCommits(n, si, hc)
 	}
 	if s.now-q.sentAt >= commitEveryTicks {
@@ -93,21 +106,29 @@ func (s *Sim) tickQuorum(n *node, si int, hc *hostCopy) {
 	if q.lost || s.now-q.start < window {
 		return
 	}
-	heard := 1
-	for _, f := range hc.asg.Followers {
-		if t, ok := q.heard[f]; ok && s.now-t < window {
-			heard++
-		}
-	}
+	heard := 1 + s.heardWithin(hc, 0)
 	if heard >= s.quorumOf(hc) {
 		return
 	}
-	q.lost, q.lostAt, q.since = true, s.now, map[uint16]bool{}
+	q.lost, q.lostAt = true, s.now
 	s.counts.quorumLost++
 	s.logf("node %d: owner of stream %d epoch %d lost its quorum (%d of %d heard)", n.id, s.strs[si].st.ID,
 		hc.asg.Epoch, heard, s.quorumOf(hc))
 	hc.c.QuorumLost()
 	s.drive(n, si)
+}
+
+// heardWithin counts the followers of hc heard within the quorum window as of now, by Commits sent
+// at or after tick from: an owner that lost its quorum is back only when W copies are heard now,
+// not when replies to Commits from before (waiting in the network, or for a paused owner) arrive.
+func (s *Sim) heardWithin(hc *hostCopy, from uint64) int {
+	n, window := 0, s.quorumWindow()
+	for _, f := range hc.asg.Followers {
+		if t, ok := hc.quorum.heard[f]; ok && t >= from && s.now-t < window {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *Sim) sendCommits(n *node, si int, hc *hostCopy) {
@@ -189,11 +210,10 @@ func (s *Sim) onCommitReply(n *node, from uint16, r wire.CommitReplyEntry) {
 		at = s.now
 	}
 	q.heard[from] = max(q.heard[from], at)
-	if !hc.c.LostQuorum() || at < q.lostAt {
+	if !hc.c.LostQuorum() || at < q.lostAt || s.now-at >= s.quorumWindow() {
 		return
 	}
-	q.since[from] = true
-	if len(q.since)+1 >= s.quorumOf(hc) || s.opt.Variant == QuorumBackAfterOneReply {
+	if 1+s.heardWithin(hc, q.lostAt) >= s.quorumOf(hc) || s.opt.Variant == QuorumBackAfterOneReply {
 		s.logf("node %d: owner of stream %d epoch %d heard its quorum again", n.id, r.Group, r.View)
 		hc.c.QuorumHeard()
 		s.drive(n, si)

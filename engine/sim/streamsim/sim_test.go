@@ -15,11 +15,12 @@ var (
 	quorumOnce = flag.Bool("quorumonce", false, "report an owner's lost quorum once per epoch, as shard/heartbeat does today (quorum.go)")
 	window     = flag.Int("quorumwindow", 0, "the owners' R24 quorum window in ticks (0: the default)")
 	atArrival  = flag.Bool("quorumarrival", false, "count a CommitReply when it arrives, as shard/heartbeat does today (quorum.go)")
+	noInPlace  = flag.Bool("noinplace", false, "reopen every copy from its disk on each assignment, never Reassign in place")
 )
 
 func options(t *testing.T, seed uint64, v Variant) Options {
 	o := Options{Seed: seed, Variant: v, QuorumOncePerEpoch: *quorumOnce, QuorumWindowTicks: *window,
-		QuorumReplyAtArrival: *atArrival}
+		QuorumReplyAtArrival: *atArrival, NoInPlace: *noInPlace}
 	if *verbose {
 		o.Log = t.Logf
 	}
@@ -147,6 +148,10 @@ func TestRegressionSeeds(t *testing.T) {
 	}{
 		{322682, "an accept-loss without a history start let a copy returning from epoch 1 follow at epoch 4 " +
 			"with a suffix the epoch 3 owner overwrote; the next recovery promoted it (control refuses such an accept)"},
+		{8182, "an owner paused right after it applied its assignment woke with a fresh R24 window and served a " +
+			"read below its successor's confirm (the window opens when the copy takes the role: quorum.go)"},
+		{10593, "an owner paused after it lost its quorum heard it back on waking from replies to Commits sent " +
+			"before the pause, and served a read below its successor's confirm (replies count only within the window)"},
 	} {
 		if _, err := runSeed(t, c.seed, Correct); err != nil {
 			t.Errorf("seed %d (%s): %v", c.seed, c.finding, err)
