@@ -50,8 +50,8 @@ const commitEveryTicks = 2
 // before a new owner confirms anything.
 //
 // A longer window lets a cut-off owner serve reads below what its successor confirmed: over seeds
-// 1..200, windows of 10, 16 and 24 ticks pass, 32 ticks fail 3 seeds, 40 fail 6, 48 fail 12 and 60
-// fail 15 (seed 42 at 60: node 3, owner of stream 3, partitioned at tick 383, eager failover
+// 1..200, windows of 10, 16 and 24 ticks pass, 32 ticks fail 3 seeds, 40 fail 7, 48 fail 10 and 60
+// fail 14 (seed 42 at 60: node 3, owner of stream 3, partitioned at tick 383, eager failover
 // recorded at 393, node 2 owner at 398, and node 3 answered a fetch sent at 409 with confirmed
 // tail 126 below 132). The nodes' defaults have the same shape: commit_heartbeat_timeout 5000 ms
 // against eager_failover_grace 200 ms and node_liveness_timeout 3000 ms.
