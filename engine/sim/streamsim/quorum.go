@@ -55,7 +55,13 @@ const commitEveryTicks = 2
 // recorded at 393, node 2 owner at 398, and node 3 answered a fetch sent at 409 with confirmed
 // tail 126 below 132). The nodes' defaults have the same shape: commit_heartbeat_timeout 5000 ms
 // against eager_failover_grace 200 ms and node_liveness_timeout 3000 ms.
-const defaultQuorumWindowTicks = 6
+//
+// A window too short for the network is a liveness fault of its own: with 6 ticks, a round trip at
+// the largest drawn delay (2 x 4 ticks) plus the Commit interval (2) never fits, an owner loses and
+// regains its quorum every few ticks through the heal phase, and the liveness check finds its
+// producers waiting (TestSim seed 44, TestSimDiskErrors seeds 78 and 115). 12 ticks hold a whole
+// round trip at every drawn delay and stay below the 24 that still passes the read checks.
+const defaultQuorumWindowTicks = 12
 
 // quorumWatch is an owner copy's R24 state at one epoch.
 type quorumWatch struct {
