@@ -13,11 +13,7 @@ import (
 // had made durable, and after the heal phase no stream is wedged (-seeds, -first, -keepgoing as
 // for TestSim).
 func TestSimDiskErrors(t *testing.T) {
-	first := *firstFlag
-	last := first + uint64(*seedsFlag) - 1
-	if *seedFlag != 0 {
-		first, last = *seedFlag, *seedFlag
-	}
+	first, last := seedRange()
 	failovers := 0
 	for seed := first; seed <= last; seed++ {
 		o := options(t, seed, Correct)
@@ -45,6 +41,7 @@ func TestSimDiskErrors(t *testing.T) {
 // caught within 1,000 seeds of runs with disk errors; the seed that caught it is logged.
 // With -recordonly it also hunts the variant with the record checks only (informational).
 func TestBrokenVariant_FailedLogHealthy(t *testing.T) {
+	skipUnderRace(t)
 	modes := []bool{false}
 	if *recOnly {
 		modes = append(modes, true)
@@ -178,6 +175,7 @@ func TestDiskFull_FollowerThenOwnerLoss(t *testing.T) {
 // that keeps what an fdatasync covered, neither can come back below the owner's confirmed tail: the
 // observation needs storage that lost synced data (see the package doc).
 func TestPowerLoss_OwnerAndFollowerTogether(t *testing.T) {
+	skipUnderRace(t)
 	seeds := 300
 	if testing.Short() {
 		seeds = 50

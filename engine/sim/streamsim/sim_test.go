@@ -30,11 +30,7 @@ func options(t *testing.T, seed uint64, v Variant) Options {
 // TestSim runs the simulator over many seeds with every fault and the real protocol; every check
 // must hold after every step.
 func TestSim(t *testing.T) {
-	first := *firstFlag
-	last := first + uint64(*seedsFlag) - 1
-	if *seedFlag != 0 {
-		first, last = *seedFlag, *seedFlag
-	}
+	first, last := seedRange()
 	var sum Stats
 	failovers := 0
 	for seed := first; seed <= last; seed++ {
@@ -73,6 +69,27 @@ func TestSim(t *testing.T) {
 	}
 }
 
+// seedRange is the seeds TestSim and TestSimDiskErrors run: -seed alone, else -seeds from -first
+// (20 of them at most under the race detector, which the single-goroutine simulator does not need).
+func seedRange() (first, last uint64) {
+	if *seedFlag != 0 {
+		return *seedFlag, *seedFlag
+	}
+	seeds := *seedsFlag
+	if raceEnabled && seeds > 20 {
+		seeds = 20
+	}
+	return *firstFlag, *firstFlag + uint64(seeds) - 1
+}
+
+// skipUnderRace skips a long seed loop in the race pass; the plain pass runs it.
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("the simulator runs on one goroutine; the plain pass runs this loop")
+	}
+}
+
 func runSeed(t *testing.T, seed uint64, v Variant) (Stats, error) {
 	return Run(options(t, seed, v))
 }
@@ -80,6 +97,7 @@ func runSeed(t *testing.T, seed uint64, v Variant) (Stats, error) {
 // TestBrokenVariants: each test-only broken variant is caught within 1,000 seeds; the seed that
 // caught it is logged.
 func TestBrokenVariants(t *testing.T) {
+	skipUnderRace(t)
 	modes := []bool{false}
 	if *recOnly {
 		modes = append(modes, true)

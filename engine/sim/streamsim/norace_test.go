@@ -1,0 +1,5 @@
+//go:build !race
+
+package streamsim
+
+const raceEnabled = false
