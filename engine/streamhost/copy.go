@@ -3,6 +3,7 @@ package streamhost
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"golang.org/x/sys/unix"
 
@@ -457,6 +458,10 @@ func (cg *copyGroup) failScan(err error) {
 
 // openDone starts the copy's role on its storage's state.
 func (cg *copyGroup) openDone() {
+	if err := epochsFitAStream(cg.seg); err != nil {
+		cg.failScan(err)
+		return
+	}
 	rec, cur := cg.seg.Tails()
 	var epochs []wire.LogEpoch
 	for _, e := range cg.seg.Epochs() {
@@ -498,4 +503,20 @@ func kindOf(l segment.LogKind) wire.LogKind {
 		return wire.LogCursors
 	}
 	return wire.LogRecords
+}
+
+// epochsFitAStream refuses a copy whose log epochs or fence (u64 on disk) do not fit a stream epoch
+// (u32 everywhere above segment). Only a damaged or foreign file holds such a value, with checksums
+// that pass; cut to 32 bits it would break the order the copy and wire assert. The copy fails as
+// corrupt and waits for the operator (ErrCorrupt is not retried).
+func epochsFitAStream(seg *segment.Copy) error {
+	if f := seg.FenceEpoch(); f > math.MaxUint32 {
+		return fmt.Errorf("%w: fence epoch %d is above the largest stream epoch", segment.ErrCorrupt, f)
+	}
+	for _, e := range seg.Epochs() {
+		if e.Epoch > math.MaxUint32 {
+			return fmt.Errorf("%w: log epoch %d is above the largest stream epoch", segment.ErrCorrupt, e.Epoch)
+		}
+	}
+	return nil
 }
