@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,11 +45,21 @@ func newPad(n int) []byte {
 	return pad
 }
 
-// producerConfig is the client Producer of one bench producer.
+// producerConfig is the client Producer of one bench producer. A batch of --batch records is full at
+// exactly that many records (BatchRecords), whatever the records' framing; BatchBytes holds them with
+// their length prefixes, up to the nodes' 1 MiB. The client sends a batch at once while none is in
+// flight, so the linger never delays a producer with one batch in flight.
 func (p *producer) producerConfig(codec client.Codec) client.ProducerConfig {
-	batchBytes := min(p.cfg.Batch*(p.cfg.RecordSize+5), 1<<20)
-	return client.ProducerConfig{Stream: p.stream, BatchBytes: max(batchBytes, 16), Linger: time.Millisecond,
-		Codec: codec, OnConfirm: p.onConfirm}
+	framed := p.cfg.RecordSize + uvarintLen(p.cfg.RecordSize)
+	batchBytes := min(p.cfg.Batch*framed, 1<<20)
+	return client.ProducerConfig{Stream: p.stream, BatchBytes: max(batchBytes, 16), BatchRecords: p.cfg.Batch,
+		Linger: time.Millisecond, Codec: codec, OnConfirm: p.onConfirm}
+}
+
+// uvarintLen is the bytes of n's uvarint, the length prefix the client puts before each record.
+func uvarintLen(n int) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], uint64(n))
 }
 
 // onConfirm takes the batch's records off the queue, in order, and records them.

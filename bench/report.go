@@ -43,6 +43,14 @@ type Report struct {
 	// StallMs: with --pause-owner-at-secs, from the SIGSTOP to the first confirmed produce after it.
 	StallMs *float64 `json:"stall_ms"`
 
+	// CPUUsPerRecord: the CPU time (user + system) of the nodes' processes (/proc/PID/stat) and of the
+	// bench's own (getrusage: its client, consumers and fault driver) from the start of the load to its
+	// end, in microseconds per confirmed record; null when not measured (CPUNotMeasured says why: a node
+	// killed or restarted during the load, or nodes that are not local processes).
+	CPUUsPerRecord      *float64  `json:"cpu_us_per_record"`
+	CPUUsPerRecordParts *CPUParts `json:"cpu_us_per_record_parts,omitempty"`
+	CPUNotMeasured      string    `json:"cpu_not_measured,omitempty"`
+
 	Verification Verification `json:"verification"`
 	Nodes        []NodeUsage  `json:"nodes,omitempty"`
 	Events       []Event      `json:"events"`
@@ -57,6 +65,23 @@ type NodeUsage struct {
 	CPUSeconds float64 `json:"cpu_s"`
 	RSSMaxMB   float64 `json:"rss_max_mb"`
 	Restarts   int     `json:"restarts"`
+}
+
+// CPUParts is the CPU time per confirmed record, in microseconds: all of it, the nodes' (summed over
+// them) and the bench process's.
+type CPUParts struct {
+	TotalUs float64 `json:"total"`
+	NodesUs float64 `json:"nodes"`
+	BenchUs float64 `json:"bench"`
+}
+
+// setCPU fills in the CPU figures from cpuPerRecord's answer.
+func (r *Report) setCPU(parts CPUParts, why string) {
+	if why != "" {
+		r.CPUUsPerRecord, r.CPUUsPerRecordParts, r.CPUNotMeasured = nil, nil, why
+		return
+	}
+	r.CPUUsPerRecord, r.CPUUsPerRecordParts, r.CPUNotMeasured = ptr(parts.TotalUs), &parts, ""
 }
 
 // OK is whether the run passed.
@@ -100,6 +125,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("duplicated", "%d", r.Duplicated)
 	if c.Consumers > 0 {
 		row("consumed", "%d records", r.Consumed)
+	}
+	if p := r.CPUUsPerRecordParts; p != nil {
+		row("cpu per record", "%.1f us (nodes %.1f, bench client %.1f)", p.TotalUs, p.NodesUs, p.BenchUs)
+	} else {
+		row("cpu per record", "- (%s)", r.CPUNotMeasured)
 	}
 	for _, n := range r.Nodes {
 		row(fmt.Sprintf("node %d", n.Node), "cpu %.2f s, rss max %.1f MB, restarts %d", n.CPUSeconds, n.RSSMaxMB,

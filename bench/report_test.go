@@ -146,7 +146,7 @@ func TestReportJSONHasTheIssueKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"confirmed", "missing", "duplicated", "failover_gap_ms", "rejoined_without_recovery",
-		"throughput_records_per_s", "latency_ms", "config", "timeline", "events"} {
+		"throughput_records_per_s", "latency_ms", "config", "timeline", "events", "cpu_us_per_record"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("JSON report has no %q", k)
 		}
@@ -258,5 +258,89 @@ func TestProcUsageOfThisProcess(t *testing.T) {
 	}
 	if u.rssMaxMB <= 0 || u.cpuSeconds < 0 {
 		t.Fatalf("%+v", u)
+	}
+}
+
+// cpu_us_per_record is the nodes' and the bench's CPU time over the load per confirmed record, and
+// not measured when a node's process changed, vanished or appeared in between, or there are no local
+// nodes or no records.
+func TestCPUPerRecord(t *testing.T) {
+	before := cpuSample{self: 1, nodes: map[uint16]nodeCPU{1: {pid: 10, seconds: 1}, 2: {pid: 11, seconds: 2}}}
+	after := cpuSample{self: 1.25, nodes: map[uint16]nodeCPU{1: {pid: 10, seconds: 1.5}, 2: {pid: 11, seconds: 2.5}}}
+	parts, why := cpuPerRecord(before, after, 1000)
+	if why != "" || parts != (CPUParts{TotalUs: 1250, NodesUs: 1000, BenchUs: 250}) {
+		t.Fatalf("got %+v (%q), want 1250 us per record: 1000 of the nodes, 250 of the bench", parts, why)
+	}
+	notMeasured := map[string]func() (cpuSample, cpuSample, int64){
+		"restarted": func() (cpuSample, cpuSample, int64) {
+			a := cpuSample{self: 2, nodes: map[uint16]nodeCPU{1: {pid: 12, seconds: 0.1}, 2: after.nodes[2]}}
+			return before, a, 1000
+		},
+		"killed": func() (cpuSample, cpuSample, int64) {
+			return before, cpuSample{self: 2, nodes: map[uint16]nodeCPU{2: after.nodes[2]}}, 1000
+		},
+		"started": func() (cpuSample, cpuSample, int64) {
+			a := cpuSample{self: 2, nodes: map[uint16]nodeCPU{1: after.nodes[1], 2: after.nodes[2], 3: {pid: 13}}}
+			return before, a, 1000
+		},
+		"no records":      func() (cpuSample, cpuSample, int64) { return before, after, 0 },
+		"not local":       func() (cpuSample, cpuSample, int64) { return cpuSample{self: 1}, cpuSample{self: 2}, 1000 },
+		"no node running": func() (cpuSample, cpuSample, int64) { return cpuSample{nodes: map[uint16]nodeCPU{}}, after, 1000 },
+	}
+	for name, f := range notMeasured {
+		b, a, n := f()
+		if parts, why := cpuPerRecord(b, a, n); why == "" {
+			t.Errorf("%s: measured %+v, want not measured", name, parts)
+		}
+	}
+}
+
+// The report carries cpu_us_per_record in its JSON (null with the reason when not measured) and its
+// table.
+func TestReportCarriesCPUPerRecord(t *testing.T) {
+	r := sampleReport()
+	r.setCPU(CPUParts{TotalUs: 41.5, NodesUs: 30.25, BenchUs: 11.25}, "")
+	var b bytes.Buffer
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	parts, _ := m["cpu_us_per_record_parts"].(map[string]any)
+	if m["cpu_us_per_record"] != 41.5 || parts["nodes"] != 30.25 || parts["bench"] != 11.25 {
+		t.Fatalf("JSON cpu_us_per_record %v, parts %v", m["cpu_us_per_record"], m["cpu_us_per_record_parts"])
+	}
+	b.Reset()
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "cpu per record         41.5 us (nodes 30.2, bench client 11.2)") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	r.setCPU(CPUParts{}, "node 1 was killed or restarted during the load")
+	b.Reset()
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	m = nil
+	if err := json.Unmarshal(b.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := m["cpu_us_per_record"]; !ok || v != nil || m["cpu_not_measured"] == nil {
+		t.Fatalf("not measured: cpu_us_per_record %v (present %v), cpu_not_measured %v", v, ok, m["cpu_not_measured"])
+	}
+	b.Reset()
+	r.WriteTable(&b)
+	if !strings.Contains(b.String(), "- (node 1 was killed or restarted during the load)") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+}
+
+// The bench's own CPU time is read from getrusage: this test process has used some.
+func TestSelfCPUSeconds(t *testing.T) {
+	if s := selfCPUSeconds(); s <= 0 {
+		t.Fatalf("self CPU %v s", s)
 	}
 }

@@ -215,6 +215,7 @@ func (r *run) drive(ctx context.Context, names []string, progress io.Writer) (*R
 		return nil, fmt.Errorf("%w: --compression: %w", ErrConfig, err)
 	}
 	before, _ := r.admin.scrapeAll(ctx, r.liveAdmins())
+	cpuBefore := r.sampleCPU()
 	start := time.Now()
 	r.events = &events{start: start}
 	var live, prodErrors atomic.Int64
@@ -240,10 +241,12 @@ func (r *run) drive(ctx context.Context, names []string, progress io.Writer) (*R
 	consumed := r.startConsumers(loadCtx, names, &wg)
 	stopProgress := showProgress(progress, start, r.cfg.Duration, &live)
 	wg.Wait()
+	cpuAfter := r.sampleCPU()
 	stopProgress()
 	elapsed := time.Since(start)
 	f.wait()
 	rep := r.report(ctx, prods, f, elapsed)
+	rep.setCPU(cpuPerRecord(cpuBefore, cpuAfter, rep.Confirmed))
 	rep.ProduceErrors = prodErrors.Load()
 	rep.Consumed = consumed.Load()
 	if after, err := r.admin.scrapeAll(ctx, r.liveAdmins()); err == nil && before != nil {

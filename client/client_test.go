@@ -83,7 +83,7 @@ func TestRedirectOnNotOwner(t *testing.T) {
 		return seed.lookupReply(h, 3, owner.addr), false
 	})
 	c := dialTest(t, testConfig(seed.addr))
-	got, err := produceOne(t, c, ProducerConfig{Stream: "orders", Linger: time.Hour, ProducerID: 42}, "a", "b")
+	got, err := produceOne(t, c, ProducerConfig{Stream: "orders", Linger: time.Hour, ProducerID: 42}, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,8 +93,8 @@ func TestRedirectOnNotOwner(t *testing.T) {
 	if len(st.produces) != 1 || st.produces[0].ProducerID != 42 || st.produces[0].Sequence != 1 {
 		t.Fatalf("new owner saw %+v, want one produce of producer 42 sequence 1", st.produces)
 	}
-	if len(got) != 1 || got[0].BaseOffset != 0 || got[0].Count != 2 {
-		t.Fatalf("confirms %+v, want one batch of 2 at 0", got)
+	if len(got) != 1 || got[0].BaseOffset != 0 || got[0].Count != 1 {
+		t.Fatalf("confirms %+v, want one batch of 1 at 0", got)
 	}
 	if lookups != 2 {
 		t.Fatalf("%d lookups, want 2", lookups)

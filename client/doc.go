@@ -40,6 +40,12 @@
 //     or failed, then resends the window oldest first, one at a time, before it pipelines again; a
 //     batch that was not sent holds back every later one. Four is below the table's window of five
 //     batches, so each resent batch the owner holds is answered from the table.
+//   - No record waits for a timer it does not need. A batch is sent at once when it is full
+//     (BatchBytes, or BatchRecords if set), flushed, or when no batch is in flight: a record alone goes
+//     out as soon as it is appended, and records appended while a batch is in flight gather into the
+//     next one. Linger is waited only while a batch is in flight and the window has room for another
+//     (InFlight above 1): it trades a little latency for fuller batches only when the connection is
+//     already busy.
 //   - A batch is retried with the same producer id and sequence until it is confirmed or the retries
 //     run out, so a batch the old owner appended before it died is answered from the new owner's table
 //     (Confirmed.Duplicate) rather than appended twice. When the retries run out the Producer fails

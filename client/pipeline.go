@@ -123,7 +123,7 @@ func (p *Producer) fill(w *window, free *[][]byte) (time.Duration, bool) {
 			*free = (*free)[:len(*free)-1]
 		}
 		p.mu.Unlock()
-		batch, count, wait, ok := p.take()
+		batch, count, wait, ok := p.take(w.n == 0)
 		if !ok {
 			return 0, false
 		}

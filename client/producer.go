@@ -17,12 +17,18 @@ import (
 type ProducerConfig struct {
 	// Stream is the stream's name.
 	Stream string
-	// BatchBytes is when a batch is sent without waiting for Linger: once its records (each with a
-	// length prefix, before compression) reach this many bytes. It is also the largest record (default and
-	// maximum 1 MiB, the nodes' default batch limit).
+	// BatchBytes is when a batch is full and sent without waiting for Linger: once its records (each
+	// with a length prefix, before compression) reach this many bytes. It is also the largest record
+	// (default and maximum 1 MiB, the nodes' default batch limit).
 	BatchBytes int
-	// Linger is how long a batch's first record waits for more before the batch is sent (default 2 ms;
-	// negative: send at once).
+	// BatchRecords, if above 0, also makes a batch full once it holds this many records, whatever
+	// their size (default 0: by BatchBytes alone).
+	BatchRecords int
+	// Linger is how long a batch's first record waits for more while another batch is in flight
+	// (default 2 ms; negative: send at once). With nothing in flight a batch is sent at once, full or
+	// not: a record alone never waits for a timer. With InFlight 1 the next batch can only go out once
+	// the one in flight is confirmed, so records gather while it is and go at its confirm; Linger
+	// matters only with InFlight above 1.
 	Linger time.Duration
 	// Codec compresses each batch (CodecNone, CodecZstd, CodecS2).
 	Codec Codec
@@ -79,6 +85,8 @@ func (c ProducerConfig) validate() error {
 	switch {
 	case c.BatchBytes < 16 || c.BatchBytes > batchBytesMax:
 		return fmt.Errorf("%w: ProducerConfig.BatchBytes %d, want 16..%d", ErrConfig, c.BatchBytes, batchBytesMax)
+	case c.BatchRecords < 0:
+		return fmt.Errorf("%w: ProducerConfig.BatchRecords %d, want 0 or more", ErrConfig, c.BatchRecords)
 	case c.InFlight < 1 || c.InFlight > inflightMax:
 		return fmt.Errorf("%w: ProducerConfig.InFlight %d, want 1..%d", ErrConfig, c.InFlight, inflightMax)
 	case c.Codec > CodecS2:
@@ -187,7 +195,7 @@ func (p *Producer) Append(ctx context.Context, rec []byte) error {
 			p.mu.Unlock()
 			return fmt.Errorf("client: produce to %q: %w", p.cfg.Stream, ErrClosed)
 		}
-		if p.openCount == 0 || len(p.open)+size <= p.cfg.BatchBytes {
+		if p.openCount == 0 || !p.fullLocked(size) {
 			break
 		}
 		p.openFull = true
@@ -207,12 +215,24 @@ func (p *Producer) Append(ctx context.Context, rec []byte) error {
 	p.open = appendRecord(p.open, rec)
 	p.openCount++
 	p.appended++
-	first, full := p.openCount == 1, len(p.open) >= p.cfg.BatchBytes
+	first, full := p.openCount == 1, p.fullLocked(0)
 	p.mu.Unlock()
 	if first || full {
 		p.poke()
 	}
 	return nil
+}
+
+// fullLocked reports whether the open batch has no room for one more record of size bytes (0: whether
+// it is full now); p.mu is held.
+func (p *Producer) fullLocked(size int) bool {
+	if p.cfg.BatchRecords > 0 && int(p.openCount) >= p.cfg.BatchRecords {
+		return true
+	}
+	if size == 0 {
+		return len(p.open) >= p.cfg.BatchBytes
+	}
+	return len(p.open)+size > p.cfg.BatchBytes
 }
 
 // Flush sends the open batch at once and waits until every record appended before the call is
@@ -292,8 +312,9 @@ func (p *Producer) broadcast() {
 	p.changed = make(chan struct{})
 }
 
-// run is the sender: it takes the open batch when it is due (full, lingered, flushed), sends it and
-// waits for its confirm, one batch at a time, until the producer fails or is aborted.
+// run is the sender with one batch in flight: it takes the open batch as soon as it holds a record
+// (nothing is in flight then, so it is due), sends it and waits for its confirm, while the next batch
+// fills, until the producer fails or is aborted. No timer: Linger has nothing to wait for here.
 func (p *Producer) run() {
 	defer p.c.workers.Done()
 	defer close(p.done)
@@ -301,23 +322,16 @@ func (p *Producer) run() {
 	if p.zenc != nil {
 		defer p.zenc.Close()
 	}
-	linger := time.NewTimer(time.Hour)
-	linger.Stop()
 	for {
-		batch, count, wait, ok := p.take()
+		batch, count, _, ok := p.take(true)
 		if !ok {
 			return
 		}
 		if count == 0 {
-			if wait > 0 {
-				linger.Reset(wait)
-			}
 			select {
 			case <-p.kick:
-			case <-linger.C:
 			case <-p.ctx.Done():
 			}
-			linger.Stop()
 			continue
 		}
 		if !p.send(batch, count) {
@@ -327,8 +341,9 @@ func (p *Producer) run() {
 }
 
 // take returns the open batch if it is due, or how long until its linger ends (0: no batch open).
-// ok is false once the producer failed.
-func (p *Producer) take() (batch []byte, count uint32, wait time.Duration, ok bool) {
+// idle says no batch is in flight: then an open batch is due at once, full or not. ok is false once
+// the producer failed.
+func (p *Producer) take(idle bool) (batch []byte, count uint32, wait time.Duration, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
@@ -337,7 +352,7 @@ func (p *Producer) take() (batch []byte, count uint32, wait time.Duration, ok bo
 	if p.openCount == 0 {
 		return nil, 0, 0, true
 	}
-	due := p.openFull || len(p.open) >= p.cfg.BatchBytes || p.flushUpTo > p.taken || p.closing || p.cfg.Linger < 0
+	due := idle || p.openFull || p.fullLocked(0) || p.flushUpTo > p.taken || p.closing || p.cfg.Linger < 0
 	if !due {
 		wait = p.cfg.Linger - time.Since(p.openSince)
 		if wait > 0 {

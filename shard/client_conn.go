@@ -27,9 +27,14 @@ const (
 	clientTagSend
 )
 
-// clientRecvBytes is a client connection's receive buffer: requests are small, and a produce larger
-// than it is received into a buffer grown for it (up to ClientConfig.FrameBytesMax).
+// clientRecvBytes is a client connection's first receive buffer: requests are small, and a produce
+// larger than it is received into a buffer grown for it (up to ClientConfig.FrameBytesMax).
 const clientRecvBytes = 64 << 10
+
+// clientRecvBytesKept bounds the receive buffer a client connection keeps after its frames outgrew
+// clientRecvBytes (fitReader): a producer's batches up to the client's default 1 MiB, like a peer
+// connection's buffer. A larger frame still gets a buffer of its own, dropped after it.
+const clientRecvBytesKept = 2 << 20
 
 // clientConn is one client connection, served for its whole life by the shard that accepted it. It
 // reads the handshake a header at a time (ClientHello, then ClientProof), then requests with a
@@ -44,6 +49,8 @@ type clientConn struct {
 	hello      wire.ClientHello
 	ch         wire.ClientChallenge
 	in         *wire.FrameReader
+	inSize     int // in's buffer size
+	frameMax   int // the largest frame received (fitReader)
 
 	out, sending []byte // out is filled, sending is in flight from sendOff
 	sendOff      int
@@ -153,7 +160,7 @@ func (cn *clientConn) onProof() {
 	cn.state = clientOpen
 	cn.open = true
 	s.stats.Client.Open.Add(1)
-	cn.in = wire.NewFrameReader(clientRecvBytes, s.cfg.Client.FrameBytesMax)
+	cn.in, cn.inSize = wire.NewFrameReader(clientRecvBytes, s.cfg.Client.FrameBytesMax), clientRecvBytes
 	cn.postRecv()
 }
 
@@ -253,6 +260,7 @@ func (cn *clientConn) HandleFrame(h wire.Header, body, frame []byte) error {
 		return wire.ErrStall
 	}
 	cn.framesDone++
+	cn.frameMax = max(cn.frameMax, len(frame))
 	err := checkRequest(&h, body)
 	if err == nil && h.Cluster != s.cfg.Cluster {
 		err = wire.ErrForeignCluster
@@ -306,6 +314,7 @@ func (cn *clientConn) postRecv() {
 	}
 	var buf []byte
 	if cn.state == clientOpen {
+		cn.fitReader()
 		buf = cn.in.Free()
 	} else {
 		buf = cn.hs.space()
@@ -320,6 +329,23 @@ func (cn *clientConn) postRecv() {
 		return
 	}
 	cn.recvInFlight = true
+}
+
+// fitReader gives a connection whose frames outgrew its receive buffer a reader whose buffer holds
+// them (doubled until it does, up to clientRecvBytesKept), once the reader holds no byte of a frame.
+// Otherwise the FrameReader allocates a zeroed buffer for each such frame and drops it again after:
+// two large allocations and a clear of the whole frame per produce, only to receive into it.
+func (cn *clientConn) fitReader() {
+	want := min(cn.frameMax, clientRecvBytesKept)
+	if want <= cn.inSize || cn.in.Buffered() != 0 || cn.in.Err() != nil {
+		return
+	}
+	size := cn.inSize
+	for size < want {
+		size *= 2
+	}
+	size = min(size, clientRecvBytesKept)
+	cn.in, cn.inSize = wire.NewFrameReader(size, cn.s.cfg.Client.FrameBytesMax), size
 }
 
 // kick sends the outbox when no send is in flight.

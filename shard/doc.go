@@ -65,7 +65,11 @@
 //   - Receive buffers. Accepted connections, where batches and data frames arrive, read into
 //     RecvBufferBytes (default 2 MiB + 512): frames up to that size cost no allocation. A larger one
 //     is received into a buffer grown for it and dropped after it. Outbound links hear nothing but the
-//     peer's handshake and read into 16 KiB.
+//     peer's handshake and read into 16 KiB. A client connection starts with 64 KiB; once its frames
+//     outgrew that (a producer's batches), it gets a buffer doubled until it holds the largest one,
+//     up to 2 MiB, when its reader is empty, and keeps it, so that each such produce costs no
+//     allocation and no clearing of a buffer only received into. Only connections that sent large
+//     frames pay the memory; a frame past 2 MiB still gets a buffer of its own, dropped after it.
 //   - Receives are sized so that large frames are never moved: the rest of a frame of 64 KiB or
 //     more is read alone, ending on its last byte, and any other read takes at most 64 KiB. A large
 //     frame then starts near the front of the buffer and ends its contents, and the reader starts at
