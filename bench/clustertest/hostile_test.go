@@ -143,9 +143,11 @@ func newHostile(ctx context.Context, t *testing.T, lc *localcluster.Cluster) *ho
 	return h
 }
 
-// prefill writes 8 MiB to the stream, so that fetches from its start have large replies.
+// prefill writes 8 MiB to the stream in batches of 8 records of 64 KiB (the first record goes out
+// alone, with nothing in flight), so that a fetch from offset 1 has a reply of one 512 KiB batch
+// whatever the producer's timing: the batch after it would pass the fetch's 1 MiB.
 func (h *hostile) prefill(ctx context.Context) {
-	p, err := h.cl.Producer(client.ProducerConfig{Stream: "hostile"})
+	p, err := h.cl.Producer(client.ProducerConfig{Stream: "hostile", BatchRecords: 8, BatchBytes: 1 << 20})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -440,7 +442,7 @@ func (h *hostile) goneMidReply(ctx context.Context) error {
 	var req []byte
 	for id := uint64(1); id <= 12; id++ {
 		req = wire.AppendFetch(req, wire.From{Cluster: h.lc.ClusterID()}, &wire.Fetch{RequestID: id,
-			Stream: h.route.Stream, Incarnation: h.route.Incarnation, BytesMax: 1 << 20, RecordsMax: 1 << 20})
+			Stream: h.route.Stream, Incarnation: h.route.Incarnation, Offset: 1, BytesMax: 1 << 20, RecordsMax: 1 << 20})
 	}
 	for range 2 {
 		c, err := h.handshakeOn(ctx, h.secret, true)
