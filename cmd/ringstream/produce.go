@@ -66,7 +66,7 @@ func newProduceCommand() *cobra.Command {
 	})
 	f.register(cmd.Flags(), true)
 	cmd.Flags().StringVar(&codec, "codec", "none", "batch compression: none, zstd or s2")
-	cmd.Flags().DurationVar(&linger, "linger", 5*time.Millisecond, "how long a batch's first record waits for more")
+	cmd.Flags().DurationVar(&linger, "linger", 5*time.Millisecond, "with --in-flight above 1, how long a batch waits for more records while others are in flight (a record with nothing in flight goes at once)")
 	cmd.Flags().IntVar(&inFlight, "in-flight", 1, "batches waiting for their confirm at once, 1..4")
 	cmd.Flags().IntVar(&batchBytes, "batch-bytes", 1<<20, "send a batch once its records reach this many bytes (also the largest record)")
 	return cmd
