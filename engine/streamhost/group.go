@@ -56,13 +56,13 @@ func (cg *copyGroup) OnCommit(_ uint16, e wire.CommitEntry) {
 // reply until W copies, itself included, are heard within commit_heartbeat_timeout by Commits sent
 // since the loss, each reply counted as of the tick its Commit was sent (a reply that waited in the
 // network or for a paused owner counts for nothing). Counting here would count without that window.
-// The copy's loss never outlives its Primary's: every way out of serving at an epoch makes a new
-// copy or moves this one to a new epoch, which clears it.
-func (cg *copyGroup) OnCommitReply(_ uint16, e wire.CommitReplyEntry) {
-	if cg.c == nil || !cg.c.LostQuorum() || e.View != cg.spec.Assignment.Epoch {
-		return
+// The copy's loss never outlives its Primary's (every way out of serving at an epoch makes a new copy
+// or moves this one to a new epoch, which clears it), and QuorumHeard is nothing to a copy whose
+// quorum holds, so no reply needs a check here.
+func (cg *copyGroup) OnCommitReply(uint16, wire.CommitReplyEntry) {
+	if cg.c != nil {
+		cg.c.QuorumHeard()
 	}
-	cg.c.QuorumHeard()
 }
 
 // OnPrimarySilent: a follower heard nothing from its owner for the shard's timeout. It is counted and

@@ -275,8 +275,8 @@ func (p *Primary) OnReply(now uint64, view uint32, timestamp uint64, replica uin
 	if !p.quorumLost {
 		return ReplyFresh
 	}
-	if sent < p.lostTick || !p.quorumHeard(now, p.lostTick) {
-		return ReplyShort
+	if !p.quorumHeard(now, p.lostTick) {
+		return ReplyShort // this reply included: one to a Commit sent before the loss counts for nothing
 	}
 	p.quorumLost = false
 	return ReplyFresh
