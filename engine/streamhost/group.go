@@ -51,14 +51,16 @@ func (cg *copyGroup) OnCommit(_ uint16, e wire.CommitEntry) {
 	}
 }
 
-// OnCommitReply: an owner that lost its quorum (R24) serves again once replies from W-1 followers
-// counted since the loss.
-func (cg *copyGroup) OnCommitReply(_ uint16, e wire.CommitReplyEntry) {
-	if cg.c == nil || !cg.c.LostQuorum() || e.Replica >= heartbeat.MembersMax {
-		return
-	}
-	cg.heard |= 1 << e.Replica
-	if cg.heard.Count()+1 >= cg.Quorum() {
+// OnCommitReply: an owner that lost its quorum (R24) serves again on the first reply the shard
+// forwards after the loss. The shard's heartbeat.Primary decides: while the loss holds it forwards no
+// reply until W copies, itself included, are heard within commit_heartbeat_timeout by Commits sent
+// since the loss, each reply counted as of the tick its Commit was sent (a reply that waited in the
+// network or for a paused owner counts for nothing). Counting here would count without that window.
+// The copy's loss never outlives its Primary's (every way out of serving at an epoch makes a new copy
+// or moves this one to a new epoch, which clears it), and QuorumHeard is nothing to a copy whose
+// quorum holds, so no reply needs a check here.
+func (cg *copyGroup) OnCommitReply(uint16, wire.CommitReplyEntry) {
+	if cg.c != nil {
 		cg.c.QuorumHeard()
 	}
 }
@@ -74,7 +76,6 @@ func (cg *copyGroup) OnPrimarySilent() {
 func (cg *copyGroup) OnQuorumLost() {
 	cg.h.stats.QuorumLost++
 	if cg.c != nil && cg.state == stateServing {
-		cg.heard = 0
 		cg.c.QuorumLost()
 	}
 }

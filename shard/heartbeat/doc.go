@@ -38,6 +38,19 @@
 //   - A CommitReply refreshes its member in the quorum window only when it is for the current view, names
 //     a backup of the group, echoes a timestamp this primary stamped, and is newer than that member's
 //     previous reply: duplicates and replays never extend the window.
+//   - A reply hears its member as of the tick the Commit it answers was sent, not as of its arrival
+//     (R24 with R14): the Primary keeps a ring of 32 send marks (a timestamp and its tick, at least
+//     commit_heartbeat_timeout/31 ticks apart) and rounds a reply's send tick down to the mark at or
+//     before its timestamp, so a reply never counts as fresher than it is, and counts up to that
+//     spacing less. A reply to a Commit sent before Start or a window or more ago is ReplyExpired.
+//   - A quorum loss is reported once per loss, not once per view: after QuorumLost the primary is back
+//     when a quorum is heard within the window by Commits sent since the loss, and the window watches
+//     again. While the loss holds, counted replies are ReplyShort and only the one that brings the
+//     quorum back is ReplyFresh, so a group that sees ReplyFresh replies only (the shard forwards
+//     those) serves again on the first one after OnQuorumLost, and no group counts on its own.
+//   - Ticks are the caller's: the window is as long in time as the caller's ticks are. A shard counts
+//     one tick per firing of its tick timer, so a process that was stopped wakes one tick later,
+//     however long it was stopped, and its window does not see the stop.
 //   - Config: every option must be a whole multiple of tick_ms. A commit_heartbeat_timeout below twice
 //     commit_idle_heartbeat_interval is allowed (R9 and R23 allow it) and only warned about
 //     (Config.Warnings, logged by the shard at NewNode): an idle group's quorum window (R24) then spans

@@ -47,11 +47,29 @@ type Primary struct {
 	timestamp   uint64 // last timestamp_monotonic stamped; survives Start (R14)
 	linkUp      Members
 	windowStart uint64 // tick the quorum window was opened (Start)
-	quorumLost  bool
+	quorumLost  bool   // QuorumLost reported, and no quorum heard since (R24)
+	lostTick    uint64 // tick it was reported
+	tick        uint64 // the newest tick the caller passed: the tick Sent stamps its mark with
 
-	heardTick   [MembersMax]uint64 // tick of each backup's last fresh reply
-	replyStamps [MembersMax]uint64 // timestamp_monotonic of each backup's last fresh reply
+	heardTick   [MembersMax]uint64 // per backup: the send tick of the Commit its last counted reply answers
+	replyStamps [MembersMax]uint64 // timestamp_monotonic of each backup's last counted reply
+
+	// marks maps timestamps back to send ticks (R24): a ring of (timestamp, tick) pairs, one taken
+	// at the first Sent at least markEvery ticks after the one before, so marksMax of them span the
+	// quorum window. A timestamp below every mark was sent before Start or outside the window.
+	marks     [marksMax]sendMark
+	markNext  int // slot of the next mark
+	markCount int
+	markEvery uint64
 }
+
+// marksMax is the size of a Primary's ring of send marks: with marks taken at least
+// window/(marksMax-1) ticks apart the ring spans the window, and a reply's send tick is known to
+// within that spacing (rounded down: a reply never counts as heard later than its Commit was sent).
+const marksMax = 32
+
+// sendMark is one entry of the send marks: the first timestamp stamped at tick.
+type sendMark struct{ stamp, tick uint64 }
 
 // Start puts the group on the schedule as primary of view with commit_min commit: at tick now it came
 // online or became primary. self is its own member index, backups the other members, quorum the count
@@ -65,7 +83,8 @@ func (p *Primary) Start(t Ticks, now uint64, view uint32, commit uint64, self ui
 	timestamp := p.timestamp
 	*p = Primary{
 		ticks: t, running: true, view: view, commit: commit, self: self, backups: backups, quorum: quorum,
-		busy: true, changeTick: now, firstDue: true, timestamp: timestamp, windowStart: now,
+		busy: true, changeTick: now, firstDue: true, timestamp: timestamp, windowStart: now, tick: now,
+		markEvery: max(1, (t.HeartbeatTimeoutTicks+marksMax-2)/(marksMax-1)),
 	}
 	for i := range p.heardTick {
 		p.heardTick[i] = now
@@ -115,6 +134,7 @@ func (p *Primary) Plan(t Tick) {
 	if !p.running {
 		return
 	}
+	p.tick = max(p.tick, t.Number)
 	heartbeat := StateNone
 	if t.Send {
 		switch {
@@ -167,6 +187,7 @@ func (p *Primary) Sent(members Members, timestamp uint64) {
 	assert.True(members&^p.owed == 0, "heartbeat: sent an entry that was not owed")
 	assert.True(timestamp > p.timestamp, "heartbeat: timestamp did not grow")
 	p.timestamp = timestamp
+	p.mark(timestamp)
 	p.owed &^= members
 	if p.owed == 0 {
 		p.owedState = StateNone
@@ -185,6 +206,29 @@ func (p *Primary) RecordLink(member uint8, connected bool) {
 // LinkConnected says whether the last send to member reached a connected link (R25).
 func (p *Primary) LinkConnected(member uint8) bool { return p.linkUp.Has(member) }
 
+// mark records that timestamp was stamped at the current tick, when the newest mark is at least
+// markEvery ticks old (or there is none since Start).
+func (p *Primary) mark(timestamp uint64) {
+	if p.markCount > 0 && p.tick-p.marks[(p.markNext+marksMax-1)%marksMax].tick < p.markEvery {
+		return
+	}
+	p.marks[p.markNext] = sendMark{stamp: timestamp, tick: p.tick}
+	p.markNext = (p.markNext + 1) % marksMax
+	p.markCount = min(p.markCount+1, marksMax)
+}
+
+// sentTick returns the tick the entry stamped timestamp was sent at, rounded down to the mark before
+// it; false when it was sent before Start or before every mark kept (outside the window).
+func (p *Primary) sentTick(timestamp uint64) (uint64, bool) {
+	for k := 1; k <= p.markCount; k++ {
+		m := p.marks[(p.markNext+marksMax-k)%marksMax]
+		if m.stamp <= timestamp {
+			return m.tick, true
+		}
+	}
+	return 0, false
+}
+
 // ReplyVerdict says what a CommitReply entry did to the quorum window.
 type ReplyVerdict uint8
 
@@ -195,9 +239,19 @@ const (
 	ReplyNotBackup                          // replica is not a backup of this group
 	ReplyFuture                             // echoes a timestamp this primary never stamped
 	ReplyStale                              // not newer than the member's previous reply
+	// ReplyExpired: answers a Commit sent before Start or commit_heartbeat_timeout or more ago (it
+	// waited in the network, or for a paused primary): it says nothing about the member now.
+	ReplyExpired
+	// ReplyShort: counted, but the quorum is lost and this reply does not bring it back yet.
+	ReplyShort
 )
 
-// OnReply handles one CommitReply entry at tick now (R24, R29).
+// OnReply handles one CommitReply entry at tick now (R24, R29). A reply hears its member as of the
+// tick the Commit it answers was sent (its echoed timestamp), not as of its arrival. While the quorum
+// is lost (QuorumLost reported), a counted reply is ReplyShort until a quorum of members is heard
+// within the window by Commits sent since the loss: that reply is ReplyFresh, and the window watches
+// again. So the group, which sees only ReplyFresh replies, serves again on the first one it gets
+// after OnQuorumLost.
 func (p *Primary) OnReply(now uint64, view uint32, timestamp uint64, replica uint8) ReplyVerdict {
 	switch {
 	case !p.running:
@@ -211,30 +265,56 @@ func (p *Primary) OnReply(now uint64, view uint32, timestamp uint64, replica uin
 	case timestamp <= p.replyStamps[replica]:
 		return ReplyStale
 	}
+	p.tick = max(p.tick, now)
+	sent, ok := p.sentTick(timestamp)
+	if !ok || !p.within(now, sent) {
+		return ReplyExpired
+	}
 	p.replyStamps[replica] = timestamp
-	p.heardTick[replica] = now
+	p.heardTick[replica] = sent
+	if !p.quorumLost {
+		return ReplyFresh
+	}
+	if !p.quorumHeard(now, p.lostTick) {
+		return ReplyShort // this reply included: one to a Commit sent before the loss counts for nothing
+	}
+	p.quorumLost = false
 	return ReplyFresh
 }
 
-// QuorumLost reports, once, that at tick now the primary has not heard a quorum within
-// commit_heartbeat_timeout, in both states (R24): the group must step down. It counts the primary itself.
+// QuorumLost reports that at tick now the primary has not heard a quorum within
+// commit_heartbeat_timeout, in both states (R24): the group must step down. It reports once per loss:
+// again only after OnReply heard a quorum since (a second loss in the same view is reported too). It
+// counts the primary itself.
 func (p *Primary) QuorumLost(now uint64) bool {
 	if !p.running || p.quorumLost {
 		return false
 	}
-	window := p.ticks.HeartbeatTimeoutTicks
-	if now-p.windowStart < window {
+	p.tick = max(p.tick, now)
+	if now-p.windowStart < p.ticks.HeartbeatTimeoutTicks || p.quorumHeard(now, 0) {
 		return false
 	}
+	p.quorumLost, p.lostTick = true, now
+	return true
+}
+
+// LostQuorum says whether a reported quorum loss still holds (no quorum heard since).
+func (p *Primary) LostQuorum() bool { return p.running && p.quorumLost }
+
+// within says whether a Commit sent at tick sent is inside the quorum window at tick now.
+func (p *Primary) within(now, sent uint64) bool {
+	return sent >= now || now-sent < p.ticks.HeartbeatTimeoutTicks
+}
+
+// quorumHeard says whether at tick now the primary hears a quorum, itself included: the backups whose
+// last counted reply answers a Commit sent at or after tick from and inside the window. Start's
+// presumption (every backup heard at Start) counts only while from is at most Start.
+func (p *Primary) quorumHeard(now, from uint64) bool {
 	heard := 1
 	for i := uint8(0); i < MembersMax; i++ {
-		if p.backups.Has(i) && now-p.heardTick[i] < window {
+		if p.backups.Has(i) && p.heardTick[i] >= from && p.within(now, p.heardTick[i]) {
 			heard++
 		}
 	}
-	if heard >= p.quorum {
-		return false
-	}
-	p.quorumLost = true
-	return true
+	return heard >= p.quorum
 }

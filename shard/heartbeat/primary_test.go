@@ -270,7 +270,8 @@ func TestR24_QuorumWindowOnBusyTimeoutInBothStates(t *testing.T) {
 					p.Sent(owed, ts)
 					for i := uint8(0); i < MembersMax; i++ {
 						if (owed & c.replying).Has(i) {
-							if v := p.OnReply(tk.Number, 4, ts, i); v != ReplyFresh {
+							// After the loss, one reply of three members is counted but short.
+							if v := p.OnReply(tk.Number, 4, ts, i); v != ReplyFresh && (lostAt == 0 || v != ReplyShort) {
 								t.Fatalf("reply verdict %d", v)
 							}
 						}
@@ -372,5 +373,142 @@ func TestPrimaryTickAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per tick", allocs)
+	}
+}
+
+// quorumRun drives a busy primary of view 4 (self 0, backups 1 and 2, quorum 2) for n ticks. Each
+// entry sent to member 1 at tick s is answered, arriving at the tick arrive(s) returns (0: never);
+// member 2 never answers. A reply arriving at its send tick is handled after the send. It returns the ticks QuorumLost reported and each reply's verdict by
+// arrival tick.
+func quorumRun(t *testing.T, n uint64, arrive func(sent uint64) uint64) (lost []uint64, verdicts map[uint64]ReplyVerdict) {
+	t.Helper()
+	s := NewSchedule(testTicks)
+	var p Primary
+	p.Start(testTicks, 0, 4, 0, 0, 0b110, 2)
+	pending := map[uint64][]uint64{} // arrival tick -> timestamps
+	verdicts = map[uint64]ReplyVerdict{}
+	for range n {
+		tk := s.Advance()
+		p.Committed(tk.Number, tk.Number, 0)
+		for _, ts := range pending[tk.Number] {
+			verdicts[tk.Number] = p.OnReply(tk.Number, 4, ts, 1)
+		}
+		if p.QuorumLost(tk.Number) {
+			lost = append(lost, tk.Number)
+		}
+		p.Plan(tk)
+		if owed, _ := p.Owed(); owed != 0 {
+			ts := p.Timestamp(1000 + tk.Number)
+			p.Sent(owed, ts)
+			switch at := arrive(tk.Number); {
+			case at == tk.Number:
+				verdicts[at] = p.OnReply(at, 4, ts, 1)
+			case at != 0:
+				pending[at] = append(pending[at], ts)
+			}
+		}
+	}
+	return lost, verdicts
+}
+
+// R24: a primary that heard its quorum again after a loss and then loses it a second time in the
+// same view is told again (issue 22, finding 8; the stream simulator's QuorumOncePerEpoch).
+func TestR24_SecondLossInTheSameViewIsReported(t *testing.T) {
+	// Member 1 answers at once on ticks up to 30 and from 60 to 90: silent from 30 (lost at 50,
+	// window 20), heard at 60 by a Commit sent after the loss, silent from 90 (lost again at 110).
+	lost, verdicts := quorumRun(t, 130, func(sent uint64) uint64 {
+		if sent <= 30 || (sent >= 60 && sent <= 90) {
+			return sent
+		}
+		return 0
+	})
+	if !slices.Equal(lost, []uint64{50, 110}) {
+		t.Fatalf("quorum lost at %v, want [50 110]", lost)
+	}
+	if v := verdicts[60]; v != ReplyFresh {
+		t.Fatalf("the reply that brought the quorum back: verdict %d, want fresh", v)
+	}
+}
+
+// R24 and R14: a reply hears its member as of the tick the Commit it answers was sent. Replies held
+// past the window (queued for a paused primary, or in the network) neither keep the quorum nor bring
+// it back (issue 22; the stream simulator's QuorumReplyAtArrival).
+func TestR24_ReplyToCommitOlderThanWindowDoesNotRestoreQuorum(t *testing.T) {
+	// Member 1 answers at once up to tick 30; the answers to the Commits of 35 to 45 are held and
+	// all arrive at tick 70, 25 ticks after the newest of them was sent.
+	lost, verdicts := quorumRun(t, 100, func(sent uint64) uint64 {
+		switch {
+		case sent <= 30:
+			return sent
+		case sent <= 45:
+			return 70
+		}
+		return 0
+	})
+	if !slices.Equal(lost, []uint64{50}) {
+		t.Fatalf("quorum lost at %v, want [50] only", lost)
+	}
+	if v := verdicts[70]; v != ReplyExpired {
+		t.Fatalf("a reply to a Commit sent 25 ticks before: verdict %d, want expired", v)
+	}
+	// Replies delayed past the window keep no quorum either: a primary heard only that late loses
+	// it 20 ticks after the newest Commit it knows was answered in time.
+	lost, _ = quorumRun(t, 60, func(sent uint64) uint64 { return sent + 21 })
+	if !slices.Equal(lost, []uint64{20}) {
+		t.Fatalf("replies 21 ticks late: quorum lost at %v, want [20]", lost)
+	}
+}
+
+// R24: while the quorum is lost, a reply to a Commit sent before the loss, though inside the window,
+// is counted but does not bring the quorum back: only Commits sent since the loss do.
+func TestR24_ReplyToCommitBeforeTheLossIsShort(t *testing.T) {
+	// Member 1's answers to the Commits of 35 to 45 arrive at 52 (inside the window, sent before
+	// the loss at 50), those of 50 and later 3 ticks after their send.
+	lost, verdicts := quorumRun(t, 80, func(sent uint64) uint64 {
+		switch {
+		case sent <= 30:
+			return sent
+		case sent <= 45:
+			return 52
+		}
+		return sent + 3
+	})
+	if !slices.Equal(lost, []uint64{50}) {
+		t.Fatalf("quorum lost at %v, want [50]", lost)
+	}
+	if v := verdicts[52]; v != ReplyShort {
+		t.Fatalf("a reply to a Commit from before the loss: verdict %d, want short", v)
+	}
+	if v := verdicts[53]; v != ReplyFresh {
+		t.Fatalf("the first reply to a Commit since the loss: verdict %d, want fresh", v)
+	}
+}
+
+// The send marks span the window whatever the spacing: with a window of 500 ticks and a Commit on
+// every tick, a reply to a Commit sent 480 ticks before is counted, and one sent 500 before is not.
+func TestR24_SendMarksSpanTheWindow(t *testing.T) {
+	long := Ticks{BroadcastIntervalTicks: 50, HeartbeatTimeoutTicks: 500, IdleHeartbeatIntervalTicks: 200,
+		IdleHeartbeatTimeoutTicks: 1200}
+	var p Primary
+	p.Start(long, 0, 1, 0, 0, 0b10, 2)
+	stamps := map[uint64]uint64{}
+	for tick := uint64(1); tick <= 600; tick++ {
+		p.Committed(tick, tick, 0b10)
+		p.Plan(Tick{Number: tick, Send: tick%50 == 0})
+		owed, _ := p.Owed()
+		stamps[tick] = p.Timestamp(tick)
+		p.Sent(owed, stamps[tick])
+	}
+	if v := p.OnReply(600, 1, stamps[100], 1); v != ReplyExpired {
+		t.Fatalf("reply to tick 100 at 600: verdict %d, want expired", v)
+	}
+	if v := p.OnReply(600, 1, stamps[120], 1); v != ReplyFresh {
+		t.Fatalf("reply to tick 120 at 600: verdict %d, want fresh", v)
+	}
+	if p.QuorumLost(619) {
+		t.Fatal("quorum lost at 619: the reply counted as sent before 119")
+	}
+	if !p.QuorumLost(640) {
+		t.Fatal("quorum not lost at 640: the reply counted as sent after 140")
 	}
 }

@@ -15,31 +15,49 @@ import (
 // frames cross the simulated network (loss, delay, partitions, pauses), so a partitioned or paused
 // owner loses its quorum.
 //
-// shard/heartbeat.Primary reports a lost quorum once per view (QuorumLost returns false for good
-// once it returned true), so a broker's owner that heard its quorum again and then lost it a second
-// time in the same epoch is never told, and serves on. Options.QuorumOncePerEpoch runs that: seed
-// 5 then fails at tick 186 (node 4, owner of stream 2 at epoch 2, lost its quorum at 56, heard it
-// again at 58, was partitioned from its follower at 116, and answered a fetch with confirmed tail
-// 22 after the epoch 3 owner confirmed 23: a read went back in time; seeds 31 and 35 the same).
+// The broker runs R24 the same way since issue 22's fix (shard/heartbeat.Primary, streamhost's
+// copyGroup.OnCommitReply). Two options keep the broker's behaviour from before it, to show what the
+// simulator's read checks find when R24 is run that way:
 //
-// shard/heartbeat.Primary also counts a CommitReply as hearing its member at the reply's arrival
-// (OnReply stamps heardTick with now), so replies that waited for a paused owner, answering Commits
-// sent before the pause, bring its quorum back at once when it wakes. Options.QuorumReplyAtArrival
-// runs that: seed 961 then fails at tick 412 (node 5, owner of stream 2 at epoch 2, paused from 328
-// to 407 while the stream moved to epochs 3 and 4, lost its quorum on waking and heard it again in
-// the same tick from replies queued during the pause, then answered a fetch with confirmed tail 87
-// below the 93 confirmed since; seeds 1215 and 1253 the same). Here a reply counts as of the tick
-// its Commit was sent, and brings the quorum back only while that is within the window: seed
-// 10593 found an owner that lost its quorum at tick 442, was paused from 445 to 540, and heard it
-// back on waking from replies to Commits it sent at 442-444 (after the loss, so counted), then
-// served a read below its successor's confirm before its next window check. The broker's
-// copyGroup.OnCommitReply counts replies since the loss the same way, without the window.
+// Options.QuorumOncePerEpoch reports a lost quorum once per epoch, as Primary did (QuorumLost
+// returned false for good once it returned true), so an owner that heard its quorum again and then
+// lost it a second time in the same epoch was never told and served on. Seed 5 then fails at tick
+// 186 (node 4, owner of stream 2 at epoch 2, lost its quorum at 56, heard it again at 58, was
+// partitioned from its follower at 116, and answered a fetch with confirmed tail 22 after the epoch
+// 3 owner confirmed 23: a read went back in time; seeds 31 and 35 the same). Primary now reports a
+// loss again once a quorum was heard since (shard/heartbeat TestR24_SecondLossInTheSameViewIsReported,
+// streamhost TestQuorum_SecondLossInTheSameEpochStopsServing).
 //
-// The window opens here when the copy took the owner role. heartbeat.Primary opens it at Start,
-// when the shard's next tick sees the new view, so an owner paused between the two wakes with a
-// fresh window and serves for all of it: seed 8182 found that here when the window opened at the
-// owner's first tick (node 2, owner of stream 1 at epoch 2, paused from tick 40 to 81 right after
-// it applied, answered a fetch sent at 85 with confirmed tail 0 below the 2 confirmed at epoch 3).
+// Options.QuorumReplyAtArrival counts a CommitReply as hearing its member at the reply's arrival, as
+// Primary did (OnReply stamped the member heard with now), so replies that waited for a paused owner,
+// answering Commits sent before the pause, brought its quorum back at once when it woke. Seed 961
+// then fails at tick 412 (node 5, owner of stream 2 at epoch 2, paused from 328 to 407 while the
+// stream moved to epochs 3 and 4, lost its quorum on waking and heard it again in the same tick from
+// replies queued during the pause, then answered a fetch with confirmed tail 87 below the 93
+// confirmed since; seeds 1215 and 1253 the same). Here, and in Primary now, a reply counts as of the
+// tick its Commit was sent (Primary maps the echoed timestamp back to its send tick), and brings the
+// quorum back only while that is within the window and after the loss: seed 10593 found an owner
+// that lost its quorum at tick 442, was paused from 445 to 540, and heard it back on waking from
+// replies to Commits it sent at 442-444 (after the loss, so counted), then served a read below its
+// successor's confirm before its next window check. copyGroup.OnCommitReply counted replies since
+// the loss with no window; it now serves again on the reply Primary forwards as the one that brings
+// W copies back (shard/heartbeat TestR24_ReplyToCommitOlderThanWindowDoesNotRestoreQuorum).
+//
+// Two differences remain, both of time rather than of counting:
+//
+//   - The window opens here when the copy took the owner role. Primary opens it at Start, on the
+//     shard's next tick after the copy's role or epoch changed, so an owner paused between the two
+//     would wake with a fresh window and serve for all of it: seed 8182 found that here when the
+//     window opened at the owner's first tick (node 2, owner of stream 1 at epoch 2, paused from
+//     tick 40 to 81 right after it applied, answered a fetch sent at 85 with confirmed tail 0 below
+//     the 2 confirmed at epoch 3).
+//   - A simulated node's ticks are the simulation's: a paused node wakes with the ticks of its
+//     pause behind it. A broker's shard counts one tick per firing of its tick timer, so a process
+//     that was stopped (SIGSTOP, a stall) wakes one tick later whatever the time it lost: its window
+//     still shows its followers heard a tick ago, and the replies queued meanwhile answer Commits a
+//     tick old. Counting replies by their Commit's send tick holds against replies late in the
+//     network while the owner ticks on, not against a stopped owner; that needs the shard's tick
+//     count to follow the clock (the first difference is then at most one tick too).
 
 // commitEveryTicks is how often an owner sends its Commit to each follower.
 const commitEveryTicks = 2
