@@ -64,16 +64,18 @@
 //     closes the connection.
 //   - Receive buffers. Accepted connections, where batches and data frames arrive, read into
 //     RecvBufferBytes (default 2 MiB + 512): frames up to that size cost no allocation. A larger one
-//     is received into a buffer that grows as its bytes arrive (wire.FrameReader doubles it when full,
-//     up to the frame's size; those copies count in RecvBytesMoved) and is dropped after it: a header
-//     claiming a large body reserves nothing, so memory follows the bytes peers and clients actually
-//     sent, and a silent one is ended by its frame timeout. Outbound links hear nothing but the peer's
-//     handshake and read into 16 KiB.
+//     is received into a buffer grown for it and dropped after it. Outbound links hear nothing but the
+//     peer's handshake and read into 16 KiB.
 //   - Receives are sized so that large frames are never moved: the rest of a frame of 64 KiB or
 //     more is read alone, ending on its last byte, and any other read takes at most 64 KiB. A large
 //     frame then starts near the front of the buffer and ends its contents, and the reader starts at
 //     the front again after it. Frames up to RecvBufferBytes - 64 KiB are received with no copy in
 //     user space; Stats.RecvBytesMoved counts the bytes the reader did move.
+//   - A header reserves nothing. The buffer grown for a frame larger than a reader's buffer grows as
+//     the frame's bytes arrive (wire.FrameReader doubles it when full, up to the frame's size; those
+//     copies count in RecvBytesMoved), so memory follows the bytes peers and clients actually sent,
+//     not the sizes their headers claim, and a header followed by silence is ended by the frame
+//     timeout (ClientConfig.FrameTimeoutTicks, Config.PeerFrameTimeoutTicks).
 //   - Back-pressure. A full cross-shard queue stalls the receiving connection on the frame it was
 //     handling (wire.ErrStall: the reader keeps the frame, the shard remembers the next entry); the
 //     loop retries it on a later turn and reads nothing more from that connection until then. TCP then
