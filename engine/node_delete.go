@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ringstream/ringstream/engine/streamhost"
 	"github.com/ringstream/ringstream/wire"
 )
 
@@ -20,15 +21,18 @@ type copyKey struct {
 // reaper deletes this node's copies of the stream incarnations its metadata replica records as
 // deleted (meta.State.Deleted), through streamhost.Host.DeleteIncarnation: the copy stops serving,
 // its directory is renamed and removed through the ring, and its group leaves the shard, so requests
-// naming the stream are then answered from the replica's state (CodeUnknownStream). Runs on a
-// background goroutine of its own; the state is read on shard 0.
+// naming the stream are then answered from the replica's state (CodeUnknownStream). It looks at the
+// copies that serve (their published tails) and at the failed ones (streamhost's failures): a failed
+// copy of a deleted stream stops its heal retries and its files are removed the same way, and it
+// leaves the failures list. Runs on a background goroutine of its own; the state is read on shard 0.
 type reaper struct {
-	n       *Node
-	tails   []wire.CopyTail
-	doomed  []copyKey
-	mu      sync.Mutex
-	pending map[copyKey]bool // deletes started and not yet reported
-	deleted uint64           // copies deleted (Status, tests)
+	n        *Node
+	tails    []wire.CopyTail
+	failures []streamhost.Failure
+	doomed   []copyKey
+	mu       sync.Mutex
+	pending  map[copyKey]bool // deletes started and not yet reported
+	deleted  uint64           // copies deleted (Status, tests)
 }
 
 func newReaper(n *Node) *reaper { return &reaper{n: n, pending: map[copyKey]bool{}} }
@@ -53,7 +57,8 @@ func (r *reaper) run(ctx context.Context) {
 // pass deletes the copies of deleted incarnations that are not being deleted already.
 func (r *reaper) pass(ctx context.Context) {
 	r.tails = r.n.streams.AppendCopyTails(r.tails[:0])
-	if len(r.tails) == 0 {
+	r.failures = r.n.streams.AppendFailures(r.failures[:0])
+	if len(r.tails) == 0 && len(r.failures) == 0 {
 		return
 	}
 	r.doomed = r.doomed[:0]
@@ -62,6 +67,11 @@ func (r *reaper) pass(ctx context.Context) {
 		for _, t := range r.tails {
 			if state.Deleted(t.Stream, t.Incarnation) {
 				r.doomed = append(r.doomed, copyKey{t.Stream, t.Incarnation})
+			}
+		}
+		for _, f := range r.failures {
+			if state.Deleted(f.Stream, f.Incarnation) {
+				r.doomed = append(r.doomed, copyKey{f.Stream, f.Incarnation})
 			}
 		}
 	})

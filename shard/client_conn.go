@@ -63,11 +63,9 @@ type clientConn struct {
 	open         bool // counted in ClientStats.Open
 
 	// Time bounds (client_limits.go), in ticks of the shard.
-	lastActiveTick uint64 // the last byte received or reply queued (IdleTimeoutTicks)
-	inFrame        bool   // part of a frame is received and waits for the rest
-	frameStartTick uint64 // when that frame's first byte came, or reading resumed (FrameTimeoutTicks)
-	framesDone     uint64 // frames handed on or dropped: a change starts a new frame's clock
-	frameMark      uint64 // framesDone when frameStartTick was set
+	lastActiveTick uint64     // the last byte received or reply queued (IdleTimeoutTicks)
+	frame          frameClock // the frame being received (FrameTimeoutTicks)
+	framesDone     uint64     // frames handed on or dropped: a change starts a new frame's clock
 }
 
 func (cn *clientConn) Complete(c ring.Completion) {

@@ -25,7 +25,9 @@ const (
 	closePeerHandshakeRefused
 	closePeerHandshakeTimeout
 	closePeerBrokenFrame // a peer frame whose header fails its checks, or larger than FrameSizeMax
-	closeReasons         // the count of reasons
+	closePeerFrameTimeout
+	closePeerRecvError // a receive failed (a reset, or TCP keepalive found the peer gone)
+	closeReasons       // the count of reasons
 )
 
 // closeReasonNames are the metric labels, listener and reason, of each closeReason.
@@ -44,6 +46,8 @@ var closeReasonNames = [closeReasons][2]string{
 	closePeerHandshakeRefused:   {"peer", "handshake_refused"},
 	closePeerHandshakeTimeout:   {"peer", "handshake_timeout"},
 	closePeerBrokenFrame:        {"peer", "broken_frame"},
+	closePeerFrameTimeout:       {"peer", "frame_timeout"},
+	closePeerRecvError:          {"peer", "recv_error"},
 }
 
 func (r closeReason) listener() string { return closeReasonNames[r][0] }
@@ -138,11 +142,9 @@ func (c *clientShard) expire(now uint64) {
 			}
 		case cn.state != clientOpen || cn.stalled || cn.closeAfter:
 			// Closing, or not reading by our own choice (a bound or a full queue): the client is not late.
-		case cn.inFrame:
-			if now-cn.frameStartTick >= cfg.FrameTimeoutTicks {
-				cn.closeFor(closeClientFrameTimeout, "ticks", now-cn.frameStartTick,
-					"received", cn.in.Buffered(), "missing", cn.in.Pending())
-			}
+		case cn.frame.expired(now, cfg.FrameTimeoutTicks):
+			cn.closeFor(closeClientFrameTimeout, "ticks", now-cn.frame.startTick,
+				"received", cn.in.Buffered(), "missing", cn.in.Pending())
 		case cn.idle() && now-cn.lastActiveTick >= cfg.IdleTimeoutTicks:
 			cn.closeFor(closeClientIdleTimeout, "ticks", now-cn.lastActiveTick)
 		}
@@ -156,19 +158,38 @@ func (cn *clientConn) idle() bool {
 	return cn.pending == 0 && len(cn.out) == 0 && len(cn.sending) == 0 && cn.in.Buffered() == 0
 }
 
-// markFrame notes, after bytes were handed to the reader, whether part of a frame is waiting for the
-// rest, and from which tick: a frame started since the last mark starts its clock now. (A stall
-// ends with the stalled frame handed on, so the frame after it starts its clock when reading resumes.)
+// markFrame notes, after bytes were handed to the reader, whether part of a frame waits for the rest.
 func (cn *clientConn) markFrame() {
 	now := cn.s.tick.Number
 	cn.lastActiveTick = now
-	if cn.in.Buffered() == 0 {
-		cn.inFrame = false
+	cn.frame.mark(now, cn.in.Buffered(), cn.framesDone)
+}
+
+// frameClock times the frame a connection is receiving, client or peer, in ticks: from its first
+// byte to its last. It is marked after each receive was handed to the reader and read at each tick,
+// never a timer.
+type frameClock struct {
+	inFrame   bool   // part of a frame is received and waits for the rest
+	startTick uint64 // when that frame's first byte came, or reading resumed
+	doneMark  uint64 // the connection's frames done when startTick was set
+}
+
+// mark notes whether part of a frame waits for the rest (buffered bytes not handed on), and from which
+// tick: a frame started since the last mark (framesDone changed) starts its clock now. A stall ends
+// with the stalled frame handed on, so the frame after it starts its clock when reading resumes.
+func (c *frameClock) mark(now uint64, buffered int, framesDone uint64) {
+	if buffered == 0 {
+		c.inFrame = false
 		return
 	}
-	if !cn.inFrame || cn.framesDone != cn.frameMark {
-		cn.inFrame, cn.frameStartTick, cn.frameMark = true, now, cn.framesDone
+	if !c.inFrame || framesDone != c.doneMark {
+		c.inFrame, c.startTick, c.doneMark = true, now, framesDone
 	}
+}
+
+// expired reports that a frame has waited limit ticks or more for its rest.
+func (c *frameClock) expired(now, limit uint64) bool {
+	return c.inFrame && now-c.startTick >= limit
 }
 
 // closeFor closes the connection for reason r: counted by reason and logged (rate-limited).

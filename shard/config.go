@@ -111,6 +111,12 @@ type Config struct {
 	// HandshakeTimeoutTicks bounds connect plus handshake, on both ends (default 500): a peer that
 	// accepts but never answers cannot hold a link or a connection forever.
 	HandshakeTimeoutTicks uint64
+	// PeerFrameTimeoutTicks bounds a frame on an accepted peer connection from its first byte to its
+	// last (default 3000, 30 s at 10 ms; TimeoutNever: never): a peer that sent a header and stopped
+	// cannot hold its connection, and the buffer its bytes grew, for good. Ticks the shard spends not
+	// reading by its own choice (a full cross-shard queue) do not count. Accepted peer connections have
+	// no idle timeout (see the package doc).
+	PeerFrameTimeoutTicks uint64
 	// DrainTimeout bounds how long Stop waits for each shard's in-flight operations after it shut
 	// down every socket and told every group to stop (default 5 s). Operations still in flight then are
 	// abandoned with the ring (counted in Stats.DrainAbandoned and logged).
@@ -172,6 +178,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HandshakeTimeoutTicks == 0 {
 		c.HandshakeTimeoutTicks = 500
+	}
+	if c.PeerFrameTimeoutTicks == 0 {
+		c.PeerFrameTimeoutTicks = 3000
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 5 * time.Second

@@ -44,7 +44,8 @@ type conn struct {
 	replyOff     int
 	recvInFlight bool
 	sendInFlight bool
-	acceptTick   uint64 // the handshake must finish within HandshakeTimeoutTicks of it
+	acceptTick   uint64     // the handshake must finish within HandshakeTimeoutTicks of it
+	frame        frameClock // the frame being received, once open (PeerFrameTimeoutTicks)
 }
 
 // armAccept posts an Accept on the node's listener.
@@ -76,6 +77,7 @@ func (s *Shard) onAccept(c ring.Completion) {
 	}
 	s.armAccept()
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	setPeerKeepalive(fd)
 	cn := &conn{s: s, fd: fd, state: connHandshaking, acceptTick: s.tick.Number}
 	s.conns = append(s.conns, cn)
 	cn.postRecv()
@@ -109,6 +111,10 @@ func (cn *conn) Complete(c ring.Completion) {
 
 func (cn *conn) onRecv(c ring.Completion) {
 	if cn.state != connHandshaking && cn.state != connProving && cn.state != connOpen {
+		return
+	}
+	if c.Res < 0 && cn.state == connOpen && !cn.s.draining {
+		cn.closeFor(closePeerRecvError, "err", c.Err())
 		return
 	}
 	if c.Res <= 0 {
@@ -211,10 +217,10 @@ func (cn *conn) handOn() {
 func (cn *conn) receive(n int) {
 	if err := cn.in.receive(n); err != nil {
 		cn.s.stats.FramesDropped.Add(1)
-		cn.s.cl.closes.note(&cn.s.stats, cn.s.tick.Number, closePeerBrokenFrame, "peer", cn.peer.Node, "err", err)
-		cn.close()
+		cn.closeFor(closePeerBrokenFrame, "err", err)
 		return
 	}
+	cn.frame.mark(cn.s.tick.Number, cn.in.frames.Buffered(), cn.in.done)
 	if !cn.in.stalled {
 		cn.postRecv()
 	}
@@ -284,17 +290,52 @@ func (s *Shard) removeConn(cn *conn) {
 	}
 }
 
-// expireHandshakes closes accepted connections whose handshake did not finish in time.
-func (s *Shard) expireHandshakes() {
+// expireConns closes, at a tick, the accepted peer connections past a time bound: a handshake that did
+// not finish within HandshakeTimeoutTicks of the accept (on the accepting shard), and a frame whose
+// rest did not come within PeerFrameTimeoutTicks of its first byte (on the shard that owns the
+// connection; not while the shard itself holds the connection stalled).
+func (s *Shard) expireConns() {
+	now := s.tick.Number
 	for i := len(s.conns) - 1; i >= 0; i-- { // backwards: close may remove s.conns[i]
 		cn := s.conns[i]
-		if (cn.state == connHandshaking || cn.state == connReplying || cn.state == connProving) &&
-			s.tick.Number-cn.acceptTick >= s.cfg.HandshakeTimeoutTicks {
-			s.stats.HandshakeErrors.Add(1)
-			s.cl.closes.note(&s.stats, s.tick.Number, closePeerHandshakeTimeout, "ticks", s.tick.Number-cn.acceptTick)
-			cn.close()
+		switch {
+		case cn.state == connHandshaking || cn.state == connReplying || cn.state == connProving:
+			if now-cn.acceptTick >= s.cfg.HandshakeTimeoutTicks {
+				s.stats.HandshakeErrors.Add(1)
+				s.cl.closes.note(&s.stats, now, closePeerHandshakeTimeout, "ticks", now-cn.acceptTick)
+				cn.close()
+			}
+		case cn.state != connOpen || cn.in.stalled:
+		case cn.frame.expired(now, s.cfg.PeerFrameTimeoutTicks):
+			cn.closeFor(closePeerFrameTimeout, "ticks", now-cn.frame.startTick,
+				"received", cn.in.frames.Buffered(), "missing", cn.in.frames.Pending())
 		}
 	}
+}
+
+// closeFor closes the connection for reason r: counted by reason and logged (rate-limited).
+func (cn *conn) closeFor(r closeReason, attrs ...any) {
+	cn.s.cl.closes.note(&cn.s.stats, cn.s.tick.Number, r, append(attrs, "peer", cn.peer.Node)...)
+	cn.close()
+}
+
+// Keepalive of accepted peer connections: a peer whose host vanished (no FIN, no reset) is found by
+// the kernel within peerKeepaliveIdleS + peerKeepaliveCount × peerKeepaliveIntervalS seconds of
+// silence, and its receive fails (closePeerRecvError). Accepted peer connections have no idle
+// timeout of their own: a link with nothing to send sends nothing (empty batches are not sent).
+const (
+	peerKeepaliveIdleS     = 30
+	peerKeepaliveIntervalS = 10
+	peerKeepaliveCount     = 3
+)
+
+// setPeerKeepalive turns TCP keepalive on for an accepted peer socket. A failure only leaves the
+// socket without it: the connection still works, and a dialer that reconnects replaces it.
+func setPeerKeepalive(fd int) {
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, peerKeepaliveIdleS)
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, peerKeepaliveIntervalS)
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, peerKeepaliveCount)
 }
 
 // handshakeBuf receives a peer's handshake: exactly one header and not a byte more, so no frame after

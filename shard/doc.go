@@ -75,6 +75,11 @@
 //     frame then starts near the front of the buffer and ends its contents, and the reader starts at
 //     the front again after it. Frames up to RecvBufferBytes - 64 KiB are received with no copy in
 //     user space; Stats.RecvBytesMoved counts the bytes the reader did move.
+//   - A header reserves nothing. The buffer grown for a frame larger than a reader's buffer grows as
+//     the frame's bytes arrive (wire.FrameReader doubles it when full, up to the frame's size; those
+//     copies count in RecvBytesMoved), so memory follows the bytes peers and clients actually sent,
+//     not the sizes their headers claim, and a header followed by silence is ended by the frame
+//     timeout (ClientConfig.FrameTimeoutTicks, Config.PeerFrameTimeoutTicks).
 //   - Back-pressure. A full cross-shard queue stalls the receiving connection on the frame it was
 //     handling (wire.ErrStall: the reader keeps the frame, the shard remembers the next entry); the
 //     loop retries it on a later turn and reads nothing more from that connection until then. TCP then
@@ -122,6 +127,16 @@
 //     per-peer reply outbox until the end of the shard's next tick (R27, R28).
 //   - Connect plus handshake must finish within HandshakeTimeoutTicks on both ends; a peer that accepts
 //     and never answers, or a dialer that never sends its handshake, is closed and counted.
+//   - An accepted peer connection, once open, must finish each frame within PeerFrameTimeoutTicks of
+//     its first byte (default 3000 ticks, 30 s at 10 ms; checked at each tick by the shard that owns the
+//     connection, never a timer; ticks it holds the connection stalled do not count): a header and
+//     silence cannot hold the connection and the bytes it grew. Closed as
+//     connections_closed_total{listener="peer",reason="frame_timeout"} with a log line. Decision: no
+//     idle timeout on peer connections. A link sends nothing in a tick that owes nothing (empty batches
+//     are not sent), so a healthy peer with no group in common may be silent for any time, and closing
+//     it would only cost a failed send and a reconnect at the dialer. A peer whose host is gone is found
+//     by TCP keepalive instead (30 s idle, then 3 probes 10 s apart), and the failed receive is counted
+//     as reason="recv_error"; a peer that restarts closes its old connections itself.
 //   - Who may connect: with Config.Secret set, each handshake carries a fresh nonce (crypto/rand),
 //     shard 0's answer carries its proof (wire.AcceptorProof), and the dialer checks it before its link
 //     is up, then puts its own proof (wire.DialerProof) first in the outbox, ahead of any batch or data

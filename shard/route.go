@@ -22,6 +22,7 @@ type peerReader struct {
 	next    uintptr // where the next received byte lands if the reader moved nothing (see free)
 	resume  int     // next entry of the frame the reader holds, while stalled
 	stalled bool    // the reader holds a frame the handler stopped on; receive(0) retries it
+	done    uint64  // frames handed on or dropped: a change starts a new frame's clock (frameClock)
 }
 
 // largeFrameBytes bounds a receive that is not the rest of a large frame (see free): small frames are
@@ -98,12 +99,14 @@ func (r *peerReader) HandleFrame(h wire.Header, body, frame []byte) error {
 		return wire.ErrStall
 	}
 	r.resume = 0
+	r.done++
 	return nil
 }
 
 // DropFrame counts a frame whose body failed its checksum; the reader skips it whole and reads on (R15).
 func (r *peerReader) DropFrame(h wire.Header, err error) {
 	r.s.stats.FramesDropped.Add(1)
+	r.done++
 }
 
 // handleFrame handles one whole, checked frame received from node from. It returns false when a

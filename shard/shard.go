@@ -232,9 +232,7 @@ func (s *Shard) runTick(nowNs uint64) {
 	for _, l := range s.links {
 		l.onTick()
 	}
-	if s.accept {
-		s.expireHandshakes()
-	}
+	s.expireConns()
 	s.cl.onTick()
 }
 

@@ -44,8 +44,13 @@
 //     [A-Za-z0-9._-], not "." or "..". Every rule a client's value must hold is one function in rules.go,
 //     and a refusal of it carries its own ErrorCode and the rule's text.
 //   - FrameReader caps frames at a limit its owner chooses (FrameSizeMax at most) and grows its buffer
-//     for a large frame only while that frame is pending. Any framing error is sticky: once the
-//     stream is misaligned nothing after it can be trusted, so the connection is closed.
+//     for a large frame only while that frame is pending, and only as its bytes arrive: doubling when
+//     full, up to the frame's size. A header reserves nothing, so a thousand connections that each claim
+//     a FrameSizeMax body and go silent hold their own buffers, not 64 GiB; a reader holds at most its
+//     buffer size or twice what it received of the pending frame (Reserved). The price is a few
+//     allocations and copies (log2 of frame over buffer size) for a frame larger than the buffer; frames
+//     within the buffer cost none. Any framing error is sticky: once the stream is misaligned nothing
+//     after it can be trusted, so the connection is closed.
 //   - Checksums are xxhash64 with seed 0. They detect corruption, not forgery: links inside a cluster
 //     are trusted once their handshake authenticated, and the cluster id check keeps nodes of two
 //     clusters apart.

@@ -35,8 +35,11 @@ type FrameHandler interface {
 // is sticky. A frame with a sound header and a wrong body checksum is only dropped (FrameHandler.DropFrame).
 //
 // The buffer has the size given to NewFrameReader. A frame larger than that is received into a buffer
-// grown to the frame's size (up to the limit), which is dropped again once it is drained. A FrameReader is
-// used by one goroutine (its shard's).
+// that grows as the frame's bytes arrive, doubling each time it is full, up to the frame's size (and the
+// limit), and is dropped again once it is drained. A header alone reserves nothing: the memory a reader
+// holds is at most its buffer size or twice the bytes of the pending frame actually received, whatever
+// size the header claims. A peer that claims a 64 MiB body and sends nothing costs the buffer it
+// already had. A FrameReader is used by one goroutine (its shard's).
 type FrameReader struct {
 	buf          []byte // len(buf) is the usable size; bytes [start, end) are received and not handed on
 	start        int
@@ -61,7 +64,8 @@ func NewFrameReader(bufferSize, frameSizeMax int) *FrameReader {
 // Free returns the buffer space to receive the next bytes into; it is never empty while the reader has
 // no error. Receive into it (a recv on the ring, or a Read) and then call Commit with the byte count.
 // Free moves the unfinished frame to the front of the buffer when the frame would not fit behind it, and
-// grows the buffer when the frame is larger than the whole buffer.
+// grows the buffer when the frame is larger than the whole buffer and the buffer is full: to twice its
+// size, at most the frame's (see the type's comment). So the slice may be shorter than Pending.
 func (r *FrameReader) Free() []byte {
 	if r.err != nil {
 		return nil
@@ -75,14 +79,27 @@ func (r *FrameReader) Free() []byte {
 		pending := copy(r.buf, r.buf[r.start:r.end])
 		r.start, r.end = 0, pending
 	}
-	if len(r.buf) < want {
-		bigger := make([]byte, want)
-		r.end = copy(bigger, r.buf[r.start:r.end])
-		r.start = 0
-		r.buf = bigger
+	if r.end == len(r.buf) && len(r.buf) < want {
+		r.grow(want)
 	}
 	assert.True(r.end < len(r.buf), "wire: FrameReader has no free space")
 	return r.buf[r.end:]
+}
+
+// grow moves the pending bytes into a buffer twice as large, at most want bytes: it is called only
+// once the buffer is full of the pending frame's bytes, so what a reader holds follows what arrived,
+// never what a header claims.
+func (r *FrameReader) grow(want int) {
+	assert.True(r.start == 0, "wire: FrameReader grows with bytes ahead of the pending frame")
+	bigger := make([]byte, min(want, 2*len(r.buf)))
+	r.end = copy(bigger, r.buf[r.start:r.end])
+	r.buf = bigger
+}
+
+// Reserved is the size of the reader's buffer now: its buffer size, or more while a frame larger than
+// that is being received (at most twice that frame's bytes received so far).
+func (r *FrameReader) Reserved() int {
+	return len(r.buf)
 }
 
 // Commit accounts n bytes received into the slice Free returned and hands every complete frame to h,

@@ -98,6 +98,9 @@ type copyGroup struct {
 	retainAt uint64 // tick of the next retention
 	opening  bool   // Opened not yet told
 	deleted  func(error)
+	// dead is the storage of a failed copy whose open failed (closed, kept only so that a delete can
+	// remove its files: segment deletes a closed copy too).
+	dead *segment.Copy
 
 	// Failover (seal.go, assign.go; seal and apply are above).
 	starts []meta.HistoryStart // the stream's history starts with the assignment applied
@@ -137,7 +140,7 @@ func (cg *copyGroup) done(r segment.Result) {
 	switch r.Op {
 	case segment.OpOpen:
 		if r.Err != nil {
-			cg.seg = nil
+			cg.dead, cg.seg = cg.seg, nil
 			if cg.fail.active {
 				cg.healAttemptFailed(r.Err)
 				return
@@ -257,7 +260,18 @@ func (cg *copyGroup) remove() {
 
 // delete closes and removes the copy's files (segment.Copy.Delete runs on the ring).
 func (cg *copyGroup) delete(done func(error)) {
-	if cg.seg == nil || cg.state == stateClosing || cg.state == stateClosed {
+	if cg.state == stateFailed && cg.seg == nil && cg.dead != nil {
+		cg.seg = cg.dead // a failed open's closed storage: Delete removes its files
+	}
+	switch {
+	case cg.state == stateFailed && cg.seg == nil:
+		cg.dropFailed(done) // no storage was ever opened: nothing of it to delete
+		return
+	case cg.seg == nil || cg.state == stateClosing || cg.state == stateClosed ||
+		(cg.fail.active && cg.state != stateFailed):
+		// Closing (for a heal, or a delete already under way), or a failed copy's reopen in flight
+		// (a delete that waited on it would wait for good if the reopen failed): the caller tries
+		// again later, and finds the copy failed between two reopens or serving again.
 		done(fmt.Errorf("%w: %d is not open", ErrUnknownStream, cg.spec.Stream))
 		return
 	}
@@ -265,6 +279,19 @@ func (cg *copyGroup) delete(done func(error)) {
 	cg.fail.retryAt = 0 // a failed copy being deleted is not reopened
 	cg.fail.auto = false
 	cg.tryDelete()
+}
+
+// dropFailed takes a failed copy whose storage never opened (segment.Open refused it at once) off
+// its shard and out of Status: no reopen is tried again. Its directory, if any, was never opened by
+// segment and is left, named in a warning.
+func (cg *copyGroup) dropFailed(done func(error)) {
+	cg.fail = healWork{}
+	cg.state = stateClosed
+	cg.h.h.clearFailure(cg.spec.Stream, cg.spec.Incarnation)
+	cg.remove()
+	cg.h.h.log.Warn("streamhost: failed copy dropped without opening its storage; its directory, if any, is left",
+		"stream", cg.spec.Stream, "incarnation", cg.spec.Incarnation, "dir", cg.dir)
+	done(nil)
 }
 
 // tryDelete starts the delete, or waits for the next tick while another rare operation runs.

@@ -51,6 +51,11 @@
 //     or scan fails is logged, listed by Status, and left closed until its reopen (below); the other
 //     copies serve.
 //   - Delete is segment.Copy.Delete (rename, then removals through the ring), then the group goes.
+//     A failed copy is deleted the same way, between two reopens: its closed storage (closed for the
+//     heal, or the copy whose open failed, which segment deletes too) is deleted, its retries end and
+//     it leaves the failures list. While its reopen or close is in flight the delete is refused and the
+//     caller (the node's reaper) tries again. A failed copy that never had storage (segment.Open refused
+//     it at once) is only dropped, with a warning naming its directory.
 //   - Retention runs every RetainEveryTicks with the spec's bytes and age, never past the copy's
 //     RetainLimit (segment.Copy.RetainBelow). segment moves the head when the job starts (inside
 //     Jobs.Poll), so the host reports the head to the copy (HeadMoved) before every input that can
