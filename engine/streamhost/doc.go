@@ -153,8 +153,8 @@
 //     heartbeats (Host.AppendCopyTails, engine.CopyTailSource); a follower whose owner went silent
 //     (OnPrimarySilent) carries wire.CopyOwnerSilent until its owner is heard again. OnQuorumLost is
 //     counted, and an owner then refuses produces, fetches and cursor requests as unavailable (R24)
-//     until CommitReplies from W-1 followers counted again; its role does not change: the controller
-//     decides whether it stays owner. Known limit: shard/heartbeat reports a quorum loss once per
-//     primary run, so an owner that got its quorum back is not told of a second loss until its group
-//     restarts (a new role or epoch); re-arming it there made a metadata controller test flaky.
+//     until shard/heartbeat passes on the reply that brings W copies back within the window (replies
+//     count as of the tick their Commit was sent, so stale ones restore nothing); its role does not
+//     change: the controller decides whether it stays owner. A second loss in the same epoch is
+//     reported again (TestQuorum_SecondLossInTheSameEpochStopsServing).
 package streamhost
