@@ -244,13 +244,19 @@ func checkRejoined(ctx context.Context, t *testing.T, lc *localcluster.Cluster, 
 		t.Errorf("stream owned by %d at epoch %d (recovery %q) after the rejoin: the failover chose %d at epoch %d: "+
 			"another recovery ran", now.Owner, now.Epoch, now.Recovery, asg.Owner, asg.Epoch)
 	}
-	if cut.Appended <= nc.Durable {
-		t.Errorf("the old owner's tail while cut off (%d) is not past the new owner's (%d): no unconfirmed suffix to cut",
-			cut.Appended, nc.Durable)
+	// The old owner held an unconfirmed suffix when it was cut off; having rejoined at the new owner's
+	// tails, that suffix is gone (a follower refuses batches whose predecessor epoch differs, so it
+	// cannot keep its epoch-1 records past the new history start and match the owner). The new owner
+	// may by now have passed the cut-off tail: the producers keep writing until the heal.
+	if cut.Appended <= cut.Confirmed {
+		t.Errorf("the old owner's tail while cut off (%d) is not past what it confirmed (%d): no unconfirmed suffix to cut",
+			cut.Appended, cut.Confirmed)
 	}
-	if oc.Appended != nc.Appended || oc.Appended >= cut.Appended {
-		t.Errorf("old owner's appended tail %d after the heal: want the new owner's %d, below its cut-off tail %d",
-			oc.Appended, nc.Appended, cut.Appended)
+	if oc.Appended != nc.Appended {
+		t.Errorf("old owner's appended tail %d after the heal: want the new owner's %d", oc.Appended, nc.Appended)
+	}
+	if cut.Appended > nc.Durable {
+		t.Logf("the new owner's tail %d is below the old owner's cut-off tail %d: the rejoin cut it back", nc.Durable, cut.Appended)
 	}
 }
 
