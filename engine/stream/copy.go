@@ -72,6 +72,7 @@ type Copy struct {
 	rec, cur      logState
 	confirmed     uint64
 	readFloor     uint64 // owner: the confirmed tail it must reach before it serves a read (its tail when it took the role)
+	heard         int    // owner: followers that answered a prepare at this epoch since it took the role
 	now           uint64 // ticks
 
 	// Owner state.

@@ -91,6 +91,10 @@
 //     as unavailable if its wait runs out first), a fetch that does not wait and a cursor commit
 //     past the confirmed tail are refused as unavailable (retryable), never answered with a lower
 //     tail. An owner of W = 1 confirms its own durable tail once its epoch entry is durable.
+//     It also holds reads until W-1 followers answered a prepare at its epoch: an owner that takes
+//     the role at an epoch already superseded (away through the failover, it opens from the
+//     assignment it last knew) has a read floor of its own tail, which can be below what its
+//     successor confirmed; a sealed follower never answers it, so it never serves a read.
 //   - A cursor commit is answered at once and appended without an fsync of its own; the owner asks
 //     the host to commit queued cursor events CursorSyncTicks after the first. Followers get cursor
 //     events by reads of the owner's durable cursor log, matched by offset only (no predecessor

@@ -29,15 +29,27 @@ func (c *Copy) becomeOwner(last uint32) {
 	c.tails = make([]uint64, 1+len(c.asg.Followers))
 	c.confirmed = 0
 	c.readFloor = c.rec.durable
+	c.heard = 0
 }
 
-// readable reports whether the owner may serve reads: its confirmed tail reached its own tail at
-// the time it took the role. Every tail an earlier owner could have confirmed is at or below that
-// (a seal promotes the furthest copy of a set that meets every W-set; an owner reassigned in place
-// confirmed no further than its own tail), so a reader that saw one never gets a lower one here.
-// Until then the confirmed tail only counts copies this owner has heard in its epoch, and may be
-// below what its predecessor handed out.
-func (c *Copy) readable() bool { return c.confirmed >= c.readFloor }
+// readable reports whether the owner may serve reads: W-1 followers answered a prepare at its epoch
+// since it took the role, and its confirmed tail reached its own tail at the time it took the role.
+//
+// The first proves the epoch is still current: a newer one is committed only after a seal, the
+// sealed set meets every W-set, and a sealed copy answers no prepare of an older epoch. Without it an
+// owner that takes the role at an epoch already superseded (it was paused or down through the
+// failover and opens from the assignment it last knew) would answer reads with its own tail, below
+// what its successor confirmed: the stream simulator's seed 42123 of TestSimDiskErrors (node 1,
+// paused through the failover of stream 2, opened epoch 1 with an empty log and answered a fetch with
+// confirmed tail 0 after epoch 2 confirmed 6). Once readable, the quorum window (R24) bounds how long
+// a cut-off owner goes on.
+//
+// The second: every tail an earlier owner could have confirmed is at or below that (a seal promotes
+// the furthest copy of a set that meets every W-set; an owner reassigned in place confirmed no
+// further than its own tail), so a reader that saw one never gets a lower one here. Until then the
+// confirmed tail only counts copies this owner has heard in its epoch, and may be below what its
+// predecessor handed out.
+func (c *Copy) readable() bool { return c.heard+1 >= c.w && c.confirmed >= c.readFloor }
 
 // onProduce appends a producer's batch, sends it to every follower that is live, and queues the
 // answer for when the confirmed tail passes it.

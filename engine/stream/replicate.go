@@ -27,6 +27,7 @@ type progress struct {
 	gen           uint32 // grows on every probe; read tags carry it
 	reading       bool
 	heardTick     uint64 // tick of the last progress (or of the first send after quiet)
+	answered      bool   // the follower answered a prepare at the owner's epoch (readable)
 	fxPrepare     int    // index in fx.Prepares of this step's prepare to this follower, or -1
 	cmatch        uint64 // cursor log: acknowledged and next to send
 	csent         uint64
@@ -314,6 +315,10 @@ func (c *Copy) onPrepareOK(from uint16, m *wire.StreamPrepareOK, _ wire.LogEpoch
 		return
 	}
 	p := &c.followers[i]
+	if !p.answered {
+		p.answered = true
+		c.heard++
+	}
 	if m.Log == wire.LogCursors {
 		c.onCursorOK(p, m)
 		c.kick(i)

@@ -89,10 +89,11 @@ func num(t *testing.T, s string) uint64 {
 }
 
 type scriptRun struct {
-	cl  *cluster
-	a   meta.Assignment
-	cut map[uint16]bool
-	out strings.Builder
+	cl    *cluster
+	a     meta.Assignment
+	first meta.Assignment // the cluster's first assignment: crash asg=first reopens a copy with it
+	cut   map[uint16]bool
+	out   strings.Builder
 }
 
 func (s *scriptRun) do(t *testing.T, cmd string, args map[string]string, nodes []uint16) error {
@@ -117,6 +118,7 @@ func (s *scriptRun) do(t *testing.T, cmd string, args map[string]string, nodes [
 		for f := uint64(2); f <= arg("n", 3); f++ {
 			s.a.Followers = append(s.a.Followers, uint16(f))
 		}
+		s.first = s.a
 		s.cut = map[uint16]bool{}
 		s.cl = newCluster(t, s.a)
 		s.cl.drop = func(e envelope) bool { return s.cut[e.from] || s.cut[e.to] }
@@ -149,9 +151,17 @@ func (s *scriptRun) do(t *testing.T, cmd string, args map[string]string, nodes [
 			}
 		}
 	case "crash":
+		a := s.a
+		if args["asg"] == "first" {
+			a = s.first // a node that was away through the failovers opens from what it last knew
+		}
 		for _, n := range nodes {
 			old := s.cl.nodes[n]
-			s.cl.nodes[n] = newNode(t, testConfig(n), s.a, old.rec[:old.recSync], old.cur[:old.curSync], old.epochs)
+			rec, cur, epochs := old.rec[:old.recSync], old.cur[:old.curSync], old.epochs
+			if args["empty"] == "1" {
+				rec, cur, epochs = nil, nil, nil // the copy never opened before: a new disk
+			}
+			s.cl.nodes[n] = newNode(t, testConfig(n), a, rec, cur, epochs)
 			fmt.Fprintf(&s.out, "n%d restarts at %d\n", n, s.cl.nodes[n].recTail())
 		}
 	case "seal":
