@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ringstream/ringstream/engine/config"
-	"github.com/ringstream/ringstream/internal/localcluster"
+	"github.com/ringstream/ringstream/localcluster"
 )
 
 // ErrConfig: the bench's options are invalid; the message names the flag and the rule.

@@ -1,5 +1,5 @@
 // Package bench is the cluster bench behind `ringstream bench`: it starts a local cluster of real
-// `ringstream serve` processes (internal/localcluster) or dials a running one, drives load with the Go
+// `ringstream serve` processes (localcluster) or dials a running one, drives load with the Go
 // client, carries out faults by signal, reads every stream back, and reports (table, JSON, chart).
 // `bench traffic` counts the peer frames of many groups from the nodes' metrics; `bench sweep` runs
 // the same load per shard count.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ringstream/ringstream/engine/adminapi"
-	"github.com/ringstream/ringstream/internal/localcluster"
+	"github.com/ringstream/ringstream/localcluster"
 )
 
 // faultWait bounds each watcher of a fault (new assignment, catch-up) past the end of load.

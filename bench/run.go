@@ -14,7 +14,7 @@ import (
 	"github.com/ringstream/ringstream/client"
 	"github.com/ringstream/ringstream/engine/config"
 	"github.com/ringstream/ringstream/engine/meta"
-	"github.com/ringstream/ringstream/internal/localcluster"
+	"github.com/ringstream/ringstream/localcluster"
 	"github.com/ringstream/ringstream/wire"
 )
 

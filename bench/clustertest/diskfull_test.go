@@ -18,7 +18,7 @@ import (
 
 	"github.com/ringstream/ringstream/bench"
 	"github.com/ringstream/ringstream/engine/adminapi"
-	"github.com/ringstream/ringstream/internal/localcluster"
+	"github.com/ringstream/ringstream/localcluster"
 )
 
 // The disk-full tests (issue 22, findings 1, 2 and 4): every node's data directory is a tmpfs of its

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ringstream/ringstream/client"
-	"github.com/ringstream/ringstream/internal/localcluster"
+	"github.com/ringstream/ringstream/localcluster"
 	"github.com/ringstream/ringstream/wire"
 )
 

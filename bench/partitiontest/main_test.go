@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/ringstream/ringstream/internal/localcluster"
+	"github.com/ringstream/ringstream/localcluster"
 )
 
 // binary is the ringstream binary built once for the package's tests.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/ringstream/ringstream/client"
 	"github.com/ringstream/ringstream/engine/adminapi"
-	"github.com/ringstream/ringstream/internal/localcluster"
+	"github.com/ringstream/ringstream/localcluster"
 	"github.com/ringstream/ringstream/wire"
 )
 

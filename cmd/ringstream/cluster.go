@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ringstream/ringstream/engine/adminapi"
-	"github.com/ringstream/ringstream/internal/localcluster"
+	"github.com/ringstream/ringstream/localcluster"
 )
 
 // clusterStopTimeout bounds the SIGTERM of each node when `cluster up` stops; a node still running

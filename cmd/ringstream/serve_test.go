@@ -19,7 +19,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/ringstream/ringstream/engine/config"
-	"github.com/ringstream/ringstream/internal/localcluster"
+	"github.com/ringstream/ringstream/localcluster"
 	"github.com/ringstream/ringstream/wire"
 )
 

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringstream/ringstream/internal/localcluster"
+	"github.com/ringstream/ringstream/localcluster"
 )
 
 // TestMain runs the package's tests with no profile and no RINGSTREAM_* variable of the machine's
