@@ -65,13 +65,19 @@ func newFuzzCluster(f *testing.F) *fuzzCluster {
 const produceEvery = 16
 
 // stillServes fails t unless the node answers a lookup and, every produceEvery inputs (and after
-// every data request), the reference stream confirms a produce.
-func (fc *fuzzCluster) stillServes(t *testing.T, data bool) {
+// every data request), the reference stream confirms a produce. answered says the node already
+// answered a lookup sent behind the input on the input's own connection: that is the lookup, and
+// the one on the good connection is skipped but every produceEvery inputs.
+func (fc *fuzzCluster) stillServes(t *testing.T, data, answered bool) {
 	t.Helper()
 	fc.produce.Lock()
 	defer fc.produce.Unlock()
-	fc.lookupAnswered(t)
-	if fc.inputs++; !data && fc.inputs%produceEvery != 0 {
+	fc.inputs++
+	due := fc.inputs%produceEvery == 0
+	if !answered || due {
+		fc.lookupAnswered(t)
+	}
+	if !data && !due {
 		return
 	}
 	fc.seq++
@@ -173,14 +179,14 @@ func fuzzFrame(cmd uint16, group uint64, incarnation uint32, sender uint16, entr
 const fuzzAnswerBound = 3 * time.Second
 
 // answeredOrClosed sends a lookup behind the input on c and reads until its reply, or until the node
-// closes c: either way the node has dealt with the input.
-func answeredOrClosed(t *testing.T, c net.Conn) {
+// closes c: either way the node has dealt with the input. It reports whether the lookup was answered.
+func answeredOrClosed(t *testing.T, c net.Conn) bool {
 	t.Helper()
 	const rid = 1<<63 + 12345
 	_ = c.SetWriteDeadline(time.Now().Add(fuzzAnswerBound))
 	if _, err := c.Write(wire.AppendLookupStream(nil, wire.From{Cluster: nodeTestCluster},
 		&wire.StreamNameRequest{RequestID: rid, Name: []byte(referenceStream)})); err != nil {
-		return // closed already
+		return false // closed already
 	}
 	_ = c.SetReadDeadline(time.Now().Add(fuzzAnswerBound))
 	head := make([]byte, wire.HeaderSize)
@@ -190,7 +196,7 @@ func answeredOrClosed(t *testing.T, c net.Conn) {
 			if errors.As(err, &ne) && ne.Timeout() {
 				t.Fatal("the node neither answered nor closed the connection")
 			}
-			return
+			return false
 		}
 		h, err := wire.ParseHeader(head)
 		if err != nil {
@@ -198,14 +204,14 @@ func answeredOrClosed(t *testing.T, c net.Conn) {
 		}
 		body := make([]byte, h.BodySize)
 		if _, err := io.ReadFull(c, body); err != nil {
-			return
+			return false
 		}
 		if h.Command == wire.CommandLookupStreamReply || h.Command == wire.CommandErrorReply {
 			if r, err := wire.DecodeLookupStreamReply(&h, body); err == nil && r.RequestID == rid {
-				return
+				return true
 			}
 			if e, err := wire.DecodeErrorReply(&h, body); err == nil && e.RequestID == rid {
-				return
+				return false // an error answer: the lookup on the good connection checks again
 			}
 		}
 	}
@@ -221,11 +227,12 @@ func FuzzNode_ClientFrames(f *testing.F) {
 		c := fuzzDial(t, fc.node.ClientAddr())
 		defer c.Close()
 		_ = c.SetWriteDeadline(time.Now().Add(fuzzAnswerBound))
+		answered := false
 		if _, err := c.Write(fuzzFrame(cmd, group, inc, sender, entries, area, body, corrupt)); err == nil {
-			answeredOrClosed(t, c)
+			answered = answeredOrClosed(t, c)
 		}
 		k := wire.Command(cmd)
-		fc.stillServes(t, k == wire.CommandProduce || k == wire.CommandFetch || k == wire.CommandCommitCursor)
+		fc.stillServes(t, k == wire.CommandProduce || k == wire.CommandFetch || k == wire.CommandCommitCursor, answered)
 	})
 }
 
@@ -282,9 +289,16 @@ func FuzzNode_PeerFrames(f *testing.F) {
 		}
 		_ = c.SetWriteDeadline(time.Now().Add(fuzzAnswerBound))
 		_, _ = c.Write(fuzzFrame(cmd, group, inc, sender, entries, area, body, corrupt))
-		// The link only receives: its end is seen as a close, or as nothing while the node reads on.
-		_ = c.SetReadDeadline(time.Now().Add(2 * time.Millisecond))
-		_, _ = c.Read(make([]byte, 1))
+		// The link only receives. Closing the write side ends it once the node has read the frame
+		// (a receive of 0 bytes closes a link), so the close we wait for follows the frame's handling.
+		_ = c.(*net.TCPConn).CloseWrite()
+		_ = c.SetReadDeadline(time.Now().Add(fuzzAnswerBound))
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatal("the node kept a peer link open after its end")
+			}
+		}
 		fc.stillServesPeer(t)
 	})
 }
@@ -369,6 +383,8 @@ func FuzzNode_AdminHTTP(f *testing.F) {
 		if rec.Code >= 500 && rec.Code != http.StatusServiceUnavailable {
 			t.Fatalf("%s %s: status %d: %s", method, target, rec.Code, rec.Body.String())
 		}
-		fc.stillServes(t, false)
+		// The handler returned: the admin path served. The data path is checked every produceEvery
+		// inputs (an admin request that wedged a shard is found within that many).
+		fc.stillServes(t, false, true)
 	})
 }
