@@ -47,11 +47,11 @@ type CopyFailureSource interface {
 }
 
 // LogFailCause names the cause of a failed log from its error: the errno a storage operation
-// returned (ENOSPC and EDQUOT, EIO, EROFS) or a checksum that did not verify; anything else is
-// wire.LogFailOther. It never returns wire.LogFailNone.
+// returned (ENOSPC and EDQUOT, or segment.ErrShortWrite, EIO, EROFS) or a checksum that did not
+// verify; anything else is wire.LogFailOther. It never returns wire.LogFailNone.
 func LogFailCause(err error) wire.LogFailCause {
 	switch {
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, segment.ErrShortWrite):
 		return wire.LogFailNoSpace
 	case errors.Is(err, syscall.EIO):
 		return wire.LogFailIO

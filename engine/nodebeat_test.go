@@ -179,6 +179,7 @@ func TestLogFailCause_FromErrno(t *testing.T) {
 	}{
 		{fmt.Errorf("segment: group commit: %w", syscall.ENOSPC), wire.LogFailNoSpace},
 		{fmt.Errorf("quota: %w", syscall.EDQUOT), wire.LogFailNoSpace},
+		{fmt.Errorf("group commit: %w", segment.ErrShortWrite), wire.LogFailNoSpace}, // a file system filling mid-write
 		{fmt.Errorf("fdatasync: %w", syscall.EIO), wire.LogFailIO},
 		{fmt.Errorf("open: %w", syscall.EROFS), wire.LogFailReadOnly},
 		{fmt.Errorf("scan: %w", segment.ErrCorrupt), wire.LogFailCorrupt},

@@ -434,7 +434,8 @@ func (l *Log) onCommitOp(c ring.Completion) {
 			}
 		case tagCommitWrite:
 			if int(c.Res) != f.parts[i].to-f.parts[i].from {
-				l.commitOpFailed(fmt.Errorf("short writev: %d of %d bytes", c.Res, f.parts[i].to-f.parts[i].from))
+				l.commitOpFailed(fmt.Errorf("%s: %w: writev wrote %d of %d bytes", l.commitOpFile(c.Tag), ErrShortWrite,
+					c.Res, f.parts[i].to-f.parts[i].from))
 			}
 		}
 	}

@@ -4,6 +4,11 @@ import "errors"
 
 // Sentinel errors. Each has one meaning; wrapped errors add the file and position.
 var (
+	// ErrShortWrite: a write to a segment file wrote fewer bytes than asked, with no errno. On a
+	// regular file Linux does that when the file system fills up (or a quota or file size limit is
+	// met) in the middle of the write; the next write would fail with ENOSPC or EDQUOT, so the cause
+	// reported for it is "no space" (the message says so).
+	ErrShortWrite = errors.New("segment: short write (no space left on the device)")
 	// ErrShortBatch: the buffer ends inside a batch (a read that stopped early, or a torn tail).
 	ErrShortBatch = errors.New("segment: short batch")
 	// ErrCorrupt: bytes on disk are not what this package wrote (checksum, magic, version, lengths,

@@ -25,7 +25,7 @@ func TestGroupCommit_FailedIsNeverDurable(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		fault powerloss.Fault
-		errno unix.Errno // 0: a short write, which has none
+		errno unix.Errno // 0: a short write, which has none and wraps ErrShortWrite
 	}{
 		{"writev ENOSPC", powerloss.Fault{Op: ring.OpWrite, Path: "copy/records", Errno: unix.ENOSPC}, unix.ENOSPC},
 		{"short writev", powerloss.Fault{Op: ring.OpWrite, Path: "copy/records", Short: true}, 0},
@@ -51,7 +51,8 @@ func TestGroupCommit_FailedIsNeverDurable(t *testing.T) {
 				}
 				e.until(c, func() bool { return len(e.ev.appends) == 3 })
 				for _, a := range e.ev.appends {
-					if a.err == nil || !errors.Is(a.err, ErrFailed) || (tc.errno != 0 && !errors.Is(a.err, tc.errno)) {
+					if a.err == nil || !errors.Is(a.err, ErrFailed) || (tc.errno != 0 && !errors.Is(a.err, tc.errno)) ||
+						(tc.errno == 0 && !errors.Is(a.err, ErrShortWrite)) {
 						t.Fatalf("append %d of the failed group reported %v, want ErrFailed wrapping %v", a.token, a.err, tc.errno)
 					}
 				}

@@ -201,10 +201,6 @@ type diskFullTimes struct {
 	confirmed bool    // follower: the owner confirmed again after the report
 }
 
-// A group commit that meets the end of a filling file system can be a short writev with no errno
-// (the next write would say ENOSPC); segment reports it as a short write and the heartbeat's cause
-// reads "other". Both are the full disk here: the copy failed, and that is what must be reported.
-//
 // reportFailure waits until node id's status lists the failure of stream's copy with ENOSPC and the
 // controller's attention names the copy with the cause; it returns when that was.
 func (l *diskLab) reportFailure(ctx context.Context, c bench.Controls, stream uint64, id uint16) (time.Time, bool) {
@@ -214,11 +210,11 @@ func (l *diskLab) reportFailure(ctx context.Context, c bench.Controls, stream ui
 		if !status {
 			st, err := l.status(ctx, lc, id)
 			f, failed := failureOf(st, stream)
-			status = err == nil && failed && (strings.Contains(f.Error, "no space") || strings.Contains(f.Error, "short write"))
+			status = err == nil && failed && strings.Contains(f.Error, "no space")
 		}
 		if status && !attention {
 			for _, e := range l.attention(ctx, lc) {
-				if e.Kind == "copy_log_failed" && e.Stream == stream && e.Node == id && (strings.Contains(e.Why, "no_space") || strings.Contains(e.Why, "other")) {
+				if e.Kind == "copy_log_failed" && e.Stream == stream && e.Node == id && strings.Contains(e.Why, "no_space") {
 					attention = true
 				}
 			}
