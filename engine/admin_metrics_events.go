@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ringstream/ringstream/engine/controlhost"
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/segment"
 )
@@ -20,7 +21,7 @@ const (
 
 // storageMetrics time the node's fsyncs: each group commit of the stream copies' logs (segment's
 // Config.CommitObserver, on every shard's goroutine) and each persist of the metadata replica
-// (MetaGroup.SetPersistObserver, on shard 0's). Observing is a histogram's atomic adds: nothing is
+// (metahost.Group.SetPersistObserver, on shard 0's). Observing is a histogram's atomic adds: nothing is
 // allocated per commit.
 type storageMetrics struct {
 	commitVec   *prometheus.HistogramVec
@@ -29,7 +30,7 @@ type storageMetrics struct {
 }
 
 // recoveryMetrics count the recoveries the active controller on this node carried through the
-// metadata group, and time them, from the controller host's events (ControlHost.SetObserver, on shard
+// metadata group, and time them, from the controller host's events (controlhost.Host.SetObserver, on shard
 // 0's goroutine, the only one that touches started and lostAt).
 type recoveryMetrics struct {
 	outcomes [recoveryOutcomes]prometheus.Counter
@@ -105,22 +106,22 @@ func (m *recoveryMetrics) collectors() []prometheus.Collector {
 }
 
 // observe is the controller host's observer (shard 0's goroutine).
-func (m *recoveryMetrics) observe(e ControlEvent) {
+func (m *recoveryMetrics) observe(e controlhost.Event) {
 	now := time.Now()
 	switch e.Kind {
-	case ControlBecamePrimary:
+	case controlhost.BecamePrimary:
 		clear(m.started)
 		m.lostAt = time.Time{}
-	case ControlNodeLost:
+	case controlhost.NodeLost:
 		m.lostAt = now
-	case ControlCommitted:
+	case controlhost.Committed:
 		if e.OK {
 			m.committed(e, now)
 		}
 	}
 }
 
-func (m *recoveryMetrics) committed(e ControlEvent, now time.Time) {
+func (m *recoveryMetrics) committed(e controlhost.Event, now time.Time) {
 	switch e.Op {
 	case meta.OpRecordRecovery:
 		m.outcomes[recoveryRecorded].Inc()

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ringstream/ringstream/engine/metahost"
 	"github.com/ringstream/ringstream/wire"
 )
 
@@ -96,7 +97,7 @@ func (n *Node) notReady(ctx context.Context) string {
 
 // metaNotReady is why the metadata replica of status ms does not let the node be ready yet, ""
 // when it does.
-func metaNotReady(ms MetaStatus) string {
+func metaNotReady(ms metahost.Status) string {
 	switch {
 	case ms.PersistErr != nil:
 		return fmt.Sprintf("metadata replica's storage failed: %v", ms.PersistErr)

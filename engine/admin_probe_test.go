@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/metahost"
 	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/wire"
@@ -182,20 +183,20 @@ func TestReadiness_UnopenedCopies(t *testing.T) {
 // TestReadiness_MetaReplica: a replica lets the node be ready only in a normal view with working
 // storage, as the primary or as a backup that applied the commit its primary last sent it.
 func TestReadiness_MetaReplica(t *testing.T) {
-	caughtUp := MetaStatus{View: 3, Commit: 9, Normal: true, HeardPrimary: true, CommitHeard: 9}
+	caughtUp := metahost.Status{View: 3, Commit: 9, Normal: true, HeardPrimary: true, CommitHeard: 9}
 	for _, tc := range []struct {
 		name string
-		edit func(*MetaStatus)
+		edit func(*metahost.Status)
 		want string
 	}{
-		{"backup caught up", func(*MetaStatus) {}, ""},
-		{"primary that heard nobody", func(m *MetaStatus) { m.Primary, m.HeardPrimary, m.CommitHeard = true, false, 0 }, ""},
-		{"primary behind what it heard as a backup", func(m *MetaStatus) { m.Primary, m.Commit = true, 7 }, ""},
-		{"storage failed", func(m *MetaStatus) { m.PersistErr = errors.New("EIO") }, "storage failed: EIO"},
-		{"recovering", func(m *MetaStatus) { m.Recovering, m.Normal = true, false }, "recovering its state"},
-		{"view change", func(m *MetaStatus) { m.Normal = false }, "not in a normal view"},
-		{"primary not heard", func(m *MetaStatus) { m.HeardPrimary, m.CommitHeard = false, 0 }, "has not heard from the primary of view 3"},
-		{"behind the commit heard", func(m *MetaStatus) { m.Commit = 8 }, "catching up: applied 8 of the primary's commit 9"},
+		{"backup caught up", func(*metahost.Status) {}, ""},
+		{"primary that heard nobody", func(m *metahost.Status) { m.Primary, m.HeardPrimary, m.CommitHeard = true, false, 0 }, ""},
+		{"primary behind what it heard as a backup", func(m *metahost.Status) { m.Primary, m.Commit = true, 7 }, ""},
+		{"storage failed", func(m *metahost.Status) { m.PersistErr = errors.New("EIO") }, "storage failed: EIO"},
+		{"recovering", func(m *metahost.Status) { m.Recovering, m.Normal = true, false }, "recovering its state"},
+		{"view change", func(m *metahost.Status) { m.Normal = false }, "not in a normal view"},
+		{"primary not heard", func(m *metahost.Status) { m.HeardPrimary, m.CommitHeard = false, 0 }, "has not heard from the primary of view 3"},
+		{"behind the commit heard", func(m *metahost.Status) { m.Commit = 8 }, "catching up: applied 8 of the primary's commit 9"},
 	} {
 		ms := caughtUp
 		tc.edit(&ms)

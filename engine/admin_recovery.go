@@ -59,11 +59,11 @@ func (n *Node) recoveryAction(ctx context.Context, res *adminapi.RecoveryAction,
 		}
 		res.StreamID = s.ID
 		if res.Action == "withdraw" {
-			o, err := n.ctl.ctl.Withdraw(s.ID)
+			o, err := n.ctl.Controller().Withdraw(s.ID)
 			op, buildErr, res.Recovery = o, err, o.Recovery
 			return
 		}
-		o, err := n.ctl.ctl.AcceptOwnerLoss(s.ID, owner)
+		o, err := n.ctl.Controller().AcceptOwnerLoss(s.ID, owner)
 		op, buildErr, res.Recovery, res.Owner = o, err, o.Recovery, o.Owner
 		res.Warning = acceptLossWarning
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/metahost"
 	"github.com/ringstream/ringstream/wire"
 )
 
@@ -233,7 +234,7 @@ func (m *metaService) delete(ctx context.Context, rid uint64, name string) []byt
 }
 
 // resultRefusal is the error reply for an op the state refused, nil when it took effect.
-func (m *metaService) resultRefusal(rid uint64, res ProposeResult) []byte {
+func (m *metaService) resultRefusal(rid uint64, res metahost.ProposeResult) []byte {
 	r, err := meta.DecodeResult(res.Result)
 	if err != nil {
 		return m.refusal(rid, wire.CodeInternal, fmt.Sprintf("op %d: result does not decode: %v", res.Op, err))

@@ -9,7 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/ringstream/ringstream/engine/controlhost"
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/metahost"
 	"github.com/ringstream/ringstream/engine/vsr"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/wire"
@@ -60,9 +62,9 @@ func newMetaService(n *Node) *metaService {
 	ctx, cancel := context.WithCancel(context.Background())
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	// Below ControlClientBase, never 0: a restarted process is a new VSR client, so its request numbers
+	// Below controlhost.ClientBase, never 0: a restarted process is a new VSR client, so its request numbers
 	// never meet the client table's entries of the previous one.
-	client := binary.LittleEndian.Uint64(b[:])&(ControlClientBase-1) | 1
+	client := binary.LittleEndian.Uint64(b[:])&(controlhost.ClientBase-1) | 1
 	return &metaService{n: n, sem: make(chan struct{}, metaRequestsMax), ctx: ctx, cancel: cancel,
 		client: client, fwd: make(map[uint64]chan []byte)}
 }
@@ -251,23 +253,23 @@ func (m *metaService) onShard0(ctx context.Context, f func()) error {
 }
 
 // propose orders op through the local replica and waits for its result.
-func (m *metaService) propose(ctx context.Context, op []byte) (ProposeResult, error) {
+func (m *metaService) propose(ctx context.Context, op []byte) (metahost.ProposeResult, error) {
 	ch := m.n.meta.Propose(m.client, m.seq.Add(1), op)
 	select {
 	case res := <-ch:
 		return res, res.Err
 	case <-ctx.Done():
-		return ProposeResult{}, ctx.Err()
+		return metahost.ProposeResult{}, ctx.Err()
 	}
 }
 
 // proposeOp checks op against meta's rules (EncodeOp) and proposes it: an op that breaks a rule is
 // refused here, on the node that built it, and never reaches the log (issue 21: an op built from a
 // client's name was asserted, and the assertion took the metadata primary down).
-func (m *metaService) proposeOp(ctx context.Context, op meta.Op) (ProposeResult, error) {
+func (m *metaService) proposeOp(ctx context.Context, op meta.Op) (metahost.ProposeResult, error) {
 	b, err := meta.EncodeOp(nil, op)
 	if err != nil {
-		return ProposeResult{}, err
+		return metahost.ProposeResult{}, err
 	}
 	return m.propose(ctx, b)
 }

@@ -15,6 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringstream/ringstream/engine/config"
+	"github.com/ringstream/ringstream/engine/controlhost"
+	"github.com/ringstream/ringstream/engine/metahost"
+	"github.com/ringstream/ringstream/engine/nodebeat"
 	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/engine/streamhost"
 	"github.com/ringstream/ringstream/ring"
@@ -100,8 +103,8 @@ type NodeOptions struct {
 //   - Fsync metrics are what the node can time itself: each group commit of a copy's log from
 //     queueing its writes to the last completion (segment.Config.CommitObserver: the writev and
 //     its linked fdatasync are one chain, so the fdatasync alone is not separable), and each
-//     metadata persist likewise (MetaGroup.SetPersistObserver). Recovery metrics come from the
-//     controller host's events (ControlHost.SetObserver, which the node sets; a caller that sets
+//     metadata persist likewise (metahost.Group.SetPersistObserver). Recovery metrics come from the
+//     controller host's events (controlhost.Host.SetObserver, which the node sets; a caller that sets
 //     its own replaces it): recoveries recorded and committed by the active controller, the time
 //     from a RecordRecovery's commit to its CommitRecovery's, and from the node loss before it to
 //     that commit (the controller's part of the failover gap; the new owner's open comes after).
@@ -128,9 +131,9 @@ type Node struct {
 	clientAddrs []shard.Peer
 
 	shard   *shard.Node
-	meta    *MetaGroup   // nil: this node holds no metadata replica
-	ctl     *ControlHost // nil with meta
-	beat    *NodeBeat
+	meta    *metahost.Group   // nil: this node holds no metadata replica
+	ctl     *controlhost.Host // nil with meta
+	beat    *nodebeat.Beat
 	streams *streamhost.Host
 	clients *clientHandler
 	metaSvc *metaService
@@ -215,7 +218,7 @@ func (n *Node) compose() error {
 	var self func(h *wire.Header, body []byte)
 	if mc, ok := cfg.MetaGroup(); ok {
 		mc.Logger = n.log
-		g, err := NewMetaGroup(MetaGroupConfig(mc))
+		g, err := metahost.New(metahost.Config(mc))
 		if err != nil {
 			return fmt.Errorf("engine: node %d: metadata replica: %w", n.id, err)
 		}
@@ -225,7 +228,7 @@ func (n *Node) compose() error {
 		if err := sn.AddGroup(g); err != nil {
 			return fmt.Errorf("engine: node %d: %w", n.id, err)
 		}
-		ctl, err := NewControlHost(ControlHostConfig{Control: cfg.Control(), LocalFrame: n.localControlFrame,
+		ctl, err := controlhost.New(controlhost.Config{Control: cfg.Control(), LocalFrame: n.localControlFrame,
 			Next: nodeFrames{n}, Logger: n.log}, g, sn)
 		if err != nil {
 			return fmt.Errorf("engine: node %d: controller: %w", n.id, err)
@@ -255,8 +258,8 @@ func (n *Node) compose() error {
 		return fmt.Errorf("engine: node %d: stream host: %w", n.id, err)
 	}
 	n.streams = host
-	beat, err := NewNodeBeat(NodeBeatConfig{Cluster: cfg.File.Cluster.ID, Node: n.id, Shards: cfg.ShardCount,
-		To: n.replicas, IntervalTicks: beatIntervalTicks(cfg), Copies: host, Failures: hostFailures{host}, Self: self,
+	beat, err := nodebeat.New(nodebeat.Config{Cluster: cfg.File.Cluster.ID, Node: n.id, Shards: cfg.ShardCount,
+		To: n.replicas, IntervalTicks: beatIntervalTicks(cfg), Copies: host, Failures: nodebeat.HostFailures(host), Self: self,
 		Logger: n.log})
 	if err != nil {
 		return fmt.Errorf("engine: node %d: %w", n.id, err)
@@ -433,10 +436,10 @@ func (n *Node) ClientAddr() netip.AddrPort { return n.shard.ClientAddr() }
 func (n *Node) AdminAddr() netip.AddrPort { return n.admin.addr() }
 
 // Meta is the node's metadata replica (nil when it holds none).
-func (n *Node) Meta() *MetaGroup { return n.meta }
+func (n *Node) Meta() *metahost.Group { return n.meta }
 
 // Controller is the controller host on the node's metadata replica (nil when it holds none).
-func (n *Node) Controller() *ControlHost { return n.ctl }
+func (n *Node) Controller() *controlhost.Host { return n.ctl }
 
 // Streams is the node's stream host.
 func (n *Node) Streams() *streamhost.Host { return n.streams }

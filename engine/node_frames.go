@@ -32,6 +32,6 @@ func (n *Node) sealReply(from uint16, m wire.StreamSealReply) {
 	}
 }
 
-// localControlFrame is ControlHostConfig.LocalFrame: the seal and assignment frames the controller on
+// localControlFrame is controlhost.Config.LocalFrame: the seal and assignment frames the controller on
 // this node addresses to this node's copies go to the stream host, on shard 0's goroutine.
 func (n *Node) localControlFrame(h *wire.Header, body []byte) { n.streams.OnControlFrame(h, body) }

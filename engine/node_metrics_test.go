@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/ringstream/ringstream/engine/controlhost"
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/wire"
 )
@@ -87,16 +88,16 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 func TestRecoveryMetrics_TimeRecordToCommit(t *testing.T) {
 	m := newRecoveryMetrics(prometheus.Labels{"node": "1"})
 	committed := func(op meta.OpKind, stream uint64) {
-		m.observe(ControlEvent{Kind: ControlCommitted, Stream: stream, Op: op, OK: true})
+		m.observe(controlhost.Event{Kind: controlhost.Committed, Stream: stream, Op: op, OK: true})
 	}
-	m.observe(ControlEvent{Kind: ControlBecamePrimary})
-	m.observe(ControlEvent{Kind: ControlNodeLost, Node: 2})
+	m.observe(controlhost.Event{Kind: controlhost.BecamePrimary})
+	m.observe(controlhost.Event{Kind: controlhost.NodeLost, Node: 2})
 	committed(meta.OpRecordRecovery, 5)
-	m.observe(ControlEvent{Kind: ControlCommitted, Stream: 5, Op: meta.OpCommitRecovery}) // refused: not OK
+	m.observe(controlhost.Event{Kind: controlhost.Committed, Stream: 5, Op: meta.OpCommitRecovery}) // refused: not OK
 	committed(meta.OpCommitRecovery, 5)
 	committed(meta.OpCommitRecovery, 6) // recorded under an earlier controller
 	committed(meta.OpRecordRecovery, 7)
-	m.observe(ControlEvent{Kind: ControlBecamePrimary})
+	m.observe(controlhost.Event{Kind: controlhost.BecamePrimary})
 	committed(meta.OpCommitRecovery, 7)
 	if got := counterValue(t, m.outcomes[recoveryRecorded]); got != 2 {
 		t.Errorf("recorded %v, want 2", got)

@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ringstream/ringstream/engine/config"
+	"github.com/ringstream/ringstream/engine/metahost"
 	"github.com/ringstream/ringstream/wire"
 )
 
@@ -102,7 +103,7 @@ func newTestClusterN(t testing.TB, count int, secret string, graceMs int, cluste
 	for id := uint16(1); id <= uint16(count); id++ {
 		dir := c.dir(id)
 		if id <= 3 {
-			if err := FormatMeta(MetaFormat{Dir: filepath.Join(dir, "meta"), Cluster: nodeTestCluster, Node: id,
+			if err := metahost.Format(metahost.FormatConfig{Dir: filepath.Join(dir, "meta"), Cluster: nodeTestCluster, Node: id,
 				Replica: uint8(id - 1)}); err != nil {
 				t.Fatal(err)
 			}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/ringstream/ringstream/engine"
 	"github.com/ringstream/ringstream/engine/config"
+	"github.com/ringstream/ringstream/engine/metahost"
 )
 
 func runFormat(args ...string) (string, error) {
@@ -37,7 +37,7 @@ func TestFormatCommand_FormatsOnceAndNeedsAMode(t *testing.T) {
 	if err != nil || !strings.Contains(out, "recovery") {
 		t.Fatalf("format --recover: %q %v", out, err)
 	}
-	if _, err := runFormat(append(base, "--new-cluster")...); !errors.Is(err, engine.ErrMetaFormatted) {
+	if _, err := runFormat(append(base, "--new-cluster")...); !errors.Is(err, metahost.ErrFormatted) {
 		t.Fatalf("format again: %v, want ErrMetaFormatted", err)
 	}
 	if _, err := runFormat("--dir", dir+"2", "--cluster", "42", "--node", "0", "--replica", "1", "--new-cluster"); err == nil {

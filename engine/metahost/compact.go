@@ -1,4 +1,4 @@
-package engine
+package metahost
 
 import (
 	"fmt"
@@ -131,7 +131,7 @@ func (c *metaCompaction) keepLive() error {
 	for off := metaHeaderSize; off < len(c.old); {
 		e, n, err := vsr.DecodeLogRecord(c.old[off:])
 		if err != nil {
-			return fmt.Errorf("%w: compact: record at %d: %w", ErrMetaStorage, off, err)
+			return fmt.Errorf("%w: compact: record at %d: %w", ErrStorage, off, err)
 		}
 		if e.Op > c.snapOp {
 			c.kept = append(c.kept, c.old[off:off+n]...)

@@ -1,4 +1,4 @@
-package engine
+package metahost
 
 import (
 	"sync/atomic"

@@ -1,4 +1,4 @@
-package engine
+package metahost
 
 import (
 	"io"
@@ -239,7 +239,7 @@ func writeSync(b *testing.B, fd int, buf []byte, i int) {
 // of the ratios.
 func BenchmarkMetaStorePersist(b *testing.B) {
 	dir := b.TempDir()
-	if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 1, Node: 1}); err != nil {
+	if err := Format(FormatConfig{Dir: dir, Cluster: 1, Node: 1}); err != nil {
 		b.Fatal(err)
 	}
 	s, _, err := openMetaStore(dir, vsr.Identity{Cluster: 1, Node: 1}, 1<<40,

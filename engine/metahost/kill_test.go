@@ -1,4 +1,4 @@
-package engine
+package metahost
 
 import (
 	"bufio"
@@ -79,7 +79,7 @@ const killGraceTicks = 25
 
 func killSurvivorOpts() metaNodeOpts {
 	return metaNodeOpts{
-		tune: func(c *MetaGroupConfig) { c.EagerFailoverGraceTicks = killGraceTicks },
+		tune: func(c *Config) { c.EagerFailoverGraceTicks = killGraceTicks },
 		schedule: heartbeat.Ticks{BroadcastIntervalTicks: 5, HeartbeatTimeoutTicks: 2000,
 			IdleHeartbeatIntervalTicks: 10, IdleHeartbeatTimeoutTicks: 3000},
 	}
@@ -95,7 +95,7 @@ func TestMetaGroup_PrimaryProcessKilled(t *testing.T) {
 	}
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	for i, dir := range dirs {
-		if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 42, Node: uint16(i + 1), Replica: uint8(i)}); err != nil {
+		if err := Format(FormatConfig{Dir: dir, Cluster: 42, Node: uint16(i + 1), Replica: uint8(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

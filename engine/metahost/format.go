@@ -1,4 +1,4 @@
-package engine
+package metahost
 
 import (
 	"crypto/rand"
@@ -13,8 +13,8 @@ import (
 	"github.com/ringstream/ringstream/engine/vsr"
 )
 
-// MetaFormat is what the format step records in a metadata replica's directory.
-type MetaFormat struct {
+// FormatConfig is what the format step records in a metadata replica's directory.
+type FormatConfig struct {
 	Dir     string
 	Cluster uint64
 	Node    uint16
@@ -26,22 +26,22 @@ type MetaFormat struct {
 	Recover bool
 }
 
-// ErrMetaFormatted: FormatMeta found a superblock in the directory; a formatted replica is never
+// ErrFormatted: Format found a superblock in the directory; a formatted replica is never
 // formatted over.
-var ErrMetaFormatted = errors.New("engine: metadata directory already formatted")
+var ErrFormatted = errors.New("engine: metadata directory already formatted")
 
-// FormatMeta makes a metadata replica's directory: the empty snapshot files first, then the log file,
+// Format makes a metadata replica's directory: the empty snapshot files first, then the log file,
 // its header area holding the format step's superblock in every copy of both areas and no records,
 // each file fsynced, then the directory and its parent fsynced, so that the files outlive a power loss
-// right after it returns. A directory where any superblock copy decodes is refused (ErrMetaFormatted);
+// right after it returns. A directory where any superblock copy decodes is refused (ErrFormatted);
 // a format that stopped half way (no superblock written) is done again.
 //
 // This is how a replica that lost its state is told apart from a new one: only a format makes a
 // directory a replica can start from, and the operator (or cluster creation) says with Recover which
-// of the two it is. A directory found missing or empty at start never starts (ErrMetaUnformatted).
-func FormatMeta(f MetaFormat) error {
+// of the two it is. A directory found missing or empty at start never starts (ErrUnformatted).
+func Format(f FormatConfig) error {
 	if f.Cluster == 0 || f.Node == 0 || int(f.Replica) >= vsr.MembersMax {
-		return fmt.Errorf("%w: format needs a cluster id, a node id and a replica index below %d", ErrMetaConfig,
+		return fmt.Errorf("%w: format needs a cluster id, a node id and a replica index below %d", ErrConfig,
 			vsr.MembersMax)
 	}
 	logPath := filepath.Join(f.Dir, metaLogFile)
@@ -49,13 +49,13 @@ func FormatMeta(f MetaFormat) error {
 		copies, _ := splitLogFile(b)
 		for _, c := range copies {
 			if sb, err := vsr.DecodeSuperblock(c); err == nil {
-				return fmt.Errorf("%w: %s holds the superblock of cluster %d node %d replica %d", ErrMetaFormatted,
+				return fmt.Errorf("%w: %s holds the superblock of cluster %d node %d replica %d", ErrFormatted,
 					f.Dir, sb.Cluster, sb.Node, sb.Replica)
 			}
 		}
 	}
 	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
-		return fmt.Errorf("%w: format: %w", ErrMetaStorage, err)
+		return fmt.Errorf("%w: format: %w", ErrStorage, err)
 	}
 	for _, name := range []string{fmt.Sprintf(metaSnapshotFile, 0), fmt.Sprintf(metaSnapshotFile, 1)} {
 		if err := writeSynced(filepath.Join(f.Dir, name), nil); err != nil {
@@ -67,10 +67,10 @@ func FormatMeta(f MetaFormat) error {
 		return err
 	}
 	if err := syncDir(f.Dir); err != nil {
-		return fmt.Errorf("%w: format: fsync %s: %w", ErrMetaStorage, f.Dir, err)
+		return fmt.Errorf("%w: format: fsync %s: %w", ErrStorage, f.Dir, err)
 	}
 	if err := syncDir(filepath.Dir(filepath.Clean(f.Dir))); err != nil {
-		return fmt.Errorf("%w: format: fsync the parent of %s: %w", ErrMetaStorage, f.Dir, err)
+		return fmt.Errorf("%w: format: fsync the parent of %s: %w", ErrStorage, f.Dir, err)
 	}
 	return nil
 }
@@ -89,18 +89,18 @@ func appendHeader(dst []byte, sb vsr.Superblock) []byte {
 func writeSynced(path string, b []byte) error {
 	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
 	if err != nil {
-		return fmt.Errorf("%w: format: %w", ErrMetaStorage, err)
+		return fmt.Errorf("%w: format: %w", ErrStorage, err)
 	}
 	defer unix.Close(fd)
 	for off := 0; off < len(b); {
 		n, err := unix.Pwrite(fd, b[off:], int64(off))
 		if err != nil {
-			return fmt.Errorf("%w: format: write %s: %w", ErrMetaStorage, path, err)
+			return fmt.Errorf("%w: format: write %s: %w", ErrStorage, path, err)
 		}
 		off += n
 	}
 	if err := unix.Fsync(fd); err != nil {
-		return fmt.Errorf("%w: format: fsync %s: %w", ErrMetaStorage, path, err)
+		return fmt.Errorf("%w: format: fsync %s: %w", ErrStorage, path, err)
 	}
 	return nil
 }
@@ -109,7 +109,7 @@ func writeSynced(path string, b []byte) error {
 func recoveryNonce() (uint64, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return 0, fmt.Errorf("%w: recovery nonce: %w", ErrMetaStorage, err)
+		return 0, fmt.Errorf("%w: recovery nonce: %w", ErrStorage, err)
 	}
 	return binary.LittleEndian.Uint64(b[:]) | 1, nil
 }

@@ -1,4 +1,4 @@
-package engine
+package metahost
 
 import (
 	"errors"
@@ -102,7 +102,7 @@ func openMetaStoreBroken(dir string, noLogRepair bool) (*metaStore, vsr.Durable,
 func TestMetaStorage_RepairAtOpen(t *testing.T) {
 	for _, broken := range []bool{false, true} {
 		dir := t.TempDir()
-		if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 1, Node: 1}); err != nil {
+		if err := Format(FormatConfig{Dir: dir, Cluster: 1, Node: 1}); err != nil {
 			t.Fatal(err)
 		}
 		h1 := persistOps(t, dir, 1, 1, 0, false)
@@ -154,7 +154,7 @@ func TestMetaStorage_RepairAtOpen(t *testing.T) {
 // file without a header) is refused with an error that says so, not as unformatted.
 func TestMetaStorage_LegacyLayoutNamed(t *testing.T) {
 	dir := t.TempDir()
-	if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 1, Node: 1}); err != nil {
+	if err := Format(FormatConfig{Dir: dir, Cluster: 1, Node: 1}); err != nil {
 		t.Fatal(err)
 	}
 	patchLogFile(t, dir, 0, nil)
@@ -162,7 +162,7 @@ func TestMetaStorage_LegacyLayoutNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err := openMetaStore(dir, vsr.Identity{Cluster: 1, Node: 1}, 64<<20, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if !errors.Is(err, ErrMetaStorage) || errors.Is(err, ErrMetaUnformatted) || !strings.Contains(err.Error(), "layout") {
-		t.Fatalf("open: %v, want ErrMetaStorage naming the old layout", err)
+	if !errors.Is(err, ErrStorage) || errors.Is(err, ErrUnformatted) || !strings.Contains(err.Error(), "layout") {
+		t.Fatalf("open: %v, want ErrStorage naming the old layout", err)
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package metahost
 
 import (
 	"bytes"
@@ -17,14 +17,14 @@ import (
 
 // backupGroup opens node 2's replica (member 1, a backup of view 0) on a formatted directory, with no
 // shard: the test calls its events itself.
-func backupGroup(t *testing.T, grace uint64) *MetaGroup {
+func backupGroup(t *testing.T, grace uint64) *Group {
 	t.Helper()
 	dir := t.TempDir()
-	if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 42, Node: 2, Replica: 1}); err != nil {
+	if err := Format(FormatConfig{Dir: dir, Cluster: 42, Node: 2, Replica: 1}); err != nil {
 		t.Fatal(err)
 	}
 	members := []shard.Member{{Index: 0, Node: 1}, {Index: 1, Node: 2}, {Index: 2, Node: 3}}
-	g, err := NewMetaGroup(MetaGroupConfig{Dir: dir, Cluster: 42, Node: 2, Members: members,
+	g, err := New(Config{Dir: dir, Cluster: 42, Node: 2, Members: members,
 		VSR: vsr.DefaultConfig(3, 1), EagerFailoverGraceTicks: grace,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -72,14 +72,14 @@ func TestMetaGroup_EagerFailoverAfterTheGrace(t *testing.T) {
 
 func TestMetaGroup_EagerFailoverGraceValidated(t *testing.T) {
 	dir := t.TempDir()
-	if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 42, Node: 1, Replica: 0}); err != nil {
+	if err := Format(FormatConfig{Dir: dir, Cluster: 42, Node: 1, Replica: 0}); err != nil {
 		t.Fatal(err)
 	}
 	members := []shard.Member{{Index: 0, Node: 1}, {Index: 1, Node: 2}, {Index: 2, Node: 3}}
-	cfg := MetaGroupConfig{Dir: dir, Cluster: 42, Node: 1, Members: members, VSR: vsr.DefaultConfig(3, 0),
+	cfg := Config{Dir: dir, Cluster: 42, Node: 1, Members: members, VSR: vsr.DefaultConfig(3, 0),
 		EagerFailoverGraceTicks: 201}
-	if _, err := NewMetaGroup(cfg); !errors.Is(err, ErrMetaConfig) {
-		t.Fatalf("grace past the view change timeout: %v, want ErrMetaConfig", err)
+	if _, err := New(cfg); !errors.Is(err, ErrConfig) {
+		t.Fatalf("grace past the view change timeout: %v, want ErrConfig", err)
 	}
 }
 
@@ -108,12 +108,12 @@ func TestMetaGroup_ProposalCommitsBetweenTicks(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	dir := t.TempDir()
-	if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 42, Node: 1, Replica: 0}); err != nil {
+	if err := Format(FormatConfig{Dir: dir, Cluster: 42, Node: 1, Replica: 0}); err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	members := []shard.Member{{Index: 0, Node: 1}, {Index: 1, Node: 2}, {Index: 2, Node: 3}}
-	g, err := NewMetaGroup(MetaGroupConfig{Dir: dir, Cluster: 42, Node: 1, Members: members,
+	g, err := New(Config{Dir: dir, Cluster: 42, Node: 1, Members: members,
 		VSR: vsr.DefaultConfig(3, 0), Logger: logger})
 	if err != nil {
 		t.Fatal(err)

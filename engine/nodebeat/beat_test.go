@@ -1,4 +1,4 @@
-package engine
+package nodebeat
 
 import (
 	"errors"
@@ -59,7 +59,7 @@ func decodeBeat(t *testing.T, frame []byte) (wire.NodeHeartbeat, []wire.CopyTail
 
 func TestNodeBeatGroupID_OnShardZeroBelowTheMetadataGroup(t *testing.T) {
 	for shards := 1; shards <= 64; shards++ {
-		id := NodeBeatGroupID(shards)
+		id := GroupID(shards)
 		if shard.ShardOf(id, shards) != 0 || id >= shard.MetadataGroupID || id < shard.MetadataGroupID-1<<20 {
 			t.Fatalf("%d shards: id %#x", shards, id)
 		}
@@ -70,7 +70,7 @@ func TestNodeBeat_SendsEveryIntervalToEveryMemberAndItself(t *testing.T) {
 	tails := fixedTails{{Stream: 9, Incarnation: 1, Epoch: 3, RecordTail: 40, CursorTail: 2, Role: wire.RoleFollower,
 		Flags: wire.CopyOwnerSilent}}
 	var self []wire.NodeHeartbeat
-	b, err := NewNodeBeat(NodeBeatConfig{Cluster: 42, Node: 2, Shards: 4, To: []uint16{1, 2, 3}, IntervalTicks: 3,
+	b, err := New(Config{Cluster: 42, Node: 2, Shards: 4, To: []uint16{1, 2, 3}, IntervalTicks: 3,
 		Copies: tails, Self: func(h *wire.Header, body []byte) {
 			m, copies, err := wire.DecodeNodeHeartbeat(h, body)
 			if err != nil || copies.Len() != 1 || h.Sender != 2 {
@@ -100,7 +100,7 @@ func TestNodeBeat_SendsEveryIntervalToEveryMemberAndItself(t *testing.T) {
 }
 
 func TestNodeBeat_SteadyStateAllocatesNothing(t *testing.T) {
-	b, err := NewNodeBeat(NodeBeatConfig{Cluster: 42, Node: 1, Shards: 1, To: []uint16{2, 3}, IntervalTicks: 1,
+	b, err := New(Config{Cluster: 42, Node: 1, Shards: 1, To: []uint16{2, 3}, IntervalTicks: 1,
 		Copies: fixedTails{{Stream: 1, Incarnation: 1, Epoch: 1, Role: wire.RoleOwner}}})
 	if err != nil {
 		t.Fatal(err)
@@ -113,20 +113,20 @@ func TestNodeBeat_SteadyStateAllocatesNothing(t *testing.T) {
 }
 
 func TestNewNodeBeat_RefusesBadConfig(t *testing.T) {
-	good := NodeBeatConfig{Node: 1, Shards: 1, To: []uint16{1}, IntervalTicks: 1}
-	for name, tune := range map[string]func(*NodeBeatConfig){
-		"node 0":     func(c *NodeBeatConfig) { c.Node = 0 },
-		"no shards":  func(c *NodeBeatConfig) { c.Shards = 0 },
-		"interval 0": func(c *NodeBeatConfig) { c.IntervalTicks = 0 },
-		"no members": func(c *NodeBeatConfig) { c.To = nil },
+	good := Config{Node: 1, Shards: 1, To: []uint16{1}, IntervalTicks: 1}
+	for name, tune := range map[string]func(*Config){
+		"node 0":     func(c *Config) { c.Node = 0 },
+		"no shards":  func(c *Config) { c.Shards = 0 },
+		"interval 0": func(c *Config) { c.IntervalTicks = 0 },
+		"no members": func(c *Config) { c.To = nil },
 	} {
 		cfg := good
 		tune(&cfg)
-		if _, err := NewNodeBeat(cfg); !errors.Is(err, ErrNodeBeatConfig) {
+		if _, err := New(cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := NewNodeBeat(good); err != nil {
+	if _, err := New(good); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -148,7 +148,7 @@ func TestNodeBeat_FlagsFailedCopies(t *testing.T) {
 		{Stream: 5, Incarnation: 1, Cause: wire.LogFailIO},
 		{Stream: 3, Incarnation: 7, Cause: wire.LogFailCorrupt}, // another incarnation of stream 3
 	}
-	b, err := NewNodeBeat(NodeBeatConfig{Cluster: 42, Node: 2, Shards: 1, To: []uint16{1}, IntervalTicks: 1,
+	b, err := New(Config{Cluster: 42, Node: 2, Shards: 1, To: []uint16{1}, IntervalTicks: 1,
 		Copies: tails, Failures: failures})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package engine
+package metahost
 
 import (
 	"errors"
@@ -13,13 +13,13 @@ import (
 	"github.com/ringstream/ringstream/ring"
 )
 
-// ErrMetaStorage: the metadata group's storage could not be opened or a persist failed. After a failed
+// ErrStorage: the metadata group's storage could not be opened or a persist failed. After a failed
 // persist the replica acknowledges nothing more (its held messages never leave); the node must restart.
-var ErrMetaStorage = errors.New("engine: metadata storage")
+var ErrStorage = errors.New("engine: metadata storage")
 
-// ErrMetaUnformatted: the metadata directory holds no formatted replica: it was never formatted, or its
+// ErrUnformatted: the metadata directory holds no formatted replica: it was never formatted, or its
 // disk was lost. The error says which command makes it usable.
-var ErrMetaUnformatted = errors.New("engine: metadata storage not formatted")
+var ErrUnformatted = errors.New("engine: metadata storage not formatted")
 
 // File names of the metadata group's storage under its directory (the format is engine/vsr's).
 const (
@@ -76,13 +76,13 @@ type metaStore struct {
 	done   uint64 // highest persist id durable
 	failed error  // the first failure: nothing is queued after it
 
-	observe  func(time.Duration) // MetaGroup.SetPersistObserver (nil: none)
+	observe  func(time.Duration) // Group.SetPersistObserver (nil: none)
 	queuedAt time.Time           // when the chain in flight was queued (only with observe)
 
 	// Deliberately wrong variants, set only by tests to prove the power-loss tests catch them:
 	// brokenNoSync, a persist without its (last) fdatasync; brokenNoDirSync, a compaction without the
 	// directory fsync after its rename; brokenNoInline, copies that do not carry the persist's records
-	// (MetaGroup.persist reads it); brokenNoLogRepair, an open that does not append the records only
+	// (Group.persist reads it); brokenNoLogRepair, an open that does not append the records only
 	// the copy in force holds.
 	brokenNoSync      bool
 	brokenNoDirSync   bool
@@ -293,7 +293,7 @@ func (s *metaStore) finish() {
 	case stagePersist:
 		p := s.cur
 		if err != nil {
-			s.fail(p.id, fmt.Errorf("%w: persist %d: %w", ErrMetaStorage, p.id, err))
+			s.fail(p.id, fmt.Errorf("%w: persist %d: %w", ErrStorage, p.id, err))
 			return
 		}
 		s.done = p.id
@@ -311,7 +311,7 @@ func (s *metaStore) finish() {
 		}
 	default:
 		if err != nil {
-			s.fail(s.cur.id, fmt.Errorf("%w: compact: %s: %w", ErrMetaStorage, stage, err))
+			s.fail(s.cur.id, fmt.Errorf("%w: compact: %s: %w", ErrStorage, stage, err))
 			return
 		}
 		if s.nextCompactionStage(stage) {

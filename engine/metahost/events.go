@@ -1,4 +1,4 @@
-package engine
+package metahost
 
 import (
 	"fmt"
@@ -13,10 +13,10 @@ import (
 // the primary's node for EagerFailoverGraceTicks starts a view change at once (OnLinkDown, DESIGN
 // section 7) instead of waiting out the heartbeat timeout.
 
-// MetaGroup hears the shard's loop turns and link events.
+// Group hears the shard's loop turns and link events.
 var (
-	_ shard.TurnHook    = (*MetaGroup)(nil)
-	_ shard.LinkWatcher = (*MetaGroup)(nil)
+	_ shard.TurnHook    = (*Group)(nil)
+	_ shard.LinkWatcher = (*Group)(nil)
 )
 
 // DefaultEagerFailoverGraceTicks is EagerFailoverGraceTicks when the config leaves it 0.
@@ -26,12 +26,12 @@ const DefaultEagerFailoverGraceTicks = 20
 // chain on shard 0's ring to its last completion (the writes and the fdatasync that makes them
 // durable), once it succeeded. f runs on shard 0's goroutine and must not block. Call it before the
 // node starts.
-func (g *MetaGroup) SetPersistObserver(f func(time.Duration)) { g.store.observe = f }
+func (g *Group) SetPersistObserver(f func(time.Duration)) { g.store.observe = f }
 
 // SetWake gives the group a function that wakes shard 0's loop (shard.Node.Wake(0)): Propose calls it,
 // so that a proposal is ordered in the next loop turn instead of at the next tick. Safe from any
 // goroutine; nil turns it off.
-func (g *MetaGroup) SetWake(wake func()) {
+func (g *Group) SetWake(wake func()) {
 	if wake == nil {
 		g.wake.Store(nil)
 		return
@@ -42,7 +42,7 @@ func (g *MetaGroup) SetWake(wake func()) {
 // OnTurn runs once per loop turn of shard 0, outside Dispatch (shard.TurnHook): persists made durable
 // by this turn's completions reach the replica, proposals waiting in the inbox are ordered, and their
 // effects leave in this turn.
-func (g *MetaGroup) OnTurn() {
+func (g *Group) OnTurn() {
 	if g.store.rg == nil {
 		return // before the first tick: the store has no ring yet
 	}
@@ -64,9 +64,9 @@ type metaLinks struct {
 }
 
 // OnLinkUp hears that shard 0's link to node is up (shard.LinkWatcher).
-func (g *MetaGroup) OnLinkUp(node uint16) {
+func (g *Group) OnLinkUp(node uint16) {
 	if g.ctl != nil {
-		g.ctl.linkUp(node)
+		g.ctl.LinkUp(node)
 	}
 	if i, ok := g.memberOf(node); ok {
 		g.links.downSince[i] = 0
@@ -74,16 +74,16 @@ func (g *MetaGroup) OnLinkUp(node uint16) {
 }
 
 // OnLinkDown hears that shard 0's link to node went down (shard.LinkWatcher): the grace starts.
-func (g *MetaGroup) OnLinkDown(node uint16) {
+func (g *Group) OnLinkDown(node uint16) {
 	if g.ctl != nil {
-		g.ctl.linkDown(node)
+		g.ctl.LinkDown(node)
 	}
 	if i, ok := g.memberOf(node); ok && g.links.downSince[i] == 0 {
 		g.links.downSince[i] = g.links.tick + 1 // ticks counted from the next one
 	}
 }
 
-func (g *MetaGroup) memberOf(node uint16) (uint8, bool) {
+func (g *Group) memberOf(node uint16) (uint8, bool) {
 	for i := range g.cfg.Members {
 		if g.nodeOf[i] == node && uint8(i) != g.self {
 			return uint8(i), true
@@ -94,7 +94,7 @@ func (g *MetaGroup) memberOf(node uint16) (uint8, bool) {
 
 // checkLinks runs at each tick: a backup in normal status whose link to the primary's node has been
 // down for the grace starts a view change, once per view.
-func (g *MetaGroup) checkLinks(tick uint64) {
+func (g *Group) checkLinks(tick uint64) {
 	g.links.tick = tick
 	p := g.replica.PrimaryIndex()
 	since := g.links.downSince[p]
@@ -112,14 +112,14 @@ func (g *MetaGroup) checkLinks(tick uint64) {
 }
 
 // validateGrace fills in and checks EagerFailoverGraceTicks.
-func (cfg *MetaGroupConfig) validateGrace() error {
+func (cfg *Config) validateGrace() error {
 	if cfg.EagerFailoverGraceTicks == 0 {
 		cfg.EagerFailoverGraceTicks = DefaultEagerFailoverGraceTicks
 	}
 	if cfg.EagerFailoverGraceTicks > cfg.VSR.ViewChangeTimeoutTicks {
 		// A grace longer than a stalled view change is no eager failover: the heartbeat timeout, well
 		// below it, would always come first.
-		return fmt.Errorf("%w: eager_failover_grace (%d ticks) past view_change_timeout (%d ticks)", ErrMetaConfig,
+		return fmt.Errorf("%w: eager_failover_grace (%d ticks) past view_change_timeout (%d ticks)", ErrConfig,
 			cfg.EagerFailoverGraceTicks, cfg.VSR.ViewChangeTimeoutTicks)
 	}
 	return nil

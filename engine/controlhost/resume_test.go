@@ -1,4 +1,4 @@
-package engine
+package controlhost
 
 import (
 	"testing"
@@ -46,7 +46,7 @@ func TestControlHost_NewPrimaryResumesThePendingRecovery(t *testing.T) {
 
 	// The owner's node comes back on its address from its files and rejoins the metadata group.
 	owner.group.Close()
-	back := newMetaNode(t, owner.id, owner.group.cfg.Dir, 2*time.Millisecond, owner.node.Addr(),
+	back := newMetaNode(t, owner.id, owner.group.Dir(), 2*time.Millisecond, owner.node.Addr(),
 		controlNodeOpts(owner.id))
 	returned := addControl(t, back, cfg, nil)
 	t.Cleanup(func() {

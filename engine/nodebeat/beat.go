@@ -1,4 +1,4 @@
-package engine
+package nodebeat
 
 import (
 	"cmp"
@@ -63,8 +63,10 @@ func LogFailCause(err error) wire.LogFailCause {
 	return wire.LogFailOther
 }
 
-// hostFailures is the CopyFailureSource over the node's stream host: its Status list of copies that
+// HostFailures is the CopyFailureSource over the node's stream host: its Status list of copies that
 // did not open or whose logs failed.
+func HostFailures(h *streamhost.Host) CopyFailureSource { return hostFailures{h} }
+
 type hostFailures struct{ h *streamhost.Host }
 
 func (f hostFailures) AppendCopyFailures(dst []CopyFailure) []CopyFailure {
@@ -74,11 +76,11 @@ func (f hostFailures) AppendCopyFailures(dst []CopyFailure) []CopyFailure {
 	return dst
 }
 
-// ErrNodeBeatConfig: a NodeBeatConfig is invalid.
-var ErrNodeBeatConfig = errors.New("engine: invalid node heartbeat configuration")
+// ErrConfig: a Config is invalid.
+var ErrConfig = errors.New("engine: invalid node heartbeat configuration")
 
-// NodeBeatConfig sets up a node's heartbeat sender.
-type NodeBeatConfig struct {
+// Config sets up a node's heartbeat sender.
+type Config struct {
 	Cluster uint64
 	Node    uint16   // this node
 	Shards  int      // the node's shard count (the sender's group id must land on shard 0)
@@ -95,11 +97,11 @@ type NodeBeatConfig struct {
 	Logger *slog.Logger
 }
 
-// NodeBeat sends this node's wire.NodeHeartbeat to every metadata member from shard 0. It is a
-// shard.Group of its own (NodeBeatGroupID), offline in every role, so that it gets shard 0's ticks and
+// Beat sends this node's wire.NodeHeartbeat to every metadata member from shard 0. It is a
+// shard.Group of its own (GroupID), offline in every role, so that it gets shard 0's ticks and
 // its link: it commits nothing, sends no Commit entries and receives no group frames.
-type NodeBeat struct {
-	cfg      NodeBeatConfig
+type Beat struct {
+	cfg      Config
 	id       uint64
 	log      *slog.Logger
 	sender   shard.Sender
@@ -113,11 +115,11 @@ type NodeBeat struct {
 	failures atomic.Uint64 // sends refused (link down, outbox full)
 }
 
-// NodeBeatGroupID returns the group id of the heartbeat sender on a node of shards shards: the highest
+// GroupID returns the group id of the heartbeat sender on a node of shards shards: the highest
 // id on shard 0 at or below MetadataGroupID - 2^16. The ids right below the metadata group's are the
 // stream hosts' (engine/streamhost: the highest one on each shard), which ShardOf spreads over about
 // the top shards x ln(shards) ids; stream ids are allocated from 1 up, so they never reach either.
-func NodeBeatGroupID(shards int) uint64 {
+func GroupID(shards int) uint64 {
 	for id := shard.MetadataGroupID - 1<<16; ; id-- {
 		if shard.ShardOf(id, shards) == 0 {
 			return id
@@ -125,33 +127,33 @@ func NodeBeatGroupID(shards int) uint64 {
 	}
 }
 
-// NewNodeBeat checks cfg and returns the sender; add it to the node with shard.Node.AddGroup.
-func NewNodeBeat(cfg NodeBeatConfig) (*NodeBeat, error) {
+// New checks cfg and returns the sender; add it to the node with shard.Node.AddGroup.
+func New(cfg Config) (*Beat, error) {
 	switch {
 	case cfg.Node == 0:
-		return nil, fmt.Errorf("%w: node id 0", ErrNodeBeatConfig)
+		return nil, fmt.Errorf("%w: node id 0", ErrConfig)
 	case cfg.Shards < 1:
-		return nil, fmt.Errorf("%w: %d shards", ErrNodeBeatConfig, cfg.Shards)
+		return nil, fmt.Errorf("%w: %d shards", ErrConfig, cfg.Shards)
 	case cfg.IntervalTicks == 0:
-		return nil, fmt.Errorf("%w: heartbeat interval of 0 ticks", ErrNodeBeatConfig)
+		return nil, fmt.Errorf("%w: heartbeat interval of 0 ticks", ErrConfig)
 	case len(cfg.To) == 0:
-		return nil, fmt.Errorf("%w: no metadata member to send to", ErrNodeBeatConfig)
+		return nil, fmt.Errorf("%w: no metadata member to send to", ErrConfig)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	b := &NodeBeat{cfg: cfg, id: NodeBeatGroupID(cfg.Shards), log: cfg.Logger.With("group", "nodebeat")}
+	b := &Beat{cfg: cfg, id: GroupID(cfg.Shards), log: cfg.Logger.With("group", "nodebeat")}
 	b.members = []shard.Member{{Index: 0, Node: cfg.Node}}
 	return b, nil
 }
 
 // Sent counts the heartbeats sent (queued on a link, or handed to Self); Failures the sends refused.
 // Safe from any goroutine.
-func (b *NodeBeat) Sent() uint64     { return b.sent.Load() }
-func (b *NodeBeat) Failures() uint64 { return b.failures.Load() }
+func (b *Beat) Sent() uint64     { return b.sent.Load() }
+func (b *Beat) Failures() uint64 { return b.failures.Load() }
 
 // send builds one heartbeat with flags and the copies' tails and sends it to every member.
-func (b *NodeBeat) send(flags wire.HeartbeatFlags) {
+func (b *Beat) send(flags wire.HeartbeatFlags) {
 	if b.sender == nil {
 		return
 	}
@@ -187,7 +189,7 @@ func (b *NodeBeat) send(flags wire.HeartbeatFlags) {
 
 // flagFailures marks the entry of every failed copy wire.CopyLogFailed with its cause, adding an entry
 // (role sealed, nothing published) for a failed copy that has none. The tails stay sorted by stream.
-func (b *NodeBeat) flagFailures() {
+func (b *Beat) flagFailures() {
 	if b.cfg.Failures == nil {
 		return
 	}
@@ -215,7 +217,7 @@ func (b *NodeBeat) flagFailures() {
 // Shutdown sends the shutdown notice (a heartbeat flagged wire.FlagShuttingDown) from shard 0 and
 // returns once shard 0 has run two more loop turns, so the frame's send was started before the node's
 // Stop shuts its links down. Call it before shard.Node.Stop on a clean shutdown.
-func (b *NodeBeat) Shutdown(n *shard.Node) error {
+func (b *Beat) Shutdown(n *shard.Node) error {
 	done := make(chan struct{})
 	if err := n.Run(0, func(*shard.Shard) { b.send(wire.FlagShuttingDown) }); err != nil {
 		return err
@@ -233,29 +235,29 @@ func (b *NodeBeat) Shutdown(n *shard.Node) error {
 
 // shard.Group: an offline group with itself as the only member.
 
-func (b *NodeBeat) ID() uint64                       { return b.id }
-func (b *NodeBeat) Incarnation() uint32              { return 0 }
-func (b *NodeBeat) View() uint32                     { return 0 }
-func (b *NodeBeat) Commit() uint64                   { return 0 }
-func (b *NodeBeat) CommitHolders() heartbeat.Members { return 0 }
-func (b *NodeBeat) Role() shard.Role                 { return shard.RoleOffline }
-func (b *NodeBeat) Self() uint8                      { return 0 }
-func (b *NodeBeat) Primary() uint8                   { return 0 }
-func (b *NodeBeat) Members() []shard.Member          { return b.members }
-func (b *NodeBeat) Quorum() int                      { return 1 }
-func (b *NodeBeat) PendingSuperblock() (shard.SuperblockSave, bool) {
+func (b *Beat) ID() uint64                       { return b.id }
+func (b *Beat) Incarnation() uint32              { return 0 }
+func (b *Beat) View() uint32                     { return 0 }
+func (b *Beat) Commit() uint64                   { return 0 }
+func (b *Beat) CommitHolders() heartbeat.Members { return 0 }
+func (b *Beat) Role() shard.Role                 { return shard.RoleOffline }
+func (b *Beat) Self() uint8                      { return 0 }
+func (b *Beat) Primary() uint8                   { return 0 }
+func (b *Beat) Members() []shard.Member          { return b.members }
+func (b *Beat) Quorum() int                      { return 1 }
+func (b *Beat) PendingSuperblock() (shard.SuperblockSave, bool) {
 	return shard.SuperblockSave{}, false
 }
-func (b *NodeBeat) SuperblockSaved(error)                       {}
-func (b *NodeBeat) OnCommit(uint16, wire.CommitEntry)           {}
-func (b *NodeBeat) OnCommitReply(uint16, wire.CommitReplyEntry) {}
-func (b *NodeBeat) OnPrimarySilent()                            {}
-func (b *NodeBeat) OnQuorumLost()                               {}
-func (b *NodeBeat) OnFrame(uint16, *wire.Header, []byte)        {}
-func (b *NodeBeat) Attach(s shard.Sender)                       { b.sender = s }
+func (b *Beat) SuperblockSaved(error)                       {}
+func (b *Beat) OnCommit(uint16, wire.CommitEntry)           {}
+func (b *Beat) OnCommitReply(uint16, wire.CommitReplyEntry) {}
+func (b *Beat) OnPrimarySilent()                            {}
+func (b *Beat) OnQuorumLost()                               {}
+func (b *Beat) OnFrame(uint16, *wire.Header, []byte)        {}
+func (b *Beat) Attach(s shard.Sender)                       { b.sender = s }
 
 // OnTick sends a heartbeat every IntervalTicks, the first on the first tick.
-func (b *NodeBeat) OnTick(uint64) {
+func (b *Beat) OnTick(uint64) {
 	if b.ticks == 0 {
 		b.send(0)
 	}

@@ -1,4 +1,4 @@
-package engine
+package metahost
 
 import (
 	"flag"
@@ -28,7 +28,7 @@ var (
 // saw committed (every one of them acknowledged by node 2, the only other replica up).
 type metaPowerLoss struct {
 	disk      *powerloss.Disk
-	cfg       MetaGroupConfig
+	cfg       Config
 	committed map[uint16]uint64 // registered node id: op
 	lastOp    uint64
 	nodes     []*metaNode
@@ -52,7 +52,7 @@ func metaPowerLossRun(t *testing.T, pc metaPowerCase) *metaPowerLoss {
 	seed := pc.seed
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	for i, dir := range dirs {
-		if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 42, Node: uint16(i + 1), Replica: uint8(i)}); err != nil {
+		if err := Format(FormatConfig{Dir: dir, Cluster: 42, Node: uint16(i + 1), Replica: uint8(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,7 +65,7 @@ func metaPowerLossRun(t *testing.T, pc metaPowerCase) *metaPowerLoss {
 			o.wrap = disk.Wrap
 		}
 		if pc.compact {
-			o.tune = func(c *MetaGroupConfig) {
+			o.tune = func(c *Config) {
 				c.VSR.PipelineOpsMax, c.VSR.CheckpointOps, c.LogCompactBytes = 4, 8, 1
 			}
 		}
@@ -123,7 +123,7 @@ func (run *metaPowerLoss) check(dir string) error {
 	cfg := run.cfg
 	cfg.Dir = dir
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	g, err := NewMetaGroup(cfg)
+	g, err := New(cfg)
 	if err != nil {
 		return err
 	}

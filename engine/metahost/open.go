@@ -1,4 +1,4 @@
-package engine
+package metahost
 
 import (
 	"errors"
@@ -16,8 +16,8 @@ import (
 // tail and repair what Recover asks, all before the shard starts.
 
 // openMetaStore reads dir, recovers the durable state, cuts the log's torn tail and repairs what
-// Recover asks (repairAtOpen). The directory must have been formatted (FormatMeta) for id: a missing or
-// empty directory is ErrMetaUnformatted, never a new replica. It runs before the shard starts: the reads
+// Recover asks (repairAtOpen). The directory must have been formatted (Format) for id: a missing or
+// empty directory is ErrUnformatted, never a new replica. It runs before the shard starts: the reads
 // and writes are plain syscalls on the opening goroutine.
 func openMetaStore(dir string, id vsr.Identity, compactBytes int64, logger *slog.Logger) (*metaStore, vsr.Durable, error) {
 	return openMetaStoreWith(dir, id, compactBytes, logger, false)
@@ -42,17 +42,17 @@ func openMetaStoreWith(dir string, id vsr.Identity, compactBytes int64, logger *
 		if _, serr := os.Stat(filepath.Join(dir, metaLegacySuperblockFile)); serr == nil {
 			return nil, vsr.Durable{}, fmt.Errorf("%w: %s has the layout before one fdatasync per persist (a %q file; "+
 				"the superblock copies now head the %q file): format a new directory and let the replica recover",
-				ErrMetaStorage, dir, metaLegacySuperblockFile, metaLogFile)
+				ErrStorage, dir, metaLegacySuperblockFile, metaLogFile)
 		}
 		return nil, vsr.Durable{}, fmt.Errorf("%w: %s holds no superblock (%w): format it with `ringstream format`, "+
-			"with --recover if this replica's disk was lost or replaced", ErrMetaUnformatted, dir, err)
+			"with --recover if this replica's disk was lost or replaced", ErrUnformatted, dir, err)
 	}
 	if err != nil {
-		return nil, vsr.Durable{}, fmt.Errorf("%w: %w", ErrMetaStorage, err)
+		return nil, vsr.Durable{}, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	if got := d.Superblock.Identity; got.Cluster != id.Cluster || got.Node != id.Node || got.Replica != id.Replica {
 		return nil, vsr.Durable{}, fmt.Errorf("%w: %s was formatted for cluster %d node %d replica %d, not cluster %d "+
-			"node %d replica %d", ErrMetaStorage, dir, got.Cluster, got.Node, got.Replica, id.Cluster, id.Node, id.Replica)
+			"node %d replica %d", ErrStorage, dir, got.Cluster, got.Node, got.Replica, id.Cluster, id.Node, id.Replica)
 	}
 	s := &metaStore{dir: dir, compactBytes: compactBytes, dirFD: -1, logFD: -1, snapFD: [2]int{-1, -1},
 		log: logger, compact: metaCompaction{fd: -1}, brokenNoLogRepair: noLogRepair}
@@ -100,14 +100,14 @@ func (s *metaStore) repairAtOpen(copies [vsr.SuperblockSlots][]byte, d vsr.Durab
 			continue
 		}
 		if err := pwriteAll(s.logFD, d.InForce, int64(slot*vsr.CopySlotSize)); err != nil {
-			return fmt.Errorf("%w: repair superblock copy %d: %w", ErrMetaStorage, slot, err)
+			return fmt.Errorf("%w: repair superblock copy %d: %w", ErrStorage, slot, err)
 		}
 		repaired++
 	}
 	unlogged := len(d.Unlogged)
 	if unlogged > 0 && !s.brokenNoLogRepair {
 		if err := pwriteAll(s.logFD, d.Unlogged, metaHeaderSize+s.logEnd); err != nil {
-			return fmt.Errorf("%w: append the records only the superblock copy holds: %w", ErrMetaStorage, err)
+			return fmt.Errorf("%w: append the records only the superblock copy holds: %w", ErrStorage, err)
 		}
 		s.logEnd += int64(unlogged)
 	}
@@ -115,7 +115,7 @@ func (s *metaStore) repairAtOpen(copies [vsr.SuperblockSlots][]byte, d vsr.Durab
 		return nil
 	}
 	if err := unix.Fdatasync(s.logFD); err != nil {
-		return fmt.Errorf("%w: repair at open: %w", ErrMetaStorage, err)
+		return fmt.Errorf("%w: repair at open: %w", ErrStorage, err)
 	}
 	s.log.Info("metadata storage: repaired at open", "copies", repaired, "unlogged_bytes", unlogged,
 		"sequence", d.Superblock.Sequence, "op", d.Superblock.Op)
@@ -143,7 +143,7 @@ func readOptional(path string) ([]byte, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrMetaStorage, err)
+		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	return b, nil
 }
@@ -154,13 +154,13 @@ func (s *metaStore) openFiles(dir string, logValid int64) error {
 		// No O_CREAT: the format step made every file and synced the directory.
 		fd, err := unix.Open(filepath.Join(dir, name), unix.O_RDWR|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return -1, fmt.Errorf("%w: open %s: %w", ErrMetaStorage, name, err)
+			return -1, fmt.Errorf("%w: open %s: %w", ErrStorage, name, err)
 		}
 		return fd, nil
 	}
 	var err error
 	if s.dirFD, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-		return fmt.Errorf("%w: open %s: %w", ErrMetaStorage, dir, err)
+		return fmt.Errorf("%w: open %s: %w", ErrStorage, dir, err)
 	}
 	if s.logFD, err = open(metaLogFile); err != nil {
 		return err
@@ -171,10 +171,10 @@ func (s *metaStore) openFiles(dir string, logValid int64) error {
 		}
 	}
 	if err := unix.Ftruncate(s.logFD, metaHeaderSize+logValid); err != nil {
-		return fmt.Errorf("%w: cut the log's torn tail: %w", ErrMetaStorage, err)
+		return fmt.Errorf("%w: cut the log's torn tail: %w", ErrStorage, err)
 	}
 	if err := unix.Fdatasync(s.logFD); err != nil {
-		return fmt.Errorf("%w: %w", ErrMetaStorage, err)
+		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	s.logEnd = logValid
 	return nil

@@ -1,93 +1,4 @@
-// Package engine is the node: it composes the shards with the protocol packages below it.
-//
-// Node (node*.go) builds one node from its engine/config value: shards, the metadata replica and
-// controller host on a metadata member, the node heartbeat, the stream host, the client request
-// handler (clientreq*.go: metadata requests served on the primary's node and forwarded there from the
-// others, data requests handed to the stream's copy) and the admin HTTP listener (admin*.go, JSON
-// documents in engine/adminapi). Its decisions are listed in Node's doc comment.
-//
-// The metagroup*.go files are the metadata group's adapter (owned by the VSR work): MetaGroup runs one
-// vsr.Replica over engine/meta's State as a shard.Group on shard 0, and persists the replica's log,
-// superblock and checkpoints to files of engine/vsr's format. It never interprets metadata ops (meta
-// does) nor decides anything about the protocol (vsr does): it moves inputs in and effects out.
-//
-// Decisions where the design is silent:
-//   - Persistence runs on shard 0's ring (Sender.Ring), on the shard goroutine, with the store as the
-//     Handler: no goroutine or ring of its own. Each persist is one linked chain (snapshot write +
-//     fsync for a checkpoint; log write, the superblock copies' writes, one fdatasync; see
-//     metagroup_storage.go for the layout); one chain is in flight at a time,
-//     in the replica's order, and the rest wait in the store's queue. The chain's last completion
-//     makes the persist durable: the store marks it done in the completion, starts the next persist
-//     there, and the replica hears of it (Advance) in the same loop turn (OnTurn, the shard's TurnHook). A chain is queued only when the
-//     ring has room for all of it; otherwise (ErrQueueFull) the persist stays queued and the next
-//     tick tries again. The shard's superblock saves (R12) are not used: they run only for
-//     primaries that owe Commit entries, while a VSR backup must persist every prepare before it
-//     acknowledges it.
-//   - PendingSuperblock is always empty: the replica's own superblock is written before any message
-//     that depends on it, and the commit point in a Commit entry needs no save (a replica that forgets
-//     it learns it again).
-//   - After a checkpoint, a log file past LogCompactBytes is rewritten without the records at or below
-//     the checkpoint, before the next persist starts, every step on the ring (metagroup_compact.go):
-//     read the log, open log.new, write and fdatasync it, rename it over the log linked to an fsync of
-//     the directory (opened once at open). When the ring has no room for a step, that compaction is
-//     given up and the next checkpoint tries again.
-//   - Opening and recovering the files runs before the shard starts, with plain syscalls on the
-//     opening goroutine. Only a directory made by FormatMeta (`ringstream format`) opens: a missing or
-//     empty one is ErrMetaUnformatted, so a replica that lost its disk never starts as a new one. The
-//     format says whether the replica is a member of a cluster being created (fresh) or replaces a
-//     lost one (it recovers through the group, vsr's recovering status, before it acts).
-//   - One fdatasync per persist: the superblock copies live in a header area of the log file (two
-//     areas of vsr.SuperblockCopies copies, each in its own 8 KiB), a persist writes its log records
-//     and, to every copy of the area of its sequence, its superblock with the same records inline,
-//     and one fdatasync covers both (vsr's storage notes say why any subset of those writes that a
-//     power loss keeps leaves the new state or the previous one). Records over vsr.InlineMax and
-//     checkpoints cost a second fsync, before the copies. At open, the copy in force is rewritten to
-//     every copy of its area that differs and the records only it holds are appended to the log
-//     (plain pwrite, one fdatasync) before the replica acts; storage Recover could not prove is left
-//     as it is (the replica recovers).
-//   - A failed persist (any step of the chain: EIO, ENOSPC, a short write) stops the store and the
-//     replica hears of it in the same loop turn (vsr.Replica.PersistFailed): it acknowledges nothing more and
-//     is never primary again until the node restarts it; Status reports the error. The recovery nonce
-//     is drawn from crypto/rand at open.
-//   - The metadata group's Commit entries carry incarnation 0.
-//   - Frames reach the replica as they arrive (OnFrame steps it) and their effects are pumped once per
-//     loop turn, in OnTurn: the prepares of one burst become one persist on a backup instead of one
-//     persist each, which queued one behind another (TestMetaGroup_BackupPersistsABurstTogether; the
-//     failover of 300 streams at once, whose controller fills the pipeline, took 1.4 s before and
-//     0.55-0.61 s after: BENCHMARKS.md).
-//   - A pump that answered a waiting proposer yields (runtime.Gosched) before the shard goroutine
-//     blocks in the ring again: the woken goroutine would otherwise wait for sysmon to retake the P
-//     of a thread parked in io_uring_enter (BenchmarkMetaGroupCommitYield measures both).
-//   - Propose and Status may be called from any goroutine: a proposal waits in a locked inbox until
-//     the next loop turn of shard 0, which Propose wakes (SetWake: the node passes Node.Wake(0)), or
-//     the next tick without one; Status is a copy the shard goroutine publishes after each event. What
-//     a turn's events make the replica send leaves in that turn (OnTurn runs before the sends).
-//   - Eager failover (metagroup_events.go): the grace counts ticks from the tick after shard 0's link
-//     to the primary's node went down; only that shard's own link counts (it is where the group's
-//     frames leave). It fires once per view, and only on a backup in normal status.
-//
-// The controller of the metadata primary (controlhost.go, engine/control) runs inside MetaGroup on
-// shard 0, and every node sends its node heartbeat from shard 0 (nodebeat.go). Decisions there:
-//   - ControlHost acts only while the replica is primary in normal status; it is fed ticks, a
-//     StateChanged whenever the commit point moved, node heartbeats, shard 0's link events for every
-//     peer and seal replies; its effects are carried out in the same pump: proposals go straight into
-//     the replica as client ControlClientBase | view<<16 | node (a fresh client per view it leads,
-//     requests from 1, so no earlier controller's request is ever stale), seals and assignments leave
-//     as frames on shard 0's links (to this node: LocalFrame).
-//   - A proposal refused at once (not primary, pipeline full) and every proposal out when the replica
-//     loses primacy go back as ProposalDropped; a reply as ProposalDone with its decoded result.
-//   - Node heartbeats arriving on another shard are copied to shard 0 with Node.Run. Seal replies
-//     are addressed to the stream's group: the stream host of the primary's node hands them over
-//     (ControlHost.OnSealReply), from its copy's group or, when the node holds no copy, from the
-//     frames the shard could not route (ControlHost.OnUnroutedFrame, passed on to Next).
-//   - ControlHost.Status (attention, counters) is refreshed every StatusEveryTicks and when primacy
-//     changes, not at every tick: the attention list walks every stream.
-//   - NodeBeat is a group of its own (NodeBeatGroupID: the highest id below the stream hosts' that
-//     lands on shard 0; stream ids grow from 1), offline in every role, so it has shard 0's ticks and
-//     links without a shard hook. Its heartbeat to its own node goes to Self in place of a link. A
-//     clean shutdown sends the shutdown notice first (NodeBeat.Shutdown, before Node.Stop): a notice
-//     queued in OnStop would meet links already shut down. A lost notice costs the eager grace.
-package engine
+package metahost
 
 import (
 	"errors"
@@ -104,11 +15,11 @@ import (
 	"github.com/ringstream/ringstream/wire"
 )
 
-// ErrMetaConfig: a MetaGroupConfig is invalid.
-var ErrMetaConfig = errors.New("engine: invalid metadata group configuration")
+// ErrConfig: a Config is invalid.
+var ErrConfig = errors.New("engine: invalid metadata group configuration")
 
-// MetaGroupConfig sets up this node's replica of the metadata group.
-type MetaGroupConfig struct {
+// Config sets up this node's replica of the metadata group.
+type Config struct {
 	Dir     string         // storage directory (data/meta)
 	Cluster uint64         // cluster id, stamped on every frame
 	Node    uint16         // this node's id
@@ -133,8 +44,8 @@ type ProposeResult struct {
 	Err    error
 }
 
-// MetaStatus is what the group last published.
-type MetaStatus struct {
+// Status is what the group last published.
+type Status struct {
 	View    uint32
 	Op      uint64
 	Commit  uint64
@@ -164,9 +75,9 @@ type proposal struct {
 
 type waitKey struct{ client, request uint64 }
 
-// MetaGroup is the metadata group's replica on this node; it implements shard.Group.
-type MetaGroup struct {
-	cfg     MetaGroupConfig
+// Group is the metadata group's replica on this node; it implements shard.Group.
+type Group struct {
+	cfg     Config
 	log     *slog.Logger
 	replica *vsr.Replica
 	state   *meta.State
@@ -179,12 +90,12 @@ type MetaGroup struct {
 	frame    []byte
 	waiters  map[waitKey]chan ProposeResult
 	advanced uint64
-	stats    MetaGroupStats
+	stats    Stats
 	digestAt uint64 // commit+1 the digest was taken at
 	digest   uint64
 	// persistErr is the store's failure once the replica heard of it.
 	persistErr error
-	// commitHeard and heardPrimary are MetaStatus's CommitHeard and HeardPrimary (shard 0 only).
+	// commitHeard and heardPrimary are Status's CommitHeard and HeardPrimary (shard 0 only).
 	commitHeard  uint64
 	heardPrimary bool
 
@@ -192,10 +103,10 @@ type MetaGroup struct {
 	inbox        []proposal
 	inboxPending atomic.Bool
 	wake         atomic.Pointer[func()]
-	status       MetaStatus
+	status       Status
 
 	links metaLinks
-	ctl   *ControlHost // the controller on this replica (nil: none)
+	ctl   Controller // the controller on this replica (nil: none)
 	// noYield (benchmarks only): pump does not yield after answering a proposer, the cost before.
 	noYield bool
 	// stepped: frames reached the replica since the last pump; OnTurn pumps them all at once.
@@ -204,23 +115,23 @@ type MetaGroup struct {
 	pumpEachFrame bool
 }
 
-// MetaGroupStats counts what the adapter dropped, and the eager failovers it started.
-type MetaGroupStats struct {
+// Stats counts what the adapter dropped, and the eager failovers it started.
+type Stats struct {
 	BadFrames, SendFailures uint64
 	EagerFailovers          uint64 // view changes started because the primary's link stayed down
 }
 
-// NewMetaGroup opens the storage under cfg.Dir and resumes the replica from it.
-func NewMetaGroup(cfg MetaGroupConfig) (*MetaGroup, error) {
+// New opens the storage under cfg.Dir and resumes the replica from it.
+func New(cfg Config) (*Group, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	g := &MetaGroup{cfg: cfg, log: cfg.Logger.With("group", "meta"), state: meta.NewState(),
+	g := &Group{cfg: cfg, log: cfg.Logger.With("group", "meta"), state: meta.NewState(),
 		waiters: make(map[waitKey]chan ProposeResult)}
 	found := false
 	for _, m := range cfg.Members {
 		if int(m.Index) >= vsr.MembersMax || int(m.Index) >= len(cfg.Members) {
-			return nil, fmt.Errorf("%w: member index %d of %d members", ErrMetaConfig, m.Index, len(cfg.Members))
+			return nil, fmt.Errorf("%w: member index %d of %d members", ErrConfig, m.Index, len(cfg.Members))
 		}
 		g.nodeOf[m.Index] = m.Node
 		if m.Node == cfg.Node {
@@ -228,7 +139,7 @@ func NewMetaGroup(cfg MetaGroupConfig) (*MetaGroup, error) {
 		}
 	}
 	if !found {
-		return nil, fmt.Errorf("%w: node %d is not a member", ErrMetaConfig, cfg.Node)
+		return nil, fmt.Errorf("%w: node %d is not a member", ErrConfig, cfg.Node)
 	}
 	cfg.VSR.ReplicaCount, cfg.VSR.Self = len(cfg.Members), g.self
 	if err := cfg.VSR.Validate(); err != nil {
@@ -256,20 +167,58 @@ func NewMetaGroup(cfg MetaGroupConfig) (*MetaGroup, error) {
 	r, err := vsr.New(cfg.VSR, g.state, d)
 	if err != nil {
 		store.close()
-		return nil, fmt.Errorf("%w: %w", ErrMetaStorage, err)
+		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 	g.store, g.replica, g.cfg = store, r, cfg
 	g.publish()
 	return g, nil
 }
 
+// Controller is a controller host running inside the replica (engine/controlhost's Host): the group
+// feeds it shard 0's ticks and links, lets it step and carry out its effects in each pump, and hands it
+// the replies to its proposals. Every call is on shard 0's goroutine.
+type Controller interface {
+	// Tick is one tick of shard 0.
+	Tick()
+	// Step runs the controller once; it reports whether it proposed anything (the pump goes on).
+	Step() bool
+	// Replied takes rep when it answers one of the controller's proposals (reported true).
+	Replied(rep vsr.Reply) bool
+	// LinkUp and LinkDown are shard 0's link events.
+	LinkUp(node uint16)
+	LinkDown(node uint16)
+}
+
+// SetController puts c on the replica (before the node starts; nil: none).
+func (g *Group) SetController(c Controller) { g.ctl = c }
+
+// Replica is the VSR replica, for the controller host (on shard 0's goroutine only).
+func (g *Group) Replica() *vsr.Replica { return g.replica }
+
+// Node and Cluster are the node and cluster the replica belongs to.
+func (g *Group) Node() uint16    { return g.cfg.Node }
+func (g *Group) Cluster() uint64 { return g.cfg.Cluster }
+
+// Dir is the replica's directory.
+func (g *Group) Dir() string { return g.cfg.Dir }
+
+// Pump carries the replica's pending effects out now (shard 0's goroutine only): the controller host
+// calls it after it stepped the replica outside the group's own events.
+func (g *Group) Pump() { g.pump() }
+
+// SendFrame sends frame to node over shard 0's link; false when the group is not attached yet or the
+// link refused it.
+func (g *Group) SendFrame(to uint16, frame []byte) bool {
+	return g.sender != nil && g.sender.SendFrame(to, frame) == nil
+}
+
 // Close closes the files. Call it after the node stopped (its shards drained their rings, so no
 // persist of the group is in flight).
-func (g *MetaGroup) Close() { g.store.close() }
+func (g *Group) Close() { g.store.close() }
 
 // Propose asks the replica to order op for client's request. The channel receives the result once the
 // op commits, or ErrNotPrimary / ErrPipelineFull at once. Safe from any goroutine.
-func (g *MetaGroup) Propose(client, request uint64, op []byte) <-chan ProposeResult {
+func (g *Group) Propose(client, request uint64, op []byte) <-chan ProposeResult {
 	done := make(chan ProposeResult, 1)
 	g.mu.Lock()
 	g.inbox = append(g.inbox, proposal{client: client, request: request, op: append([]byte(nil), op...), done: done})
@@ -282,31 +231,31 @@ func (g *MetaGroup) Propose(client, request uint64, op []byte) <-chan ProposeRes
 }
 
 // Status returns what the group last published. Safe from any goroutine.
-func (g *MetaGroup) Status() MetaStatus {
+func (g *Group) Status() Status {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.status
 }
 
 // State is the replicated state. Read it only when the node is stopped.
-func (g *MetaGroup) State() *meta.State { return g.state }
+func (g *Group) State() *meta.State { return g.state }
 
 // shard.Group: identity and state, read by the shard each tick.
 
-func (g *MetaGroup) ID() uint64          { return shard.MetadataGroupID }
-func (g *MetaGroup) Incarnation() uint32 { return 0 }
-func (g *MetaGroup) View() uint32        { return g.replica.View() }
-func (g *MetaGroup) Commit() uint64      { return g.replica.Commit() }
-func (g *MetaGroup) Self() uint8         { return g.self }
-func (g *MetaGroup) Primary() uint8      { return g.replica.PrimaryIndex() }
-func (g *MetaGroup) Members() []shard.Member {
+func (g *Group) ID() uint64          { return shard.MetadataGroupID }
+func (g *Group) Incarnation() uint32 { return 0 }
+func (g *Group) View() uint32        { return g.replica.View() }
+func (g *Group) Commit() uint64      { return g.replica.Commit() }
+func (g *Group) Self() uint8         { return g.self }
+func (g *Group) Primary() uint8      { return g.replica.PrimaryIndex() }
+func (g *Group) Members() []shard.Member {
 	return g.cfg.Members
 }
-func (g *MetaGroup) Quorum() int { return len(g.cfg.Members)/2 + 1 }
+func (g *Group) Quorum() int { return len(g.cfg.Members)/2 + 1 }
 
-func (g *MetaGroup) CommitHolders() heartbeat.Members { return heartbeat.Members(g.replica.Holders()) }
+func (g *Group) CommitHolders() heartbeat.Members { return heartbeat.Members(g.replica.Holders()) }
 
-func (g *MetaGroup) Role() shard.Role {
+func (g *Group) Role() shard.Role {
 	switch {
 	case g.replica.IsPrimary():
 		return shard.RolePrimary
@@ -316,15 +265,15 @@ func (g *MetaGroup) Role() shard.Role {
 	return shard.RoleOffline
 }
 
-func (g *MetaGroup) PendingSuperblock() (shard.SuperblockSave, bool) {
+func (g *Group) PendingSuperblock() (shard.SuperblockSave, bool) {
 	return shard.SuperblockSave{}, false
 }
-func (g *MetaGroup) SuperblockSaved(error) {}
-func (g *MetaGroup) Attach(s shard.Sender) { g.sender = s }
+func (g *Group) SuperblockSaved(error) {}
+func (g *Group) Attach(s shard.Sender) { g.sender = s }
 
 // shard.Group: events.
 
-func (g *MetaGroup) OnCommit(_ uint16, e wire.CommitEntry) {
+func (g *Group) OnCommit(_ uint16, e wire.CommitEntry) {
 	if e.View == g.replica.View() {
 		g.commitHeard, g.heardPrimary = max(g.commitHeard, e.Commit), true
 	}
@@ -332,21 +281,21 @@ func (g *MetaGroup) OnCommit(_ uint16, e wire.CommitEntry) {
 	g.pump()
 }
 
-func (g *MetaGroup) OnCommitReply(uint16, wire.CommitReplyEntry) {}
+func (g *Group) OnCommitReply(uint16, wire.CommitReplyEntry) {}
 
-func (g *MetaGroup) OnPrimarySilent() {
+func (g *Group) OnPrimarySilent() {
 	g.log.Info("primary silent: starting a view change", "view", g.replica.View())
 	g.replica.OnPrimarySilent()
 	g.pump()
 }
 
-func (g *MetaGroup) OnQuorumLost() {
+func (g *Group) OnQuorumLost() {
 	g.log.Info("quorum lost: stepping down", "view", g.replica.View())
 	g.replica.OnQuorumLost()
 	g.pump()
 }
 
-func (g *MetaGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
+func (g *Group) OnFrame(from uint16, h *wire.Header, body []byte) {
 	if !h.Command.IsVSR() || h.Cluster != g.cfg.Cluster {
 		g.stats.BadFrames++
 		return
@@ -367,7 +316,7 @@ func (g *MetaGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
 	g.stepped = true // pumped once for the whole turn, in OnTurn
 }
 
-func (g *MetaGroup) OnTick(tick uint64) {
+func (g *Group) OnTick(tick uint64) {
 	if g.store.rg == nil && g.sender != nil {
 		g.store.attach(g.sender.Ring())
 	}
@@ -377,13 +326,13 @@ func (g *MetaGroup) OnTick(tick uint64) {
 	g.replica.Tick()
 	g.checkLinks(tick)
 	if g.ctl != nil {
-		g.ctl.tick()
+		g.ctl.Tick()
 	}
 	g.pump()
 }
 
 // takeProposals hands the proposals waiting in the inbox to the replica.
-func (g *MetaGroup) takeProposals() {
+func (g *Group) takeProposals() {
 	if !g.inboxPending.Swap(false) {
 		return
 	}
@@ -403,7 +352,7 @@ func (g *MetaGroup) takeProposals() {
 }
 
 // takeDurable tells the replica which persists are durable and, after a failed one, that it must stop.
-func (g *MetaGroup) takeDurable() {
+func (g *Group) takeDurable() {
 	done, err := g.store.durable()
 	if done > g.advanced {
 		g.advanced = done
@@ -418,14 +367,14 @@ func (g *MetaGroup) takeDurable() {
 
 // pump carries out the replica's effects: persists to the store's queue, messages to the shard's links,
 // replies to the waiting proposers; when it woke one, it yields the P to it.
-func (g *MetaGroup) pump() {
+func (g *Group) pump() {
 	g.stepped = false
 	woke := false
 	for {
 		fx := g.replica.Ready()
 		if fx.PersistID == 0 && len(fx.Messages) == 0 && len(fx.Replies) == 0 {
 			// The controller acts on what the replica applied; what it proposes is pumped again.
-			if g.ctl == nil || !g.ctl.step() {
+			if g.ctl == nil || !g.ctl.Step() {
 				break
 			}
 			continue
@@ -442,7 +391,7 @@ func (g *MetaGroup) pump() {
 			}
 		}
 		for _, rep := range fx.Replies {
-			if g.ctl != nil && g.ctl.replied(rep) {
+			if g.ctl != nil && g.ctl.Replied(rep) {
 				continue
 			}
 			key := waitKey{rep.Client, rep.Request}
@@ -472,7 +421,7 @@ func (g *MetaGroup) pump() {
 }
 
 // persist hands the effects' storage writes to the store, as bytes in a reused buffer.
-func (g *MetaGroup) persist(fx *vsr.Effects) {
+func (g *Group) persist(fx *vsr.Effects) {
 	p := buildPersist(g.store.buffer(), fx, g.store.brokenNoInline || g.store.twoSync)
 	p.split = p.split || g.store.twoSync
 	g.store.submit(p)
@@ -509,11 +458,11 @@ func buildPersist(buf []byte, fx *vsr.Effects, noInline bool) metaPersist {
 }
 
 // publish copies the replica's state for Status. The digest is taken only when the commit moved.
-func (g *MetaGroup) publish() {
+func (g *Group) publish() {
 	if c := g.replica.Commit() + 1; c != g.digestAt {
 		g.digestAt, g.digest = c, g.replica.Digest()
 	}
-	st := MetaStatus{View: g.replica.View(), Op: g.replica.Op(), Commit: g.replica.Commit(),
+	st := Status{View: g.replica.View(), Op: g.replica.Op(), Commit: g.replica.Commit(),
 		Primary: g.replica.IsPrimary(), Normal: g.replica.Normal(), Digest: g.digest,
 		Recovering: g.replica.Recovering(), PersistErr: g.persistErr, EagerFailovers: g.stats.EagerFailovers,
 		CommitHeard: g.commitHeard, HeardPrimary: g.heardPrimary}

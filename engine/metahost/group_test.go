@@ -1,4 +1,4 @@
-package engine
+package metahost
 
 import (
 	"bytes"
@@ -35,7 +35,7 @@ const waitBound = 60 * time.Second
 type metaNode struct {
 	id    uint16
 	node  *shard.Node
-	group *MetaGroup
+	group *Group
 }
 
 func startMetaCluster(t *testing.T, dirs []string) []*metaNode {
@@ -44,7 +44,7 @@ func startMetaCluster(t *testing.T, dirs []string) []*metaNode {
 
 // metaNodeOpts adjusts one test node.
 type metaNodeOpts struct {
-	tune     func(*MetaGroupConfig)
+	tune     func(*Config)
 	wrap     func(ring.Ring) ring.Ring // shard 0's ring (shard.Config.WrapRing)
 	schedule heartbeat.Ticks           // zero: metaTestTicks()
 	drain    time.Duration             // shard.Config.DrainTimeout (zero: the default)
@@ -58,7 +58,7 @@ func startMetaClusterTB(t testing.TB, dirs []string, tick time.Duration, opts fu
 	t.Helper()
 	var nodes []*metaNode
 	for i, dir := range dirs {
-		if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 42, Node: uint16(i + 1), Replica: uint8(i)}); err != nil {
+		if err := Format(FormatConfig{Dir: dir, Cluster: 42, Node: uint16(i + 1), Replica: uint8(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,11 +92,11 @@ func newMetaNode(t testing.TB, id uint16, dir string, tick time.Duration, listen
 	members := []shard.Member{{Index: 0, Node: 1}, {Index: 1, Node: 2}, {Index: 2, Node: 3}}
 	vcfg := vsr.DefaultConfig(3, uint8(id-1))
 	vcfg.PrepareTimeoutTicks, vcfg.RepairTimeoutTicks, vcfg.ViewChangeTimeoutTicks = 10, 10, 80
-	cfg := MetaGroupConfig{Dir: dir, Cluster: 42, Node: id, Members: members, VSR: vcfg}
+	cfg := Config{Dir: dir, Cluster: 42, Node: id, Members: members, VSR: vcfg}
 	if o.tune != nil {
 		o.tune(&cfg)
 	}
-	g, err := NewMetaGroup(cfg)
+	g, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +137,17 @@ func startMetaNode(t testing.TB, n *metaNode, nodes []*metaNode) {
 // waitFor polls the published status of the live nodes until cond holds (the bound only guards
 // against a hang).
 func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never reached: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func waitForTB(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitBound)
 	for !cond() {
@@ -275,7 +286,7 @@ func TestMetaGroup_ThreeNodesOpsSurvivePrimaryKillAndItsRestart(t *testing.T) {
 	// (they acknowledged them), the stopped primary the ops it held, and none is ahead of the group.
 	for i, n := range nodes {
 		n.group.Close()
-		g, err := NewMetaGroup(MetaGroupConfig{Dir: dirs[i], Cluster: 42, Node: n.id, Members: n.group.cfg.Members,
+		g, err := New(Config{Dir: dirs[i], Cluster: 42, Node: n.id, Members: n.group.cfg.Members,
 			VSR: n.group.cfg.VSR})
 		if err != nil {
 			t.Fatalf("reopen node %d: %v", n.id, err)
@@ -299,7 +310,7 @@ func TestMetaGroup_ThreeNodesOpsSurvivePrimaryKillAndItsRestart(t *testing.T) {
 func TestMetaGroup_LogCompactedAfterCheckpoints(t *testing.T) {
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	tune := func(uint16) metaNodeOpts {
-		return metaNodeOpts{tune: func(c *MetaGroupConfig) {
+		return metaNodeOpts{tune: func(c *Config) {
 			c.VSR.PipelineOpsMax, c.VSR.CheckpointOps, c.LogCompactBytes = 4, 8, 1
 		}}
 	}
@@ -340,7 +351,7 @@ func TestMetaGroup_LogCompactedAfterCheckpoints(t *testing.T) {
 			}
 			off += size
 		}
-		g, err := NewMetaGroup(MetaGroupConfig{Dir: dirs[i], Cluster: 42, Node: n.id, Members: n.group.cfg.Members,
+		g, err := New(Config{Dir: dirs[i], Cluster: 42, Node: n.id, Members: n.group.cfg.Members,
 			VSR: n.group.cfg.VSR})
 		if err != nil {
 			t.Fatalf("reopen node %d after compaction: %v", n.id, err)
@@ -366,7 +377,7 @@ func storeRing(t *testing.T, entries uint32) (*metaStore, ring.Ring, string) {
 	t.Cleanup(runtime.UnlockOSThread)
 	dir := t.TempDir()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 1, Node: 1}); err != nil {
+	if err := Format(FormatConfig{Dir: dir, Cluster: 1, Node: 1}); err != nil {
 		t.Fatal(err)
 	}
 	s, _, err := openMetaStore(dir, vsr.Identity{Cluster: 1, Node: 1}, 64<<20, logger)
@@ -506,7 +517,7 @@ func TestMetaStore_FailedWriteStopsEverything(t *testing.T) {
 	s.submit(testPersist(2, 10))
 	settle(t, rg)
 	done, err := s.durable()
-	if done != 0 || !errors.Is(err, ErrMetaStorage) || !errors.Is(err, unix.EBADF) {
+	if done != 0 || !errors.Is(err, ErrStorage) || !errors.Is(err, unix.EBADF) {
 		t.Fatalf("durable %d %v, want 0 and a storage error wrapping EBADF", done, err)
 	}
 	s.submit(testPersist(3, 10))

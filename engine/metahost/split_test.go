@@ -1,4 +1,4 @@
-package engine
+package metahost
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 func TestMetaStore_SplitPersistSyncsTheLogFirst(t *testing.T) {
 	for _, broken := range []bool{false, true} {
 		dir := t.TempDir()
-		if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 1, Node: 1}); err != nil {
+		if err := Format(FormatConfig{Dir: dir, Cluster: 1, Node: 1}); err != nil {
 			t.Fatal(err)
 		}
 		disk := powerloss.NewDisk(dir, 1)

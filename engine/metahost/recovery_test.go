@@ -1,4 +1,4 @@
-package engine
+package metahost
 
 import (
 	"errors"
@@ -28,31 +28,31 @@ func reopen(t *testing.T, n *metaNode, dir string) *metaNode {
 func TestMetaStorage_OnlyAFormattedDirectoryStarts(t *testing.T) {
 	members := []shard.Member{{Index: 0, Node: 1}, {Index: 1, Node: 2}, {Index: 2, Node: 3}}
 	dir := filepath.Join(t.TempDir(), "meta")
-	cfg := MetaGroupConfig{Dir: dir, Cluster: 42, Node: 2, Members: members, VSR: vsr.DefaultConfig(3, 1)}
-	if _, err := NewMetaGroup(cfg); !errors.Is(err, ErrMetaUnformatted) {
-		t.Fatalf("missing directory: %v, want ErrMetaUnformatted", err)
+	cfg := Config{Dir: dir, Cluster: 42, Node: 2, Members: members, VSR: vsr.DefaultConfig(3, 1)}
+	if _, err := New(cfg); !errors.Is(err, ErrUnformatted) {
+		t.Fatalf("missing directory: %v, want ErrUnformatted", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewMetaGroup(cfg); !errors.Is(err, ErrMetaUnformatted) {
-		t.Fatalf("empty directory: %v, want ErrMetaUnformatted", err)
+	if _, err := New(cfg); !errors.Is(err, ErrUnformatted) {
+		t.Fatalf("empty directory: %v, want ErrUnformatted", err)
 	}
-	if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 42, Node: 3, Replica: 2}); err != nil {
+	if err := Format(FormatConfig{Dir: dir, Cluster: 42, Node: 3, Replica: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewMetaGroup(cfg); !errors.Is(err, ErrMetaStorage) {
-		t.Fatalf("formatted for node 3, opened as node 2: %v, want ErrMetaStorage", err)
+	if _, err := New(cfg); !errors.Is(err, ErrStorage) {
+		t.Fatalf("formatted for node 3, opened as node 2: %v, want ErrStorage", err)
 	}
-	if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 42, Node: 2, Replica: 1}); !errors.Is(err, ErrMetaFormatted) {
-		t.Fatalf("format over a formatted directory: %v, want ErrMetaFormatted", err)
+	if err := Format(FormatConfig{Dir: dir, Cluster: 42, Node: 2, Replica: 1}); !errors.Is(err, ErrFormatted) {
+		t.Fatalf("format over a formatted directory: %v, want ErrFormatted", err)
 	}
 	dir2 := filepath.Join(t.TempDir(), "meta")
-	if err := FormatMeta(MetaFormat{Dir: dir2, Cluster: 42, Node: 2, Replica: 1}); err != nil {
+	if err := Format(FormatConfig{Dir: dir2, Cluster: 42, Node: 2, Replica: 1}); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Dir = dir2
-	g, err := NewMetaGroup(cfg)
+	g, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +86,10 @@ func TestMetaGroup_WipedReplicaRejoinsThroughRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := victim.group.cfg
-	if _, err := NewMetaGroup(cfg); !errors.Is(err, ErrMetaUnformatted) {
-		t.Fatalf("wiped directory: %v, want ErrMetaUnformatted", err)
+	if _, err := New(cfg); !errors.Is(err, ErrUnformatted) {
+		t.Fatalf("wiped directory: %v, want ErrUnformatted", err)
 	}
-	if err := FormatMeta(MetaFormat{Dir: dir, Cluster: 42, Node: victim.id, Replica: uint8(victim.id - 1),
+	if err := Format(FormatConfig{Dir: dir, Cluster: 42, Node: victim.id, Replica: uint8(victim.id - 1),
 		Recover: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -176,9 +176,9 @@ func TestMetaStorage_BadSuperblockCopiesRollNothingBack(t *testing.T) {
 		t.Fatalf("newest superblock at op %d, want at least %d", newest.Op, last)
 	}
 	area := vsr.AreaOf(newest.Sequence) * vsr.SuperblockCopies
-	reopen := func() MetaStatus {
+	reopen := func() Status {
 		t.Helper()
-		g, err := NewMetaGroup(nodes[1].group.cfg)
+		g, err := New(nodes[1].group.cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

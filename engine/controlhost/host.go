@@ -1,4 +1,4 @@
-package engine
+package controlhost
 
 import (
 	"cmp"
@@ -11,22 +11,23 @@ import (
 
 	"github.com/ringstream/ringstream/engine/control"
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/metahost"
 	"github.com/ringstream/ringstream/engine/vsr"
 	"github.com/ringstream/ringstream/internal/assert"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/wire"
 )
 
-// ControlClientBase marks the VSR client ids the controller proposes under.
-const ControlClientBase uint64 = 1 << 63
+// ClientBase marks the VSR client ids the controller proposes under.
+const ClientBase uint64 = 1 << 63
 
-// ControlHostConfig sets up the controller host of a node holding a metadata replica.
-type ControlHostConfig struct {
+// Config sets up the controller host of a node holding a metadata replica.
+type Config struct {
 	Control control.Config
 	// LocalFrame receives the seal and assignment frames the controller addresses to this node, on
 	// shard 0's goroutine (the stream host's entry for them); nil drops them.
 	LocalFrame func(h *wire.Header, body []byte)
-	// StatusEveryTicks: Status is refreshed this often while primary (0: DefaultControlStatusTicks);
+	// StatusEveryTicks: Status is refreshed this often while primary (0: DefaultStatusTicks);
 	// building the attention list walks every stream.
 	StatusEveryTicks uint32
 	// Next receives the node-level frames the host does not handle (anything but node heartbeats);
@@ -36,11 +37,11 @@ type ControlHostConfig struct {
 	Logger *slog.Logger
 }
 
-// DefaultControlStatusTicks is ControlHostConfig.StatusEveryTicks when left 0.
-const DefaultControlStatusTicks = 10
+// DefaultStatusTicks is Config.StatusEveryTicks when left 0.
+const DefaultStatusTicks = 10
 
-// ControlStatus is what the controller host last published.
-type ControlStatus struct {
+// Status is what the controller host last published.
+type Status struct {
 	Primary   bool
 	Stats     control.Stats
 	Attention []control.Attention
@@ -54,34 +55,34 @@ type controlProposal struct {
 	kind            meta.OpKind
 }
 
-// ControlEventKind names one step of the controller host, as an observer hears it.
-type ControlEventKind uint8
+// EventKind names one step of the controller host, as an observer hears it.
+type EventKind uint8
 
-// Controller host events (ControlHost.SetObserver).
+// Controller host events (Host.SetObserver).
 const (
-	ControlBecamePrimary  ControlEventKind = iota + 1 // the controller became active
-	ControlNodeLost                                   // the controller declared a node lost
-	ControlProposed                                   // an op went into the replica (Op)
-	ControlCommitted                                  // an op's result came back (Op; OK says whether it applied)
-	ControlSealSent                                   // a seal left for Node
-	ControlSealReply                                  // a seal reply from Node reached the controller
-	ControlAssignmentSent                             // an assignment left for Node
+	BecamePrimary  EventKind = iota + 1 // the controller became active
+	NodeLost                            // the controller declared a node lost
+	Proposed                            // an op went into the replica (Op)
+	Committed                           // an op's result came back (Op; OK says whether it applied)
+	SealSent                            // a seal left for Node
+	SealReply                           // a seal reply from Node reached the controller
+	AssignmentSent                      // an assignment left for Node
 )
 
-// ControlEvent is one step of the controller host: the failover's parts, timed by an observer.
-type ControlEvent struct {
-	Kind   ControlEventKind
+// Event is one step of the controller host: the failover's parts, timed by an observer.
+type Event struct {
+	Kind   EventKind
 	Stream uint64
 	Node   uint16
 	Op     meta.OpKind
 	OK     bool
 }
 
-// ControlHost is the controller on this node's metadata replica. It implements shard.NodeHandler:
+// Host is the controller on this node's metadata replica. It implements shard.NodeHandler:
 // set it with Node.SetNodeHandler.
-type ControlHost struct {
-	cfg     ControlHostConfig
-	g       *MetaGroup
+type Host struct {
+	cfg     Config
+	g       *metahost.Group
 	node    *shard.Node
 	ctl     *control.Controller
 	log     *slog.Logger
@@ -99,37 +100,41 @@ type ControlHost struct {
 
 	dropFrames   atomic.Uint64 // from any shard
 	sendFailures uint64
-	nodesLost    uint64                             // the controller's count when last looked at
-	observer     atomic.Pointer[func(ControlEvent)] // SetObserver
+	nodesLost    uint64                      // the controller's count when last looked at
+	observer     atomic.Pointer[func(Event)] // SetObserver
 
 	mu     sync.Mutex
-	status ControlStatus
+	status Status
 }
 
-// NewControlHost puts a controller on g, the replica of node n (before n starts). It sets itself as
+// New puts a controller on g, the replica of node n (before n starts). It sets itself as
 // the node's handler of node-level frames.
-func NewControlHost(cfg ControlHostConfig, g *MetaGroup, n *shard.Node) (*ControlHost, error) {
+func New(cfg Config, g *metahost.Group, n *shard.Node) (*Host, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.StatusEveryTicks == 0 {
-		cfg.StatusEveryTicks = DefaultControlStatusTicks
+		cfg.StatusEveryTicks = DefaultStatusTicks
 	}
-	ctl, err := control.New(cfg.Control, g.state)
+	ctl, err := control.New(cfg.Control, g.State())
 	if err != nil {
 		return nil, err
 	}
-	h := &ControlHost{cfg: cfg, g: g, node: n, ctl: ctl, log: cfg.Logger.With("part", "controller")}
+	h := &Host{cfg: cfg, g: g, node: n, ctl: ctl, log: cfg.Logger.With("part", "controller")}
 	if err := n.SetNodeHandler(h); err != nil {
 		return nil, fmt.Errorf("engine: controller host: %w", err)
 	}
-	g.ctl = h
+	g.SetController(h)
 	return h, nil
 }
 
+// Controller is the controller itself, for the operator's actions (withdraw, accept a loss), which
+// build their ops from it on shard 0's goroutine.
+func (h *Host) Controller() *control.Controller { return h.ctl }
+
 // SetObserver makes f hear the host's steps (nil: none), on shard 0's goroutine: f must not block.
 // Benchmarks time the failover's parts with it. Safe from any goroutine.
-func (h *ControlHost) SetObserver(f func(ControlEvent)) {
+func (h *Host) SetObserver(f func(Event)) {
 	if f == nil {
 		h.observer.Store(nil)
 		return
@@ -138,14 +143,14 @@ func (h *ControlHost) SetObserver(f func(ControlEvent)) {
 }
 
 // observe hands e to the observer, if any.
-func (h *ControlHost) observe(e ControlEvent) {
+func (h *Host) observe(e Event) {
 	if f := h.observer.Load(); f != nil {
 		(*f)(e)
 	}
 }
 
 // Status returns what the host last published. Safe from any goroutine.
-func (h *ControlHost) Status() ControlStatus {
+func (h *Host) Status() Status {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	st := h.status
@@ -154,7 +159,7 @@ func (h *ControlHost) Status() ControlStatus {
 }
 
 // OnNodeFrame handles node heartbeats (shard.NodeHandler) and hands other node-level frames to Next.
-func (h *ControlHost) OnNodeFrame(s *shard.Shard, from uint16, hd *wire.Header, body []byte) {
+func (h *Host) OnNodeFrame(s *shard.Shard, from uint16, hd *wire.Header, body []byte) {
 	if hd.Command != wire.CommandNodeHeartbeat {
 		if h.cfg.Next != nil {
 			h.cfg.Next.OnNodeFrame(s, from, hd, body)
@@ -174,7 +179,7 @@ func (h *ControlHost) OnNodeFrame(s *shard.Shard, from uint16, hd *wire.Header, 
 // OnUnroutedFrame hands the frames for groups this node does not hold (shard.UnroutedHandler) to Next
 // when it takes them: the stream host answers a seal for a copy it does not hold, creates a copy an
 // assignment names, and hands a seal reply for a stream with no copy here back to OnSealReply.
-func (h *ControlHost) OnUnroutedFrame(s *shard.Shard, from uint16, hd *wire.Header, body []byte) bool {
+func (h *Host) OnUnroutedFrame(s *shard.Shard, from uint16, hd *wire.Header, body []byte) bool {
 	if uh, ok := h.cfg.Next.(shard.UnroutedHandler); ok {
 		return uh.OnUnroutedFrame(s, from, hd, body)
 	}
@@ -185,37 +190,37 @@ func (h *ControlHost) OnUnroutedFrame(s *shard.Shard, from uint16, hd *wire.Head
 // so they reach the stream host of the primary's node (through its copy's group, or through
 // OnUnroutedFrame when the node holds no copy), which calls this (streamhost.Config.SealReplies). Safe
 // from any goroutine.
-func (h *ControlHost) OnSealReply(from uint16, m wire.StreamSealReply) {
+func (h *Host) OnSealReply(from uint16, m wire.StreamSealReply) {
 	_ = h.node.Run(0, func(*shard.Shard) {
-		h.observe(ControlEvent{Kind: ControlSealReply, Stream: m.Stream, Node: from})
+		h.observe(Event{Kind: SealReply, Stream: m.Stream, Node: from})
 		h.ctl.OnSealReply(from, m)
-		h.g.pump()
+		h.g.Pump()
 	})
 }
 
-// LocalHeartbeat is NodeBeatConfig.Self for a node holding a metadata replica (shard 0).
-func (h *ControlHost) LocalHeartbeat(hd *wire.Header, body []byte) { h.handle(h.g.cfg.Node, hd, body) }
+// LocalHeartbeat is nodebeat.Config.Self for a node holding a metadata replica (shard 0).
+func (h *Host) LocalHeartbeat(hd *wire.Header, body []byte) { h.handle(h.g.Node(), hd, body) }
 
 // handle takes a node heartbeat on shard 0.
-func (h *ControlHost) handle(from uint16, hd *wire.Header, body []byte) {
+func (h *Host) handle(from uint16, hd *wire.Header, body []byte) {
 	m, copies, err := wire.DecodeNodeHeartbeat(hd, body)
 	if err != nil {
 		h.dropFrames.Add(1)
 		return
 	}
 	h.ctl.OnHeartbeat(from, m, copies)
-	h.g.pump()
+	h.g.Pump()
 }
 
-// linkUp and linkDown hear shard 0's links (through MetaGroup's LinkWatcher).
-func (h *ControlHost) linkUp(node uint16) {
+// LinkUp and LinkDown hear shard 0's links (through metahost.Group's LinkWatcher).
+func (h *Host) LinkUp(node uint16) {
 	if i, ok := slices.BinarySearch(h.down, node); ok {
 		h.down = slices.Delete(h.down, i, i+1)
 	}
 	h.ctl.OnLinkUp(node)
 }
 
-func (h *ControlHost) linkDown(node uint16) {
+func (h *Host) LinkDown(node uint16) {
 	if i, ok := slices.BinarySearch(h.down, node); !ok {
 		h.down = slices.Insert(h.down, i, node)
 	}
@@ -223,7 +228,7 @@ func (h *ControlHost) linkDown(node uint16) {
 }
 
 // tick runs at each of shard 0's ticks, before the replica's effects are pumped.
-func (h *ControlHost) tick() {
+func (h *Host) Tick() {
 	h.ctl.Tick()
 	if h.since++; h.since >= h.cfg.StatusEveryTicks {
 		h.publish()
@@ -232,8 +237,8 @@ func (h *ControlHost) tick() {
 
 // replied takes the reply to one of the controller's proposals. It reports false for another
 // client's reply.
-func (h *ControlHost) replied(rep vsr.Reply) bool {
-	if rep.Client&ControlClientBase == 0 {
+func (h *Host) Replied(rep vsr.Reply) bool {
+	if rep.Client&ClientBase == 0 {
 		return false
 	}
 	if rep.Client != h.client {
@@ -253,15 +258,15 @@ func (h *ControlHost) replied(rep vsr.Reply) bool {
 		h.ctl.ProposalDropped(stream)
 		return true
 	}
-	h.observe(ControlEvent{Kind: ControlCommitted, Stream: stream, Op: kind, OK: r.OK()})
+	h.observe(Event{Kind: Committed, Stream: stream, Op: kind, OK: r.OK()})
 	h.ctl.ProposalDone(stream, r)
 	return true
 }
 
 // step follows the replica's role and commit and carries out the controller's effects. It reports
 // whether it proposed anything (the replica then has effects to pump).
-func (h *ControlHost) step() bool {
-	r := h.g.replica
+func (h *Host) Step() bool {
+	r := h.g.Replica()
 	if c := r.Commit(); c != h.commit {
 		h.commit = c
 		h.ctl.StateChanged()
@@ -270,11 +275,11 @@ func (h *ControlHost) step() bool {
 	switch {
 	case primary && !h.primary:
 		h.primary = true
-		h.client = ControlClientBase | uint64(r.View())<<16 | uint64(h.g.cfg.Node)
+		h.client = ClientBase | uint64(r.View())<<16 | uint64(h.g.Node())
 		h.request = 0
 		h.ctl.BecomePrimary()
 		h.nodesLost = h.ctl.Stats().NodesLost
-		h.observe(ControlEvent{Kind: ControlBecamePrimary})
+		h.observe(Event{Kind: BecamePrimary})
 		for _, n := range h.down {
 			h.ctl.OnLinkDown(n)
 		}
@@ -297,20 +302,20 @@ func (h *ControlHost) step() bool {
 }
 
 // carryOut proposes, seals and assigns what fx asks.
-func (h *ControlHost) carryOut(fx *control.Effects) bool {
+func (h *Host) carryOut(fx *control.Effects) bool {
 	if h.observer.Load() != nil {
 		if lost := h.ctl.Stats().NodesLost; lost != h.nodesLost {
 			h.nodesLost = lost
-			h.observe(ControlEvent{Kind: ControlNodeLost})
+			h.observe(Event{Kind: NodeLost})
 		}
 	}
-	from := wire.From{Cluster: h.g.cfg.Cluster, Node: h.g.cfg.Node}
+	from := wire.From{Cluster: h.g.Cluster(), Node: h.g.Node()}
 	h.dropped = h.dropped[:0]
 	for _, p := range fx.Proposals {
 		h.request++
 		var err error
 		if h.opBuf, err = meta.EncodeOp(h.opBuf[:0], p.Op); err == nil {
-			err = h.g.replica.Propose(h.client, h.request, h.opBuf)
+			err = h.g.Replica().Propose(h.client, h.request, h.opBuf)
 		}
 		if err != nil {
 			if !errors.Is(err, vsr.ErrNotPrimary) && !errors.Is(err, vsr.ErrPipelineFull) {
@@ -320,18 +325,18 @@ func (h *ControlHost) carryOut(fx *control.Effects) bool {
 			continue
 		}
 		h.out = append(h.out, controlProposal{request: h.request, stream: p.Stream, kind: p.Op.Kind()})
-		h.observe(ControlEvent{Kind: ControlProposed, Stream: p.Stream, Op: p.Op.Kind()})
+		h.observe(Event{Kind: Proposed, Stream: p.Stream, Op: p.Op.Kind()})
 	}
 	for i := range fx.Seals {
 		s := &fx.Seals[i]
 		h.frame = wire.AppendStreamSeal(h.frame[:0], from, &s.Seal, s.Starts)
-		h.observe(ControlEvent{Kind: ControlSealSent, Stream: s.Seal.Stream, Node: s.To})
+		h.observe(Event{Kind: SealSent, Stream: s.Seal.Stream, Node: s.To})
 		h.sendFrame(s.To)
 	}
 	for i := range fx.Assignments {
 		a := &fx.Assignments[i]
 		h.frame = wire.AppendStreamAssignment(h.frame[:0], from, &a.Assignment, a.Starts)
-		h.observe(ControlEvent{Kind: ControlAssignmentSent, Stream: a.Assignment.Stream, Node: a.To})
+		h.observe(Event{Kind: AssignmentSent, Stream: a.Assignment.Stream, Node: a.To})
 		h.sendFrame(a.To)
 	}
 	proposed := len(fx.Proposals) > len(h.dropped)
@@ -342,8 +347,8 @@ func (h *ControlHost) carryOut(fx *control.Effects) bool {
 }
 
 // sendFrame sends h.frame to node to, or hands it to LocalFrame when to is this node.
-func (h *ControlHost) sendFrame(to uint16) {
-	if to == h.g.cfg.Node {
+func (h *Host) sendFrame(to uint16) {
+	if to == h.g.Node() {
 		if h.cfg.LocalFrame != nil {
 			hd, body, err := wire.ParseFrame(h.frame)
 			assert.True(err == nil, "engine: controller frame does not parse")
@@ -351,13 +356,13 @@ func (h *ControlHost) sendFrame(to uint16) {
 		}
 		return
 	}
-	if h.g.sender == nil || h.g.sender.SendFrame(to, h.frame) != nil {
+	if !h.g.SendFrame(to, h.frame) {
 		h.sendFailures++ // the controller seals and assigns again while the copy lags
 	}
 }
 
 // publish copies the controller's status for Status.
-func (h *ControlHost) publish() {
+func (h *Host) publish() {
 	h.since = 0
 	h.attn = h.ctl.Attention(h.attn[:0])
 	h.mu.Lock()

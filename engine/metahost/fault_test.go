@@ -1,4 +1,4 @@
-package engine
+package metahost
 
 import (
 	"errors"
@@ -39,7 +39,7 @@ func TestMetaGroup_FailedPersistTakesThePrimaryOut(t *testing.T) {
 				st := p.group.Status()
 				return st.PersistErr != nil && !st.Primary
 			})
-			if st := p.group.Status(); !errors.Is(st.PersistErr, errno) || !errors.Is(st.PersistErr, ErrMetaStorage) {
+			if st := p.group.Status(); !errors.Is(st.PersistErr, errno) || !errors.Is(st.PersistErr, ErrStorage) {
 				t.Fatalf("status %+v, want a storage error wrapping %v", st, errno)
 			}
 			alive[p.id] = false

@@ -1,4 +1,4 @@
-package engine
+package controlhost
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/ringstream/ringstream/engine/control"
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/metahost"
+	"github.com/ringstream/ringstream/engine/nodebeat"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/shardtest"
 	"github.com/ringstream/ringstream/wire"
@@ -20,7 +22,7 @@ import (
 // will.
 type sealCounter struct {
 	shardtest.Group
-	host               *ControlHost
+	host               *Host
 	answer             bool
 	tail               uint64
 	seals, assignments atomic.Int64
@@ -42,7 +44,7 @@ func (c *sealCounter) OnFrame(from uint16, h *wire.Header, body []byte) {
 	c.count(h, body)
 }
 
-// local takes the frames the controller addresses to its own node (ControlHostConfig.LocalFrame).
+// local takes the frames the controller addresses to its own node (Config.LocalFrame).
 func (c *sealCounter) local(h *wire.Header, body []byte) { c.count(h, body) }
 
 func (c *sealCounter) count(h *wire.Header, body []byte) {
@@ -85,10 +87,10 @@ func (c *sealCounter) reply(to uint16, m wire.StreamSeal) {
 // host, and the counter standing in for its copy of stream 1.
 type controlNode struct {
 	*metaNode
-	beat   *NodeBeat
-	host   *ControlHost
+	beat   *nodebeat.Beat
+	host   *Host
 	stream *sealCounter
-	tails  CopyTailSource // set by setup (nil: no copies published)
+	tails  nodebeat.CopyTailSource // set by setup (nil: no copies published)
 }
 
 // controlTestConfig: liveness far above the grace, so a failover within the liveness timeout is the
@@ -132,11 +134,11 @@ func addControl(t *testing.T, n *metaNode, cfg control.Config, setup func(*contr
 	if setup != nil {
 		setup(cn)
 	}
-	host, err := NewControlHost(ControlHostConfig{Control: cfg, LocalFrame: cn.stream.local}, n.group, n.node)
+	host, err := New(Config{Control: cfg, LocalFrame: cn.stream.local}, n.group, n.node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	beat, err := NewNodeBeat(NodeBeatConfig{Cluster: 42, Node: n.id, Shards: 1, To: []uint16{1, 2, 3},
+	beat, err := nodebeat.New(nodebeat.Config{Cluster: 42, Node: n.id, Shards: 1, To: []uint16{1, 2, 3},
 		IntervalTicks: 5, Self: host.LocalHeartbeat, Copies: cn.tails})
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +177,7 @@ func setUpStream(t *testing.T, nodes []*controlNode, owner uint16) {
 	checkResult(t, commitOp(t, metaNodes(nodes), alive, 5, 4, op))
 }
 
-func checkResult(t *testing.T, res ProposeResult) {
+func checkResult(t *testing.T, res metahost.ProposeResult) {
 	t.Helper()
 	if r, err := meta.DecodeResult(res.Result); err != nil || !r.OK() {
 		t.Fatalf("op %d: %v %v", res.Op, r, err)
@@ -280,7 +282,7 @@ func TestControlHost_MetadataPrimaryKilledTheNewControllerResumes(t *testing.T) 
 	}
 }
 
-// publishedCopy is a CopyTailSource publishing one copy of stream 1 at epoch 1.
+// publishedCopy is a nodebeat.CopyTailSource publishing one copy of stream 1 at epoch 1.
 type publishedCopy struct{ role wire.CopyRole }
 
 func (p publishedCopy) AppendCopyTails(dst []wire.CopyTail) []wire.CopyTail {
@@ -305,8 +307,8 @@ func TestControlHost_HeartbeatTailsStopAssignmentResends(t *testing.T) {
 	})
 	var terms atomic.Int64 // controllers that became active, on any node
 	for _, n := range nodes {
-		n.host.SetObserver(func(e ControlEvent) {
-			if e.Kind == ControlBecamePrimary {
+		n.host.SetObserver(func(e Event) {
+			if e.Kind == BecamePrimary {
 				terms.Add(1)
 			}
 		})
