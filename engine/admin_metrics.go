@@ -8,29 +8,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ringstream/ringstream/engine/streamhost"
-	"github.com/ringstream/ringstream/wire"
 )
 
-// nodeMetrics are the node's own metrics, beside the shards' (shard's collector): client requests and
-// their errors, latency histograms, the metadata service's forwards, and gauges read from the metadata
-// replica and the controller host when /metrics is scraped. The hot path touches only counters and
-// histograms resolved at start (no label lookup per request).
+// nodeMetrics are the node's own metrics, beside the shards' (shard's collector): the client request
+// handler's (engine/clientreq: requests, errors, latencies, forwards), storage and recovery timings,
+// and gauges read from the metadata replica and the controller host when /metrics is scraped.
 type nodeMetrics struct {
 	all []prometheus.Collector
 
-	byCommand [128]prometheus.Counter // client requests by command number
-	byCode    [64]prometheus.Counter  // error replies by wire.ErrorCode
-
-	produce, fetch, cursor prometheus.Histogram
-	storage                *storageMetrics  // made before the groups that feed it (Node.compose)
-	recoveries             *recoveryMetrics // nil without a metadata replica
-
-	orphanReplies     prometheus.Counter
-	repliesLost       prometheus.Counter
-	forwards          prometheus.Counter
-	forwardsLost      prometheus.Counter
-	forwardsLate      prometheus.Counter
-	nodeFramesDropped prometheus.Counter
+	storage    *storageMetrics  // made before the groups that feed it (Node.compose)
+	recoveries *recoveryMetrics // nil without a metadata replica
 }
 
 // metricLabels are the constant labels of every node metric.
@@ -38,46 +25,10 @@ func (n *Node) metricLabels() prometheus.Labels {
 	return prometheus.Labels{"node": strconv.Itoa(int(n.id))}
 }
 
-// latencyBuckets are the buckets of the request and fsync histograms: 50 us to about 6.5 s.
-func latencyBuckets() []float64 { return prometheus.ExponentialBuckets(50e-6, 2, 18) }
-
 func newNodeMetrics(n *Node, storage *storageMetrics, recoveries *recoveryMetrics) *nodeMetrics {
 	m := &nodeMetrics{storage: storage, recoveries: recoveries}
 	labels := n.metricLabels()
-	requests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ringstream_client_requests_total",
-		Help: "Client requests received, by command.", ConstLabels: labels}, []string{"command"})
-	errs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ringstream_client_errors_total",
-		Help: "Client requests answered with an error reply, by code.", ConstLabels: labels}, []string{"code"})
-	for _, c := range []wire.Command{wire.CommandCreateStream, wire.CommandDeleteStream, wire.CommandListStreams,
-		wire.CommandLookupStream, wire.CommandProduce, wire.CommandFetch, wire.CommandCommitCursor, wire.CommandGetCursor} {
-		m.byCommand[c] = requests.WithLabelValues(c.String())
-	}
-	for c := wire.CodeNotOwner; c <= wire.CodeLogFailed; c++ {
-		m.byCode[c] = errs.WithLabelValues(errorCodeName(c))
-	}
-	buckets := latencyBuckets()
-	hist := func(name, help string) prometheus.Histogram {
-		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, ConstLabels: labels,
-			Buckets: buckets})
-	}
-	m.produce = hist("ringstream_produce_confirm_latency_seconds", "From a produce reaching its copy "+
-		"to its confirmed reply (appended on W copies durably).")
-	m.fetch = hist("ringstream_fetch_latency_seconds", "From a fetch reaching its copy to its reply, long "+
-		"poll wait included.")
-	m.cursor = hist("ringstream_cursor_latency_seconds", "From a cursor commit or read reaching its copy "+
-		"to its reply.")
-	counter := func(name, help string) prometheus.Counter {
-		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels})
-		m.all = append(m.all, c)
-		return c
-	}
-	m.orphanReplies = counter("ringstream_client_orphan_replies_total", "Copy replies for no request in flight (a bug if not 0).")
-	m.repliesLost = counter("ringstream_client_replies_lost_total", "Replies the shard refused for another reason than a full queue.")
-	m.forwards = counter("ringstream_meta_forwards_total", "Metadata requests forwarded to the metadata primary's node.")
-	m.forwardsLost = counter("ringstream_meta_forward_replies_lost_total", "Answers to forwarded requests the link refused.")
-	m.forwardsLate = counter("ringstream_meta_forward_replies_late_total", "Answers to forwarded requests that came after the wait ended.")
-	m.nodeFramesDropped = counter("ringstream_node_frames_dropped_total", "Node-level frames this node has no handler for.")
-	m.all = append(m.all, requests, errs, m.produce, m.fetch, m.cursor)
+	m.all = append(m.all, n.clients.Metrics().Collectors()...)
 	m.all = append(m.all, storage.collectors()...)
 	if recoveries != nil {
 		m.all = append(m.all, recoveries.collectors()...)
@@ -162,31 +113,6 @@ func (n *Node) healCounters(labels prometheus.Labels) []prometheus.Collector {
 			func() float64 { return float64(n.streams.HealStats().Healed) }))
 }
 
-func (m *nodeMetrics) countRequest(c wire.Command) {
-	if int(c) < len(m.byCommand) && m.byCommand[c] != nil {
-		m.byCommand[c].Inc()
-	}
-}
-
-func (m *nodeMetrics) countError(c wire.ErrorCode) {
-	if int(c) < len(m.byCode) && m.byCode[c] != nil {
-		m.byCode[c].Inc()
-	}
-}
-
-// observe records a data request's latency from start (UnixNano).
-func (m *nodeMetrics) observe(c wire.Command, start int64) {
-	d := time.Duration(time.Now().UnixNano() - start).Seconds()
-	switch c {
-	case wire.CommandProduce:
-		m.produce.Observe(d)
-	case wire.CommandFetch:
-		m.fetch.Observe(d)
-	default:
-		m.cursor.Observe(d)
-	}
-}
-
 // Describe implements prometheus.Collector.
 func (m *nodeMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, c := range m.all {
@@ -210,7 +136,7 @@ func (n *Node) recordedRecoveries() float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	count := -1
-	if err := n.metaSvc.onShard0(ctx, func() { count = len(n.meta.State().Recoveries()) }); err != nil {
+	if err := n.metaSvc.OnShard0(ctx, func() { count = len(n.meta.State().Recoveries()) }); err != nil {
 		return -1
 	}
 	return float64(count)

@@ -121,7 +121,7 @@ func (n *Node) assignedCopies(ctx context.Context) ([]assignedCopy, error) {
 	ctx, cancel := context.WithTimeout(ctx, readinessWait)
 	defer cancel()
 	var out []assignedCopy
-	err := n.metaSvc.onShard0(ctx, func() {
+	err := n.metaSvc.OnShard0(ctx, func() {
 		state := n.meta.State()
 		for _, s := range state.Streams() {
 			a, ok := state.Assignment(s.ID)

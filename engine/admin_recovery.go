@@ -51,7 +51,7 @@ func (n *Node) recoveryAction(ctx context.Context, res *adminapi.RecoveryAction,
 	}
 	var op meta.Op
 	var buildErr error
-	err := n.metaSvc.onShard0(ctx, func() {
+	err := n.metaSvc.OnShard0(ctx, func() {
 		s, ok := n.meta.State().StreamByName(res.Stream)
 		if !ok {
 			buildErr = fmt.Errorf("no stream is named %q", res.Stream)
@@ -77,7 +77,7 @@ func (n *Node) recoveryAction(ctx context.Context, res *adminapi.RecoveryAction,
 		}
 		return http.StatusConflict
 	}
-	pr, err := n.metaSvc.proposeOp(ctx, op)
+	pr, err := n.metaSvc.ProposeOp(ctx, op)
 	if err != nil {
 		res.Error = "the op did not commit: " + err.Error()
 		return http.StatusServiceUnavailable

@@ -81,7 +81,7 @@ func (n *Node) metaStatus(st *adminapi.Status) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusWait)
 	defer cancel()
-	_ = n.metaSvc.onShard0(ctx, func() {
+	_ = n.metaSvc.OnShard0(ctx, func() {
 		state := n.meta.State()
 		for _, nd := range state.Nodes() {
 			st.Heartbeats.Nodes = append(st.Heartbeats.Nodes, adminapi.NodeBeat{Node: nd.ID, Address: nd.Address,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ringstream/ringstream/engine/clientreq"
 	"github.com/ringstream/ringstream/engine/config"
 	"github.com/ringstream/ringstream/engine/controlhost"
 	"github.com/ringstream/ringstream/engine/metahost"
@@ -57,34 +58,14 @@ type NodeOptions struct {
 
 // Node is one ringstream node in this process: its shards and peer links, its metadata replica and
 // controller host when it is a metadata member, its node heartbeat sender, its stream copies, the
-// client request handler (clientreq*.go) and the admin HTTP listener (admin*.go).
+// client request handler (engine/clientreq) and the admin HTTP listener (admin*.go).
 //
 // Decisions where the design is silent:
 //   - The data directory records its cluster and node (IdentityFile, written durably at the first
 //     boot that could build the node); a directory of another cluster or node is refused naming both. The metadata replica's directory
 //     (data_dir/meta) must have been made by `ringstream format`: a node never formats itself.
-//   - Metadata requests (create, delete, list, lookup) are served by the node of the metadata
-//     primary, from its applied state (read on shard 0) and by proposals to its replica. Any other
-//     node forwards the client's frame over its peer link to the primary of its replica's view (a
-//     node without a replica: to the replicas in turn) under a request id of its own, and relays the
-//     answer; a forward never takes a second hop from a replica. A request that found no primary, or
-//     whose answer did not come within NodeOptions.MetaRequestTimeout, is answered CodeUnavailable:
-//     the client retries. At most metaRequestsMax run at once per node; more are CodeOverloaded.
-//   - A create places the copies on the registered nodes the primary's node reaches (shard 0 link
-//     up) holding the fewest copies, then the lowest ids; the first is the owner. Too few reachable
-//     nodes is CodeUnavailable. A replicated stream's assignment carries the cluster's
-//     assignment_policy (the controller stamps that policy anyway), one copy the stream's own.
-//   - The node of the metadata primary registers every node of cluster.peers at its cluster.clients
-//     address (meta.RegisterNode) and again when the address changed, checking every registerEvery:
-//     the controller counts only registered nodes' heartbeats, and lookups hand out those addresses.
-//   - Data requests (produce, fetch, cursors) arrive on the stream's shard (ShardOf) and go to the
-//     copy there (streamhost.Host.Step); replies find their connection through a per-shard slot
-//     table (the copy's client token is slot index and generation). A node without a serving copy
-//     answers from its replica's state: CodeNotOwner naming the owner, CodeUnknownStream, or
-//     CodeUnavailable while the stream recovers or its own copy opens; a node without a replica
-//     answers CodeNotOwner without an owner (the client looks the stream up).
-//   - A reply the cross-shard queue refuses is kept and sent again on a later turn of the copy's
-//     shard (Node.Run), in order; nothing is dropped while the connection lives.
+//   - Client requests (metadata and data) are engine/clientreq's: its package comment lists its
+//     decisions.
 //   - Shutdown (SIGTERM): new produces are refused CodeUnavailable, produces already handed to a copy
 //     are waited for (until ctx ends), then requests still arriving are read and answered until the
 //     connections were quiet for three ticks (at most drainQuietMax), the shutdown notice goes to the
@@ -135,8 +116,8 @@ type Node struct {
 	ctl     *controlhost.Host // nil with meta
 	beat    *nodebeat.Beat
 	streams *streamhost.Host
-	clients *clientHandler
-	metaSvc *metaService
+	clients *clientreq.Handler
+	metaSvc *clientreq.Service
 	admin   *adminServer
 	metrics *nodeMetrics
 	reaper  *reaper
@@ -197,7 +178,7 @@ func NewNodeWithOptions(cfg *config.Config, logger *slog.Logger, opts NodeOption
 			n.admin.close()
 		}
 		if n.metaSvc != nil {
-			n.metaSvc.close()
+			n.metaSvc.Close()
 		}
 		if n.meta != nil {
 			n.meta.Close()
@@ -210,10 +191,8 @@ func NewNodeWithOptions(cfg *config.Config, logger *slog.Logger, opts NodeOption
 // compose makes the groups and handlers of the node and puts them on the shards (before Start).
 func (n *Node) compose() error {
 	cfg, sn := n.cfg, n.shard
-	n.clients = newClientHandler(n)
-	n.metaSvc = newMetaService(n)
 	n.reaper = newReaper(n)
-	storage := newStorageMetrics(n.metricLabels(), latencyBuckets())
+	storage := newStorageMetrics(n.metricLabels(), clientreq.LatencyBuckets())
 	var recoveries *recoveryMetrics
 	var self func(h *wire.Header, body []byte)
 	if mc, ok := cfg.MetaGroup(); ok {
@@ -239,17 +218,10 @@ func (n *Node) compose() error {
 	} else if err := sn.SetNodeHandler(nodeFrames{n}); err != nil {
 		return fmt.Errorf("engine: node %d: %w", n.id, err)
 	}
-	for i := range cfg.ShardCount { // ids below the stream host's, so their hooks run first: see clientGroup
-		g := &clientGroup{c: n.clients, index: i, id: clientGroupID(i, cfg.ShardCount),
-			members: []shard.Member{{Index: 0, Node: n.id}}}
-		if err := sn.AddGroup(g); err != nil {
-			return fmt.Errorf("engine: node %d: client group of shard %d: %w", n.id, i, err)
-		}
-	}
 	seg := cfg.Segment()
 	seg.CommitObserver = storage.observeCommit
 	data := newDataMetrics(n.metricLabels())
-	replies := func(id uint64, r *stream.Reply) { data.count(r); n.clients.streamReply(id, r) }
+	replies := func(id uint64, r *stream.Reply) { data.count(r); n.clients.StreamReply(id, r) }
 	host, err := streamhost.New(sn, streamhost.Config{Dir: cfg.File.Node.DataDir, Cluster: cfg.File.Cluster.ID,
 		Node: n.id, Shards: cfg.ShardCount, Segment: seg,
 		Stream:  stream.Config{TickMs: uint32(cfg.File.Cluster.TickMs)},
@@ -258,6 +230,15 @@ func (n *Node) compose() error {
 		return fmt.Errorf("engine: node %d: stream host: %w", n.id, err)
 	}
 	n.streams = host
+	n.clients = clientreq.New(clientreq.Config{Node: cfg, ClientAddrs: n.clientAddrs,
+		MetaRequestTimeout: n.opts.MetaRequestTimeout, Shards: sn, Meta: n.meta, Streams: host,
+		Labels: n.metricLabels(), Logger: n.log})
+	n.metaSvc = n.clients.Service()
+	for i := range cfg.ShardCount { // ids below the stream host's, so their hooks run first (clientreq.Group)
+		if err := sn.AddGroup(n.clients.Group(i)); err != nil {
+			return fmt.Errorf("engine: node %d: client group of shard %d: %w", n.id, i, err)
+		}
+	}
 	beat, err := nodebeat.New(nodebeat.Config{Cluster: cfg.File.Cluster.ID, Node: n.id, Shards: cfg.ShardCount,
 		To: n.replicas, IntervalTicks: beatIntervalTicks(cfg), Copies: host, Failures: nodebeat.HostFailures(host), Self: self,
 		Logger: n.log})
@@ -325,7 +306,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.shard.Start(n.peers); err != nil {
 		// The shards closed their rings and the listeners; the rest goes now, and Stop returns at once.
 		n.admin.close()
-		n.metaSvc.close()
+		n.metaSvc.Close()
 		if n.meta != nil {
 			n.meta.Close()
 		}
@@ -336,7 +317,7 @@ func (n *Node) Start(ctx context.Context) error {
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
 	n.background.Add(3)
-	go func() { defer n.background.Done(); n.register(bg) }()
+	go func() { defer n.background.Done(); n.metaSvc.Register(bg) }()
 	go func() { defer n.background.Done(); n.reaper.run(bg) }()
 	go func() { defer n.background.Done(); n.admin.serve() }()
 	n.log.Info("node serving", "peer", n.shard.Addr(), "client", n.ClientAddr(), "admin", n.AdminAddr(),
@@ -351,7 +332,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	if !n.state.CompareAndSwap(nodeServing, nodeStopping) {
 		return n.Stop(ctx)
 	}
-	if err := n.clients.drain(ctx); err != nil {
+	if err := n.clients.Drain(ctx); err != nil {
 		n.log.Warn("shutdown: produces still unanswered", "err", err)
 	}
 	if err := n.beat.Shutdown(n.shard); err != nil {
@@ -371,7 +352,7 @@ func (n *Node) Stop(ctx context.Context) error {
 			}
 			err := n.shard.Stop()
 			n.admin.close()
-			n.metaSvc.close()
+			n.metaSvc.Close()
 			if n.meta != nil {
 				n.meta.Close()
 			}
@@ -405,11 +386,11 @@ func (n *Node) stop(ctx context.Context) error {
 	if cancel != nil {
 		cancel()
 	}
-	n.metaSvc.close()
+	n.metaSvc.Close()
 	n.admin.close()
 	err := n.shard.Stop()
 	n.background.Wait()
-	n.metaSvc.wait()
+	n.metaSvc.Wait()
 	if n.meta != nil {
 		n.meta.Close()
 	}

@@ -1,4 +1,4 @@
-package engine
+package clientreq
 
 import (
 	"context"
@@ -37,13 +37,13 @@ type metaJob struct {
 
 func (j *metaJob) requestID() uint64 { return binary.LittleEndian.Uint64(j.h.Area[:8]) }
 
-// metaService serves the metadata requests of clients (create, delete, list, lookup). On the node of
+// Service serves the metadata requests of clients (create, delete, list, lookup). On the node of
 // the metadata primary it reads the applied state on shard 0 and proposes ops to the local replica;
 // elsewhere it forwards the request over the peer link to the primary's node and relays the answer.
 // Each request runs on a goroutine of its own (at most metaRequestsMax at once), since a proposal
 // waits for a commit; nothing of it runs on a shard goroutine but the reads and the sends.
-type metaService struct {
-	n      *Node
+type Service struct {
+	n      *node
 	sem    chan struct{}
 	wg     sync.WaitGroup
 	ctx    context.Context
@@ -58,19 +58,19 @@ type metaService struct {
 	fwdNext atomic.Uint64
 }
 
-func newMetaService(n *Node) *metaService {
+func newService(n *node) *Service {
 	ctx, cancel := context.WithCancel(context.Background())
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	// Below controlhost.ClientBase, never 0: a restarted process is a new VSR client, so its request numbers
 	// never meet the client table's entries of the previous one.
 	client := binary.LittleEndian.Uint64(b[:])&(controlhost.ClientBase-1) | 1
-	return &metaService{n: n, sem: make(chan struct{}, metaRequestsMax), ctx: ctx, cancel: cancel,
+	return &Service{n: n, sem: make(chan struct{}, metaRequestsMax), ctx: ctx, cancel: cancel,
 		client: client, fwd: make(map[uint64]chan []byte)}
 }
 
 // submitClient takes a client's metadata request on shard s (its connection's shard).
-func (m *metaService) submitClient(s *shard.Shard, req shard.ClientRequest, h *wire.Header, body []byte) {
+func (m *Service) submitClient(s *shard.Shard, req shard.ClientRequest, h *wire.Header, body []byte) {
 	if !m.start(metaJob{h: *h, body: append([]byte(nil), body...), client: req}) {
 		m.n.clients.refuse(s, req, wire.CodeOverloaded, 0,
 			fmt.Sprintf("node %d serves %d metadata requests already; retry", m.n.id, metaRequestsMax))
@@ -78,7 +78,7 @@ func (m *metaService) submitClient(s *shard.Shard, req shard.ClientRequest, h *w
 }
 
 // start runs j on a goroutine of its own; false when metaRequestsMax are running or the service closed.
-func (m *metaService) start(j metaJob) bool {
+func (m *Service) start(j metaJob) bool {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -96,10 +96,10 @@ func (m *metaService) start(j metaJob) bool {
 	return true
 }
 
-func (m *metaService) run(j metaJob) {
+func (m *Service) run(j metaJob) {
 	defer m.wg.Done()
 	defer func() { <-m.sem }()
-	ctx, cancel := context.WithTimeout(m.ctx, m.n.opts.MetaRequestTimeout)
+	ctx, cancel := context.WithTimeout(m.ctx, m.n.metaRequestTimeout)
 	defer cancel()
 	frame := m.serve(ctx, &j)
 	m.answer(&j, frame)
@@ -107,7 +107,7 @@ func (m *metaService) run(j metaJob) {
 
 // answer sends a reply frame to j's origin: the client connection on its own shard, or the peer that
 // forwarded it (from shard 0).
-func (m *metaService) answer(j *metaJob, frame []byte) {
+func (m *Service) answer(j *metaJob, frame []byte) {
 	if j.from == 0 {
 		_ = m.n.shard.Run(j.client.Shard, func(s *shard.Shard) {
 			m.n.clients.send(s, &m.n.clients.shards[s.Index()], j.client, frame)
@@ -122,7 +122,7 @@ func (m *metaService) answer(j *metaJob, frame []byte) {
 }
 
 // serve answers j: locally on the metadata primary, else through the primary's node.
-func (m *metaService) serve(ctx context.Context, j *metaJob) []byte {
+func (m *Service) serve(ctx context.Context, j *metaJob) []byte {
 	rid := j.requestID()
 	if g := m.n.meta; g != nil && g.Status().Primary {
 		return m.local(ctx, j)
@@ -139,7 +139,7 @@ func (m *metaService) serve(ctx context.Context, j *metaJob) []byte {
 
 // primaryGuess is the node to forward to: the primary of this replica's view, or, on a node without a
 // replica, the replica it last reached (rotated after each failure).
-func (m *metaService) primaryGuess() uint16 {
+func (m *Service) primaryGuess() uint16 {
 	reps := m.n.replicas
 	if g := m.n.meta; g != nil {
 		st := g.Status()
@@ -152,7 +152,7 @@ func (m *metaService) primaryGuess() uint16 {
 }
 
 // forward sends j to target under a request id of this node's and waits for the answer.
-func (m *metaService) forward(ctx context.Context, j *metaJob, target uint16) []byte {
+func (m *Service) forward(ctx context.Context, j *metaJob, target uint16) []byte {
 	rid := j.requestID()
 	id := m.fwdNext.Add(1)
 	if m.n.meta != nil {
@@ -191,9 +191,9 @@ func (m *metaService) forward(ctx context.Context, j *metaJob, target uint16) []
 	return m.refusal(rid, wire.CodeUnavailable, fmt.Sprintf("the metadata primary (node %d) did not answer; retry", target))
 }
 
-// onPeerFrame takes a node-level client frame from a peer: a forwarded request to serve, or the answer
+// OnPeerFrame takes a node-level client frame from a peer: a forwarded request to serve, or the answer
 // to one this node forwarded. It runs on the shard that received the frame; body is copied.
-func (m *metaService) onPeerFrame(s *shard.Shard, from uint16, h *wire.Header, body []byte) {
+func (m *Service) OnPeerFrame(s *shard.Shard, from uint16, h *wire.Header, body []byte) {
 	switch h.Command {
 	case wire.CommandCreateStream, wire.CommandDeleteStream, wire.CommandListStreams, wire.CommandLookupStream:
 		j := metaJob{h: *h, body: append([]byte(nil), body...), from: from}
@@ -233,13 +233,13 @@ func reframe(dst []byte, h *wire.Header, body []byte, sender uint16, requestID u
 }
 
 // refusal is an error reply frame for request rid (metadata requests name no stream).
-func (m *metaService) refusal(rid uint64, code wire.ErrorCode, msg string) []byte {
+func (m *Service) refusal(rid uint64, code wire.ErrorCode, msg string) []byte {
 	m.n.metrics.countError(code)
 	return errorFrame(nil, m.n.from, rid, 0, code, 0, msg)
 }
 
-// onShard0 runs f on shard 0 and waits for it (or ctx).
-func (m *metaService) onShard0(ctx context.Context, f func()) error {
+// OnShard0 runs f on shard 0 and waits for it (or ctx).
+func (m *Service) OnShard0(ctx context.Context, f func()) error {
 	done := make(chan struct{})
 	if err := m.n.shard.Run(0, func(*shard.Shard) { f(); close(done) }); err != nil {
 		return err
@@ -253,7 +253,7 @@ func (m *metaService) onShard0(ctx context.Context, f func()) error {
 }
 
 // propose orders op through the local replica and waits for its result.
-func (m *metaService) propose(ctx context.Context, op []byte) (metahost.ProposeResult, error) {
+func (m *Service) propose(ctx context.Context, op []byte) (metahost.ProposeResult, error) {
 	ch := m.n.meta.Propose(m.client, m.seq.Add(1), op)
 	select {
 	case res := <-ch:
@@ -263,10 +263,10 @@ func (m *metaService) propose(ctx context.Context, op []byte) (metahost.ProposeR
 	}
 }
 
-// proposeOp checks op against meta's rules (EncodeOp) and proposes it: an op that breaks a rule is
+// ProposeOp checks op against meta's rules (EncodeOp) and proposes it: an op that breaks a rule is
 // refused here, on the node that built it, and never reaches the log (issue 21: an op built from a
 // client's name was asserted, and the assertion took the metadata primary down).
-func (m *metaService) proposeOp(ctx context.Context, op meta.Op) (metahost.ProposeResult, error) {
+func (m *Service) ProposeOp(ctx context.Context, op meta.Op) (metahost.ProposeResult, error) {
 	b, err := meta.EncodeOp(nil, op)
 	if err != nil {
 		return metahost.ProposeResult{}, err
@@ -275,7 +275,7 @@ func (m *metaService) proposeOp(ctx context.Context, op meta.Op) (metahost.Propo
 }
 
 // proposeRefusal turns a proposal's failure into an error reply.
-func (m *metaService) proposeRefusal(rid uint64, err error) []byte {
+func (m *Service) proposeRefusal(rid uint64, err error) []byte {
 	switch {
 	case errors.Is(err, meta.ErrOpInvalid):
 		return m.refusal(rid, wire.CodeOf(err), err.Error())
@@ -289,12 +289,31 @@ func (m *metaService) proposeRefusal(rid uint64, err error) []byte {
 	return m.refusal(rid, wire.CodeInternal, err.Error())
 }
 
-// close stops taking requests and cancels the ones running; wait waits for them.
-func (m *metaService) close() {
+// Close stops taking requests and cancels the ones running; Wait waits for them.
+func (m *Service) Close() {
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()
 	m.cancel()
 }
 
-func (m *metaService) wait() { m.wg.Wait() }
+func (m *Service) Wait() { m.wg.Wait() }
+
+// Register runs until ctx ends: the node's registration of every configured node at its client
+// address, while this node holds the metadata primary (see register).
+func (m *Service) Register(ctx context.Context) { m.n.register(ctx) }
+
+// OnNodeFrame takes the node-level frames the controller host does not (all of them on a node
+// without a metadata replica): forwarded metadata requests and their answers are served; anything
+// else is counted and dropped.
+func (m *Service) OnNodeFrame(s *shard.Shard, from uint16, h *wire.Header, body []byte) {
+	if h.Command.Client() {
+		m.OnPeerFrame(s, from, h, body)
+		return
+	}
+	m.n.metrics.nodeFramesDropped.Inc() // node heartbeats on a node without a controller
+}
+
+// ForwardTo makes a node without a metadata replica forward its next metadata requests to the
+// replica of member index i first (tests point it at a backup).
+func (m *Service) ForwardTo(i int) { m.guess.Store(uint32(i)) }

@@ -1,4 +1,4 @@
-package engine
+package clientreq
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	"github.com/ringstream/ringstream/wire"
 )
 
-// clientHandler is the node's shard.ClientHandler: metadata requests (create, delete, list, lookup)
-// go to the metadata service (clientreq_meta.go); data requests (produce, fetch, cursors) go to the
+// Handler is the node's shard.ClientHandler: metadata requests (create, delete, list, lookup)
+// go to the metadata service (service.go); data requests (produce, fetch, cursors) go to the
 // copy of their stream on the shard they arrive on (ShardOf), whose replies come back through
-// streamReply. Every request is answered exactly once.
-type clientHandler struct {
-	n        *Node
+// StreamReply. Every request is answered exactly once.
+type Handler struct {
+	n        *node
 	shards   []clientShard
 	produces atomic.Int64  // produces handed to a copy and not yet answered
 	received atomic.Uint64 // client requests received
@@ -32,7 +32,7 @@ type clientShard struct {
 	slots []clientSlot
 	free  []uint32
 	msg   stream.Message
-	held  []heldProduce    // produces held for the end of the turn (clientreq_batch.go)
+	held  []heldProduce    // produces held for the end of the turn (batch.go)
 	arena []byte           // their payloads
 	msgs  []stream.Message // scratch for StepAll
 	frame []byte
@@ -54,12 +54,12 @@ type pendingReply struct {
 	frame []byte
 }
 
-func newClientHandler(n *Node) *clientHandler {
-	return &clientHandler{n: n, shards: make([]clientShard, n.cfg.ShardCount)}
+func newHandler(n *node) *Handler {
+	return &Handler{n: n, shards: make([]clientShard, n.cfg.ShardCount)}
 }
 
 // OnClientRequest implements shard.ClientHandler.
-func (c *clientHandler) OnClientRequest(s *shard.Shard, req shard.ClientRequest, h *wire.Header, body []byte) {
+func (c *Handler) OnClientRequest(s *shard.Shard, req shard.ClientRequest, h *wire.Header, body []byte) {
 	c.received.Add(1)
 	c.n.metrics.countRequest(h.Command)
 	switch h.Command {
@@ -73,7 +73,7 @@ func (c *clientHandler) OnClientRequest(s *shard.Shard, req shard.ClientRequest,
 }
 
 // data hands a produce, fetch or cursor request to the stream's copy on s.
-func (c *clientHandler) data(s *shard.Shard, req shard.ClientRequest, h *wire.Header, body []byte) {
+func (c *Handler) data(s *shard.Shard, req shard.ClientRequest, h *wire.Header, body []byte) {
 	cs := &c.shards[s.Index()]
 	m := &cs.msg
 	*m = stream.Message{}
@@ -152,9 +152,9 @@ func (cs *clientShard) take(tok uint64) (clientSlot, bool) {
 	return out, true
 }
 
-// streamReply is streamhost.Config.Replies: a copy's answer, on the shard goroutine of its stream.
+// StreamReply is streamhost.Config.Replies: a copy's answer, on the shard goroutine of its stream.
 // The reply's slices alias the host's buffers: it is encoded before this returns.
-func (c *clientHandler) streamReply(streamID uint64, r *stream.Reply) {
+func (c *Handler) StreamReply(streamID uint64, r *stream.Reply) {
 	i := shard.ShardOf(streamID, len(c.shards))
 	cs := &c.shards[i]
 	sl, ok := cs.take(r.Client)
@@ -192,7 +192,7 @@ func (c *clientHandler) streamReply(streamID uint64, r *stream.Reply) {
 
 // send hands frame to req's connection from shard s; a full cross-shard queue keeps a copy for a
 // later turn.
-func (c *clientHandler) send(s *shard.Shard, cs *clientShard, req shard.ClientRequest, frame []byte) {
+func (c *Handler) send(s *shard.Shard, cs *clientShard, req shard.ClientRequest, frame []byte) {
 	err := s.ReplyClient(req, frame)
 	if err == nil {
 		return
@@ -205,7 +205,7 @@ func (c *clientHandler) send(s *shard.Shard, cs *clientShard, req shard.ClientRe
 	c.armRetry(s.Index(), cs)
 }
 
-func (c *clientHandler) armRetry(i int, cs *clientShard) {
+func (c *Handler) armRetry(i int, cs *clientShard) {
 	if cs.armed {
 		return
 	}
@@ -216,7 +216,7 @@ func (c *clientHandler) armRetry(i int, cs *clientShard) {
 }
 
 // retry sends the replies a full queue refused, in order, until the queue refuses again.
-func (c *clientHandler) retry(s *shard.Shard, cs *clientShard) {
+func (c *Handler) retry(s *shard.Shard, cs *clientShard) {
 	cs.armed = false
 	k := 0
 	for ; k < len(cs.retry); k++ {
@@ -232,7 +232,7 @@ func (c *clientHandler) retry(s *shard.Shard, cs *clientShard) {
 }
 
 // refuse answers req from s with an error reply.
-func (c *clientHandler) refuse(s *shard.Shard, req shard.ClientRequest, code wire.ErrorCode, owner uint16, msg string) {
+func (c *Handler) refuse(s *shard.Shard, req shard.ClientRequest, code wire.ErrorCode, owner uint16, msg string) {
 	c.n.metrics.countError(code)
 	frame := errorFrame(nil, c.n.from, req.RequestID, req.Stream, code, owner, msg)
 	c.send(s, &c.shards[s.Index()], req, frame)
@@ -254,7 +254,7 @@ func errorFrame(dst []byte, from wire.From, requestID, streamID uint64, code wir
 // primary says a stream or an incarnation it does not know is unknown (a backup may trail it), and
 // that is final. A node without a replica, or a backup that does not know the stream, answers
 // CodeNotOwner without an owner: the client looks it up.
-func (c *clientHandler) noCopy(s *shard.Shard, req shard.ClientRequest, incarnation uint32) {
+func (c *Handler) noCopy(s *shard.Shard, req shard.ClientRequest, incarnation uint32) {
 	if c.n.meta == nil {
 		c.refuse(s, req, wire.CodeNotOwner, 0, fmt.Sprintf("node %d holds no copy of stream %d; look up its owner", c.n.id, req.Stream))
 		return
@@ -270,7 +270,7 @@ func (c *clientHandler) noCopy(s *shard.Shard, req shard.ClientRequest, incarnat
 
 // ownerOf says who owns incarnation (0: the current one) of streamID in this node's applied metadata
 // state (shard 0's goroutine).
-func (n *Node) ownerOf(streamID uint64, incarnation uint32) (wire.ErrorCode, uint16, string) {
+func (n *node) ownerOf(streamID uint64, incarnation uint32) (wire.ErrorCode, uint16, string) {
 	st := n.meta.State()
 	s, ok := st.StreamByID(streamID)
 	if !ok || incarnation > s.Incarnation {
@@ -297,11 +297,11 @@ func (n *Node) ownerOf(streamID uint64, incarnation uint32) (wire.ErrorCode, uin
 // drainQuietMax bounds the wait for client connections to go quiet once the produces are answered.
 const drainQuietMax = 200 * time.Millisecond
 
-// drain refuses new produces and waits until every produce handed to a copy was answered, or ctx ends.
+// Drain refuses new produces and waits until every produce handed to a copy was answered, or ctx ends.
 // Then it waits, at most drainQuietMax, until no client request arrived for three ticks, so requests a
 // client had sent before the shutdown (still in the socket) are read and answered, refused, rather
 // than lost with the connection.
-func (c *clientHandler) drain(ctx context.Context) error {
+func (c *Handler) Drain(ctx context.Context) error {
 	c.draining.Store(true)
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()

@@ -1,4 +1,4 @@
-package engine
+package clientreq
 
 import (
 	"testing"
@@ -13,7 +13,7 @@ import (
 // freed by its reply) and a held produce (its payload copied into the shard's arena until the turn
 // ends) reuse their tables: nothing is allocated per request once they reached their size.
 func TestClientShard_SteadyStateAllocatesNothing(t *testing.T) {
-	c := &clientHandler{shards: make([]clientShard, 1)}
+	c := &Handler{shards: make([]clientShard, 1)}
 	cs := &c.shards[0]
 	payload := make([]byte, 512)
 	var toks [16]uint64

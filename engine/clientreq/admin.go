@@ -1,4 +1,4 @@
-package engine
+package clientreq
 
 import (
 	"cmp"
@@ -16,7 +16,7 @@ import (
 const listLimitMax = 1000
 
 // local serves a metadata request on the node of the metadata primary.
-func (m *metaService) local(ctx context.Context, j *metaJob) []byte {
+func (m *Service) local(ctx context.Context, j *metaJob) []byte {
 	rid := j.requestID()
 	switch j.h.Command {
 	case wire.CommandLookupStream:
@@ -48,9 +48,9 @@ func (m *metaService) local(ctx context.Context, j *metaJob) []byte {
 }
 
 // lookup answers who owns the stream named name, with the owner's client address.
-func (m *metaService) lookup(ctx context.Context, rid uint64, name string) []byte {
+func (m *Service) lookup(ctx context.Context, rid uint64, name string) []byte {
 	var frame []byte
-	err := m.onShard0(ctx, func() {
+	err := m.OnShard0(ctx, func() {
 		st := m.n.meta.State()
 		s, ok := st.StreamByName(name)
 		if !ok {
@@ -75,7 +75,7 @@ func (m *metaService) lookup(ctx context.Context, rid uint64, name string) []byt
 
 // clientAddrOf is node id's client address: as registered in the metadata state, else as configured.
 // It runs on shard 0.
-func (n *Node) clientAddrOf(id uint16) (string, bool) {
+func (n *node) clientAddrOf(id uint16) (string, bool) {
 	if n.meta != nil {
 		if nd, ok := n.meta.State().Node(id); ok && nd.Address != "" {
 			return nd.Address, true
@@ -90,9 +90,9 @@ func (n *Node) clientAddrOf(id uint16) (string, bool) {
 }
 
 // list answers up to req.Limit (at most listLimitMax) streams with ids above req.After.
-func (m *metaService) list(ctx context.Context, req wire.ListStreams) []byte {
+func (m *Service) list(ctx context.Context, req wire.ListStreams) []byte {
 	var frame []byte
-	err := m.onShard0(ctx, func() {
+	err := m.OnShard0(ctx, func() {
 		all := m.n.meta.State().Streams()
 		i, _ := slices.BinarySearchFunc(all, req.After+1, func(s meta.Stream, id uint64) int { return cmp.Compare(s.ID, id) })
 		all = all[i:]
@@ -140,7 +140,7 @@ func metaPolicy(p wire.ConfirmPolicy, count uint8) meta.Policy {
 // create places a new stream and proposes it. Placement: the registered nodes this node reaches
 // (its shard 0 link is up) holding the fewest copies, then the lowest ids; the first is the owner. A replicated stream's assignment is stamped
 // with the cluster's assignment policy (the controller's rule), a single copy with the stream's own.
-func (m *metaService) create(ctx context.Context, req wire.CreateStream) []byte {
+func (m *Service) create(ctx context.Context, req wire.CreateStream) []byte {
 	rid, name := req.RequestID, string(req.Name)
 	// The decoder checked the name, the copy count and the policy against wire's rules (a forwarded
 	// request was decoded here too); the cluster's size is what only this node knows.
@@ -150,7 +150,7 @@ func (m *metaService) create(ctx context.Context, req wire.CreateStream) []byte 
 	policy := metaPolicy(req.Policy, req.ConfirmCount)
 	var op meta.CreateStream
 	var refusal []byte
-	err := m.onShard0(ctx, func() {
+	err := m.OnShard0(ctx, func() {
 		st := m.n.meta.State()
 		if _, ok := st.StreamByName(name); ok {
 			refusal = m.refusal(rid, wire.CodeStreamExists, fmt.Sprintf("a stream is named %q already", name))
@@ -175,7 +175,7 @@ func (m *metaService) create(ctx context.Context, req wire.CreateStream) []byte 
 	if refusal != nil {
 		return refusal
 	}
-	res, err := m.proposeOp(ctx, op)
+	res, err := m.ProposeOp(ctx, op)
 	if err != nil {
 		return m.proposeRefusal(rid, err)
 	}
@@ -208,10 +208,10 @@ func placeNodes(st *meta.State, reachable func(uint16) bool) []uint16 {
 }
 
 // delete proposes the deletion of the stream named name at its current incarnation.
-func (m *metaService) delete(ctx context.Context, rid uint64, name string) []byte {
+func (m *Service) delete(ctx context.Context, rid uint64, name string) []byte {
 	var op meta.DeleteStream
 	var found bool
-	err := m.onShard0(ctx, func() {
+	err := m.OnShard0(ctx, func() {
 		if s, ok := m.n.meta.State().StreamByName(name); ok {
 			op, found = meta.DeleteStream{Stream: s.ID, Incarnation: s.Incarnation}, true
 		}
@@ -222,7 +222,7 @@ func (m *metaService) delete(ctx context.Context, rid uint64, name string) []byt
 	if !found {
 		return m.refusal(rid, wire.CodeUnknownStream, fmt.Sprintf("no stream is named %q", name))
 	}
-	res, err := m.proposeOp(ctx, op)
+	res, err := m.ProposeOp(ctx, op)
 	if err != nil {
 		return m.proposeRefusal(rid, err)
 	}
@@ -234,7 +234,7 @@ func (m *metaService) delete(ctx context.Context, rid uint64, name string) []byt
 }
 
 // resultRefusal is the error reply for an op the state refused, nil when it took effect.
-func (m *metaService) resultRefusal(rid uint64, res metahost.ProposeResult) []byte {
+func (m *Service) resultRefusal(rid uint64, res metahost.ProposeResult) []byte {
 	r, err := meta.DecodeResult(res.Result)
 	if err != nil {
 		return m.refusal(rid, wire.CodeInternal, fmt.Sprintf("op %d: result does not decode: %v", res.Op, err))
@@ -254,10 +254,10 @@ func (m *metaService) resultRefusal(rid uint64, res metahost.ProposeResult) []by
 }
 
 // createdReply answers a create with the new stream's id and incarnation, read after the commit.
-func (m *metaService) createdReply(ctx context.Context, rid uint64, name string) []byte {
+func (m *Service) createdReply(ctx context.Context, rid uint64, name string) []byte {
 	var s meta.Stream
 	var ok bool
-	if err := m.onShard0(ctx, func() { s, ok = m.n.meta.State().StreamByName(name) }); err != nil || !ok {
+	if err := m.OnShard0(ctx, func() { s, ok = m.n.meta.State().StreamByName(name) }); err != nil || !ok {
 		return m.refusal(rid, wire.CodeUnavailable, fmt.Sprintf("stream %q committed but not readable; look it up", name))
 	}
 	return wire.AppendCreateStreamReply(nil, m.n.from, &wire.StreamIDReply{RequestID: rid, Stream: s.ID, Incarnation: s.Incarnation})
@@ -272,7 +272,7 @@ const registerEvery = 200 * time.Millisecond
 // controller counts their heartbeats and lookups can name their addresses. Once every node is
 // registered it looks again only after a view change (addresses come from the configuration, which
 // does not change while the node runs).
-func (n *Node) register(ctx context.Context) {
+func (n *node) register(ctx context.Context) {
 	if n.meta == nil {
 		return
 	}
@@ -290,7 +290,7 @@ func (n *Node) register(ctx context.Context) {
 			continue
 		}
 		var ops []meta.RegisterNode
-		err := n.metaSvc.onShard0(ctx, func() {
+		err := n.metaSvc.OnShard0(ctx, func() {
 			state := n.meta.State()
 			for _, p := range n.clientAddrs {
 				nd, ok := state.Node(p.Node)
@@ -304,7 +304,7 @@ func (n *Node) register(ctx context.Context) {
 		}
 		failed := false
 		for _, op := range ops {
-			res, err := n.metaSvc.proposeOp(ctx, op)
+			res, err := n.metaSvc.ProposeOp(ctx, op)
 			if err != nil {
 				failed = true
 				break
@@ -319,7 +319,7 @@ func (n *Node) register(ctx context.Context) {
 
 // reachable reports whether node id is this node or one its shard 0 link is up to: a stream is never
 // placed on a node the primary cannot reach (its copy would start with a failover).
-func (n *Node) reachable() func(uint16) bool {
+func (n *node) reachable() func(uint16) bool {
 	up := map[uint16]bool{n.id: true}
 	for _, l := range n.shard.Status() {
 		if l.Shard == 0 && l.Up {

@@ -1,4 +1,4 @@
-package engine
+package clientreq
 
 import (
 	"cmp"
@@ -28,7 +28,7 @@ type heldProduce struct {
 // payload into the shard's arena: body is valid only during the request's call. So a turn's produces
 // to one stream reach the copy together (streamhost.Host.StepAll) and leave for each follower as one
 // prepare, not one per produce.
-func (c *clientHandler) holdProduce(s *shard.Shard, cs *clientShard, req shard.ClientRequest, m *stream.Message) {
+func (c *Handler) holdProduce(s *shard.Shard, cs *clientShard, req shard.ClientRequest, m *stream.Message) {
 	if len(cs.arena)+len(m.Produce.Batch) > produceBatchBytesMax && len(cs.held) > 0 {
 		c.flush(s, cs)
 	}
@@ -39,7 +39,7 @@ func (c *clientHandler) holdProduce(s *shard.Shard, cs *clientShard, req shard.C
 }
 
 // flush hands the held produces to their copies, one StepAll per stream in arrival order.
-func (c *clientHandler) flush(s *shard.Shard, cs *clientShard) {
+func (c *Handler) flush(s *shard.Shard, cs *clientShard) {
 	if len(cs.held) == 0 {
 		return
 	}
@@ -68,7 +68,7 @@ func (c *clientHandler) flush(s *shard.Shard, cs *clientShard) {
 }
 
 // refuseHeld answers the held produces of a stream its copy did not take.
-func (c *clientHandler) refuseHeld(s *shard.Shard, cs *clientShard, held []heldProduce, err error) {
+func (c *Handler) refuseHeld(s *shard.Shard, cs *clientShard, held []heldProduce, err error) {
 	for k := range held {
 		sl, ok := cs.take(held[k].msg.Client)
 		if !ok {
@@ -89,7 +89,7 @@ func (c *clientHandler) refuseHeld(s *shard.Shard, cs *clientShard, held []heldP
 // produces go out in that turn's group commit: a shard runs turn hooks in ascending group id order,
 // and clientGroupID is below the stream host's group id on every shard (TestClientGroupTurnsFirst).
 type clientGroup struct {
-	c       *clientHandler
+	c       *Handler
 	index   int
 	id      uint64
 	members []shard.Member
