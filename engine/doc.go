@@ -1,12 +1,11 @@
 // Package engine is the node: it composes the shards with the protocol packages below it.
 //
-// Node (node*.go) builds one node from its engine/config value: shards, the metadata replica and
-// controller host on a metadata member, the node heartbeat, the stream host, the client request
-// handler (clientreq*.go: metadata requests served on the primary's node and forwarded there from the
-// others, data requests handed to the stream's copy) and the admin HTTP listener (admin*.go, JSON
-// documents in engine/adminapi). Its decisions are listed in Node's doc comment.
-//
-// The parts below the node are packages of their own, which import nothing of it: engine/metahost
-// (the metadata replica), engine/controlhost (the controller on it), engine/nodebeat (the node
-// heartbeat), engine/streamhost (the stream copies).
+// Node (node*.go) builds one node from its engine/config value and runs its lifecycle (NewNode,
+// Start, Shutdown, Stop, Kill): the shards, the metadata replica (engine/metahost) and its controller
+// host (engine/controlhost) on a metadata member, the node heartbeat (engine/nodebeat), the stream
+// host (engine/streamhost), the client request handler (engine/clientreq: metadata requests served on
+// the primary's node and forwarded there from the others, data requests handed to the stream's copy)
+// and the admin HTTP listener with the node's metrics (engine/admin, JSON documents in
+// engine/adminapi). Those packages import nothing of this one: compose hands each what it needs. The
+// node's own decisions are listed in Node's doc comment; the parts' are in their package comments.
 package engine

@@ -8,12 +8,15 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ringstream/ringstream/engine/admin"
+	"github.com/ringstream/ringstream/engine/adminapi"
 	"github.com/ringstream/ringstream/engine/clientreq"
 	"github.com/ringstream/ringstream/engine/config"
 	"github.com/ringstream/ringstream/engine/controlhost"
@@ -36,10 +39,10 @@ var (
 
 // Node states, as Status reports them.
 const (
-	nodeNew int32 = iota
-	nodeServing
-	nodeStopping
-	nodeStopped
+	nodeNew      = int32(admin.StateNew)
+	nodeServing  = int32(admin.StateServing)
+	nodeStopping = int32(admin.StateStopping)
+	nodeStopped  = int32(admin.StateStopped)
 )
 
 // NodeOptions are the parts of a node that are not configuration: test seams and shared registries.
@@ -58,7 +61,7 @@ type NodeOptions struct {
 
 // Node is one ringstream node in this process: its shards and peer links, its metadata replica and
 // controller host when it is a metadata member, its node heartbeat sender, its stream copies, the
-// client request handler (engine/clientreq) and the admin HTTP listener (admin*.go).
+// client request handler (engine/clientreq) and the admin HTTP listener (engine/admin).
 //
 // Decisions where the design is silent:
 //   - The data directory records its cluster and node (IdentityFile, written durably at the first
@@ -81,25 +84,8 @@ type NodeOptions struct {
 //     answered from the state: CodeUnknownStream. A node without a replica keeps its copies of a
 //     deleted stream until an operator removes them; a copy not open when its node looked (the
 //     node was down, the copy failed to open) keeps its directory.
-//   - Fsync metrics are what the node can time itself: each group commit of a copy's log from
-//     queueing its writes to the last completion (segment.Config.CommitObserver: the writev and
-//     its linked fdatasync are one chain, so the fdatasync alone is not separable), and each
-//     metadata persist likewise (metahost.Group.SetPersistObserver). Recovery metrics come from the
-//     controller host's events (controlhost.Host.SetObserver, which the node sets; a caller that sets
-//     its own replaces it): recoveries recorded and committed by the active controller, the time
-//     from a RecordRecovery's commit to its CommitRecovery's, and from the node loss before it to
-//     that commit (the controller's part of the failover gap; the new owner's open comes after).
-//     Withdrawals and accepted losses are counted where the operator's request commits.
-//   - Probes (admin_probe.go): /healthz is 200 while the admin listener serves; /readyz is 200 once
-//     Node.Readiness found the node ready (serving, its metadata replica normal and caught up with a
-//     commit its primary sent since it opened, every copy its applied state assigns to it open) and
-//     stays 200 until the node stops, 503 with the reason before. Readiness is about finishing the
-//     start; what goes wrong later is for attention, status and the metrics.
-//   - Data counters (admin_streams.go) are counted where a copy's reply reaches the node (the stream
-//     host's Replies, wrapped in compose): records confirmed (duplicates not again), records and batch
-//     bytes fetched, one add per reply. Per-stream series are read at scrape time from the stream
-//     host, for at most metrics.per_stream_max copies (lowest stream ids). The Go and process
-//     collectors and ringstream_build_info go only on a registry the node made itself.
+//   - The node's metrics, probes and admin HTTP API are engine/admin's: its package comment lists
+//     its decisions.
 type Node struct {
 	cfg   *config.Config
 	opts  NodeOptions
@@ -118,8 +104,7 @@ type Node struct {
 	streams *streamhost.Host
 	clients *clientreq.Handler
 	metaSvc *clientreq.Service
-	admin   *adminServer
-	metrics *nodeMetrics
+	admin   *admin.Server
 	reaper  *reaper
 
 	replicas []uint16 // the metadata group's nodes, member index order
@@ -175,7 +160,7 @@ func NewNodeWithOptions(cfg *config.Config, logger *slog.Logger, opts NodeOption
 	if err != nil {
 		_ = sn.Stop() // closes the listeners bound by NewNode
 		if n.admin != nil {
-			n.admin.close()
+			n.admin.Close()
 		}
 		if n.metaSvc != nil {
 			n.metaSvc.Close()
@@ -192,8 +177,8 @@ func NewNodeWithOptions(cfg *config.Config, logger *slog.Logger, opts NodeOption
 func (n *Node) compose() error {
 	cfg, sn := n.cfg, n.shard
 	n.reaper = newReaper(n)
-	storage := newStorageMetrics(n.metricLabels(), clientreq.LatencyBuckets())
-	var recoveries *recoveryMetrics
+	storage := admin.NewStorageMetrics(n.metricLabels(), clientreq.LatencyBuckets())
+	var recoveries *admin.RecoveryMetrics
 	var self func(h *wire.Header, body []byte)
 	if mc, ok := cfg.MetaGroup(); ok {
 		mc.Logger = n.log
@@ -203,7 +188,7 @@ func (n *Node) compose() error {
 		}
 		n.meta = g
 		g.SetWake(func() { sn.Wake(0) })
-		g.SetPersistObserver(storage.observePersist)
+		g.SetPersistObserver(storage.ObservePersist)
 		if err := sn.AddGroup(g); err != nil {
 			return fmt.Errorf("engine: node %d: %w", n.id, err)
 		}
@@ -213,15 +198,15 @@ func (n *Node) compose() error {
 			return fmt.Errorf("engine: node %d: controller: %w", n.id, err)
 		}
 		n.ctl, self = ctl, ctl.LocalHeartbeat
-		recoveries = newRecoveryMetrics(n.metricLabels())
-		ctl.SetObserver(recoveries.observe)
+		recoveries = admin.NewRecoveryMetrics(n.metricLabels())
+		ctl.SetObserver(recoveries.Observe)
 	} else if err := sn.SetNodeHandler(nodeFrames{n}); err != nil {
 		return fmt.Errorf("engine: node %d: %w", n.id, err)
 	}
 	seg := cfg.Segment()
-	seg.CommitObserver = storage.observeCommit
-	data := newDataMetrics(n.metricLabels())
-	replies := func(id uint64, r *stream.Reply) { data.count(r); n.clients.StreamReply(id, r) }
+	seg.CommitObserver = storage.ObserveCommit
+	data := admin.NewDataMetrics(n.metricLabels())
+	replies := func(id uint64, r *stream.Reply) { data.Count(r); n.clients.StreamReply(id, r) }
 	host, err := streamhost.New(sn, streamhost.Config{Dir: cfg.File.Node.DataDir, Cluster: cfg.File.Cluster.ID,
 		Node: n.id, Shards: cfg.ShardCount, Segment: seg,
 		Stream:  stream.Config{TickMs: uint32(cfg.File.Cluster.TickMs)},
@@ -252,18 +237,14 @@ func (n *Node) compose() error {
 	if err := sn.SetClientHandler(n.clients); err != nil {
 		return fmt.Errorf("engine: node %d: %w", n.id, err)
 	}
-	n.metrics = newNodeMetrics(n, storage, recoveries)
-	if err := n.reg.Register(n.metrics); err != nil {
-		return fmt.Errorf("engine: register node metrics: %w", err)
-	}
-	if err := n.registerObservability(data); err != nil {
-		return err
-	}
-	admin, err := newAdminServer(n, cfg.AdminListen)
+	a, err := admin.New(admin.Config{Node: cfg, Registry: n.reg, OwnRegistry: n.opts.Registry == nil,
+		MetaRequestTimeout: n.opts.MetaRequestTimeout, State: func() admin.State { return admin.State(n.state.Load()) },
+		Shards: sn, Meta: n.meta, Ctl: n.ctl, Beat: beat, Streams: host, Clients: n.clients,
+		Storage: storage, Recoveries: recoveries, Data: data, Labels: n.metricLabels(), Logger: n.log})
 	if err != nil {
 		return err
 	}
-	n.admin = admin
+	n.admin = a
 	return nil
 }
 
@@ -305,7 +286,7 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	if err := n.shard.Start(n.peers); err != nil {
 		// The shards closed their rings and the listeners; the rest goes now, and Stop returns at once.
-		n.admin.close()
+		n.admin.Close()
 		n.metaSvc.Close()
 		if n.meta != nil {
 			n.meta.Close()
@@ -319,7 +300,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.background.Add(3)
 	go func() { defer n.background.Done(); n.metaSvc.Register(bg) }()
 	go func() { defer n.background.Done(); n.reaper.run(bg) }()
-	go func() { defer n.background.Done(); n.admin.serve() }()
+	go func() { defer n.background.Done(); n.admin.Serve() }()
 	n.log.Info("node serving", "peer", n.shard.Addr(), "client", n.ClientAddr(), "admin", n.AdminAddr(),
 		"shards", n.cfg.ShardCount, "metadata_replica", n.meta != nil)
 	return nil
@@ -351,7 +332,7 @@ func (n *Node) Stop(ctx context.Context) error {
 				continue
 			}
 			err := n.shard.Stop()
-			n.admin.close()
+			n.admin.Close()
 			n.metaSvc.Close()
 			if n.meta != nil {
 				n.meta.Close()
@@ -387,7 +368,7 @@ func (n *Node) stop(ctx context.Context) error {
 		cancel()
 	}
 	n.metaSvc.Close()
-	n.admin.close()
+	n.admin.Close()
 	err := n.shard.Stop()
 	n.background.Wait()
 	n.metaSvc.Wait()
@@ -414,7 +395,7 @@ func (n *Node) PeerAddr() netip.AddrPort { return n.shard.Addr() }
 func (n *Node) ClientAddr() netip.AddrPort { return n.shard.ClientAddr() }
 
 // AdminAddr is the admin HTTP listener's address, as bound.
-func (n *Node) AdminAddr() netip.AddrPort { return n.admin.addr() }
+func (n *Node) AdminAddr() netip.AddrPort { return n.admin.Addr() }
 
 // Meta is the node's metadata replica (nil when it holds none).
 func (n *Node) Meta() *metahost.Group { return n.meta }
@@ -430,3 +411,21 @@ func (n *Node) Shards() *shard.Node { return n.shard }
 
 // metaDir is the metadata replica's directory.
 func (n *Node) metaDir() string { return filepath.Join(n.cfg.File.Node.DataDir, "meta") }
+
+// metricLabels are the constant labels of every node metric.
+func (n *Node) metricLabels() prometheus.Labels {
+	return prometheus.Labels{"node": strconv.Itoa(int(n.id))}
+}
+
+// Status is /v1/status: the node, its metadata replica and controller, its links, the streams of its
+// applied metadata state and its own copies. Safe from any goroutine.
+func (n *Node) Status() adminapi.Status { return n.admin.Status() }
+
+// Attention is /v1/attention: the active controller's attention list.
+func (n *Node) Attention() adminapi.Attention { return n.admin.Attention() }
+
+// Readiness is /readyz's answer (admin.Readiness): whether the node finished its start.
+func (n *Node) Readiness(ctx context.Context) Readiness { return n.admin.Readiness(ctx) }
+
+// Readiness is the admin package's readiness answer.
+type Readiness = admin.Readiness

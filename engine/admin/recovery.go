@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"context"
@@ -18,7 +18,7 @@ const acceptLossWarning = "records confirmed past the new owner's tails (its sea
 // actions on a pending recovery. Only the metadata primary's controller builds them (it knows the
 // published tails); another node answers 409 naming the primary. The op is proposed like a client's
 // metadata request and the answer waits for its commit.
-func (n *Node) serveRecovery(action string) http.HandlerFunc {
+func (n *node) serveRecovery(action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		res := adminapi.RecoveryAction{Action: action, Stream: r.URL.Query().Get("stream")}
 		var owner uint64
@@ -31,7 +31,7 @@ func (n *Node) serveRecovery(action string) http.HandlerFunc {
 			writeStatusJSON(w, http.StatusBadRequest, res)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), n.opts.MetaRequestTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), n.metaRequestTimeout)
 		defer cancel()
 		status := n.recoveryAction(ctx, &res, uint16(owner))
 		writeStatusJSON(w, status, res)
@@ -39,7 +39,7 @@ func (n *Node) serveRecovery(action string) http.HandlerFunc {
 }
 
 // recoveryAction builds the op on shard 0, proposes it and fills in res; it returns the HTTP status.
-func (n *Node) recoveryAction(ctx context.Context, res *adminapi.RecoveryAction, owner uint16) int {
+func (n *node) recoveryAction(ctx context.Context, res *adminapi.RecoveryAction, owner uint16) int {
 	if n.ctl == nil || !n.meta.Status().Primary {
 		res.Error = fmt.Sprintf("node %d is not the metadata primary", n.id)
 		if n.meta != nil {

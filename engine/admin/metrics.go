@@ -1,8 +1,7 @@
-package engine
+package admin
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,16 +15,11 @@ import (
 type nodeMetrics struct {
 	all []prometheus.Collector
 
-	storage    *storageMetrics  // made before the groups that feed it (Node.compose)
-	recoveries *recoveryMetrics // nil without a metadata replica
+	storage    *StorageMetrics  // made before the groups that feed it (Node.compose)
+	recoveries *RecoveryMetrics // nil without a metadata replica
 }
 
-// metricLabels are the constant labels of every node metric.
-func (n *Node) metricLabels() prometheus.Labels {
-	return prometheus.Labels{"node": strconv.Itoa(int(n.id))}
-}
-
-func newNodeMetrics(n *Node, storage *storageMetrics, recoveries *recoveryMetrics) *nodeMetrics {
+func newNodeMetrics(n *node, storage *StorageMetrics, recoveries *RecoveryMetrics) *nodeMetrics {
 	m := &nodeMetrics{storage: storage, recoveries: recoveries}
 	labels := n.metricLabels()
 	m.all = append(m.all, n.clients.Metrics().Collectors()...)
@@ -38,7 +32,7 @@ func newNodeMetrics(n *Node, storage *storageMetrics, recoveries *recoveryMetric
 }
 
 // statusGauges read the metadata replica and the controller host at scrape time.
-func (n *Node) statusGauges(labels prometheus.Labels) []prometheus.Collector {
+func (n *node) statusGauges(labels prometheus.Labels) []prometheus.Collector {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f)
 	}
@@ -92,7 +86,7 @@ func (n *Node) statusGauges(labels prometheus.Labels) []prometheus.Collector {
 
 // healCounters count the stream copies whose storage failed, by cause, and their reopens and heals
 // (streamhost.Host.HealStats, read at scrape time).
-func (n *Node) healCounters(labels prometheus.Labels) []prometheus.Collector {
+func (n *node) healCounters(labels prometheus.Labels) []prometheus.Collector {
 	var out []prometheus.Collector
 	for c := range streamhost.CauseCount {
 		l := prometheus.Labels{"cause": c.String()}
@@ -129,8 +123,8 @@ func (m *nodeMetrics) Collect(ch chan<- prometheus.Metric) {
 
 // recordedRecoveries counts the recoveries of the applied metadata state, read on shard 0 (at most a
 // second's wait; -1 when the shard did not answer, as when the node is not serving).
-func (n *Node) recordedRecoveries() float64 {
-	if n.state.Load() != nodeServing {
+func (n *node) recordedRecoveries() float64 {
+	if n.state() != StateServing {
 		return -1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)

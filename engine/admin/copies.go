@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 // copy of a stream (its id, as status lists it under failures). The copy reopens at once through
 // recovery, corrupt or not (after a repair); the outcome shows in status. 202 when the reopen
 // started, 404 with no copy of that stream here, 409 when the copy has not failed.
-func (n *Node) serveCopyRetry(w http.ResponseWriter, r *http.Request) {
+func (n *node) serveCopyRetry(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseUint(r.PathValue("stream"), 10, 64)
 	if err != nil || id == 0 {
 		writeStatusJSON(w, http.StatusBadRequest, adminapi.CopyRetry{Error: "want /v1/copies/ID/retry with the stream's id (1..2^64-1)"})

@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"context"
@@ -17,7 +17,7 @@ const statusWait = 2 * time.Second
 
 // Status is /v1/status: the node, its metadata replica and controller, its links, the streams of its
 // applied metadata state and its own copies. Safe from any goroutine.
-func (n *Node) Status() adminapi.Status {
+func (n *node) Status() adminapi.Status {
 	st := adminapi.Status{Node: n.id, Cluster: n.from.Cluster, PeerAddr: n.PeerAddr().String(),
 		ClientAddr: n.ClientAddr().String(), Shards: n.cfg.ShardCount, State: n.stateName(),
 		Links: []adminapi.Link{}, Streams: []adminapi.Stream{}, Copies: []adminapi.Copy{}}
@@ -36,7 +36,7 @@ func (n *Node) Status() adminapi.Status {
 	if n.meta != nil {
 		n.metaStatus(&st)
 	}
-	if n.state.Load() == nodeServing {
+	if n.state() == StateServing {
 		ctx, cancel := context.WithTimeout(context.Background(), statusWait)
 		defer cancel()
 		n.copyStatus(ctx, &st)
@@ -44,20 +44,20 @@ func (n *Node) Status() adminapi.Status {
 	return st
 }
 
-func (n *Node) stateName() string {
-	switch n.state.Load() {
-	case nodeNew:
+func (n *node) stateName() string {
+	switch n.state() {
+	case StateNew:
 		return "starting"
-	case nodeServing:
+	case StateServing:
 		return "serving"
-	case nodeStopping:
+	case StateStopping:
 		return "stopping"
 	}
 	return "stopped"
 }
 
 // metaStatus fills in the replica, the controller, and (read on shard 0) streams and nodes.
-func (n *Node) metaStatus(st *adminapi.Status) {
+func (n *node) metaStatus(st *adminapi.Status) {
 	ms := n.meta.Status()
 	st.Meta = &adminapi.Meta{View: ms.View, Op: ms.Op, Commit: ms.Commit, Primary: ms.Primary,
 		PrimaryID: n.replicas[int(ms.View)%len(n.replicas)], Normal: ms.Normal, Recovering: ms.Recovering,
@@ -70,7 +70,7 @@ func (n *Node) metaStatus(st *adminapi.Status) {
 		NodesLost: cs.Stats.NodesLost, Proposals: cs.Stats.Proposals, ProposalsRefused: cs.Stats.ProposalsRefused,
 		Seals: cs.Stats.Seals, SealReplies: cs.Stats.SealReplies, Attention: len(cs.Attention),
 		FramesDropped: cs.FramesDropped, SendFailures: cs.SendFailures}
-	if n.state.Load() != nodeServing {
+	if n.state() != StateServing {
 		return
 	}
 	up := map[uint16]bool{n.id: true}
@@ -111,7 +111,7 @@ func streamStatus(state *meta.State, s meta.Stream) adminapi.Stream {
 
 // copyStatus lists this node's serving copies (as the stream host last published them for the node
 // heartbeats), each read again on its shard for its tails.
-func (n *Node) copyStatus(ctx context.Context, st *adminapi.Status) {
+func (n *node) copyStatus(ctx context.Context, st *adminapi.Status) {
 	shards := n.shard.Shards()
 	for _, t := range n.streams.AppendCopyTails(nil) {
 		i := shard.ShardOf(t.Stream, len(shards))

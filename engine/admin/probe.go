@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"context"
@@ -29,14 +29,14 @@ type assignedCopy struct {
 
 // serveHealth is /healthz: 200 while the process serves HTTP at all (liveness: restart it only when
 // this fails).
-func (n *Node) serveHealth(w http.ResponseWriter, _ *http.Request) {
+func (n *node) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = fmt.Fprintf(w, "ok: node %d %s\n", n.id, n.stateName())
 }
 
 // serveReady is /readyz: 200 with {"ready":true} once the node is ready (Node.Readiness), 503 with
 // the reason otherwise.
-func (n *Node) serveReady(w http.ResponseWriter, r *http.Request) {
+func (n *node) serveReady(w http.ResponseWriter, r *http.Request) {
 	rd := n.Readiness(r.Context())
 	status := http.StatusOK
 	if !rd.Ready {
@@ -55,9 +55,9 @@ func (n *Node) serveReady(w http.ResponseWriter, r *http.Request) {
 // the node stays ready until it stops: a later view change or a new stream's copy opening does not
 // take it out of a load balancer's rotation. A node without a replica knows no assignment: it is ready
 // once it serves.
-func (n *Node) Readiness(ctx context.Context) Readiness {
+func (n *node) Readiness(ctx context.Context) Readiness {
 	out := Readiness{Node: n.id}
-	if st := n.state.Load(); st != nodeServing {
+	if st := n.state(); st != StateServing {
 		out.Reason = "node is " + n.stateName()
 		return out
 	}
@@ -76,7 +76,7 @@ func (n *Node) Readiness(ctx context.Context) Readiness {
 }
 
 // notReady is why the node is not ready yet, "" when it is.
-func (n *Node) notReady(ctx context.Context) string {
+func (n *node) notReady(ctx context.Context) string {
 	if n.meta == nil {
 		return ""
 	}
@@ -117,7 +117,7 @@ func metaNotReady(ms metahost.Status) string {
 
 // assignedCopies lists the copies the applied metadata state places on this node, streams with a
 // recovery recorded left out (read on shard 0).
-func (n *Node) assignedCopies(ctx context.Context) ([]assignedCopy, error) {
+func (n *node) assignedCopies(ctx context.Context) ([]assignedCopy, error) {
 	ctx, cancel := context.WithTimeout(ctx, readinessWait)
 	defer cancel()
 	var out []assignedCopy
@@ -138,7 +138,7 @@ func (n *Node) assignedCopies(ctx context.Context) ([]assignedCopy, error) {
 }
 
 // failedCopies are the copies of this node that did not open or whose log failed.
-func (n *Node) failedCopies() map[copyKey]bool {
+func (n *node) failedCopies() map[copyKey]bool {
 	out := map[copyKey]bool{}
 	for _, f := range n.streams.Status() {
 		out[copyKey{stream: f.Stream, incarnation: f.Incarnation}] = true
@@ -166,4 +166,10 @@ func unopenedCopies(assigned []assignedCopy, tails []wire.CopyTail, failed map[c
 		missing++
 	}
 	return missing, first
+}
+
+// copyKey names one incarnation of a stream.
+type copyKey struct {
+	stream      uint64
+	incarnation uint32
 }

@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"fmt"
@@ -13,14 +13,14 @@ import (
 	"github.com/ringstream/ringstream/wire"
 )
 
-// registerObservability registers what admin_streams.go and admin_buildinfo.go add to the node's
+// registerObservability registers what streams.go and buildinfo.go add to the node's
 // metrics: the data counters, the per-stream series (metrics.per_stream_max) and, on a registry the
 // node made itself, the process's collectors.
-func (n *Node) registerObservability(data *dataMetrics) error {
+func (n *node) registerObservability(data *DataMetrics) error {
 	labels := n.metricLabels()
 	cs := data.collectors()
 	cs = append(cs, newStreamCollector(n, n.cfg.File.Metrics.PerStreamMax, labels))
-	if n.opts.Registry == nil {
+	if n.ownReg {
 		cs = append(cs, processCollectors(labels)...)
 	}
 	for _, c := range cs {
@@ -34,19 +34,20 @@ func (n *Node) registerObservability(data *dataMetrics) error {
 // streamSeriesWait bounds how long one scrape waits for a shard to read its copies' states.
 const streamSeriesWait = time.Second
 
-// dataMetrics count the records this node's copies confirmed to producers and the records and
+// DataMetrics count the records this node's copies confirmed to producers and the records and
 // bytes they sent to fetchers. They are counted where a copy's reply reaches the node
 // (streamhost.Config.Replies, on the copy's shard goroutine): one atomic add per reply, never per
 // record, and nothing allocated.
-type dataMetrics struct {
+type DataMetrics struct {
 	recordsAppended, recordsFetched, bytesFetched prometheus.Counter
 }
 
-func newDataMetrics(labels prometheus.Labels) *dataMetrics {
+// NewDataMetrics makes the data counters (before the stream host that feeds them).
+func NewDataMetrics(labels prometheus.Labels) *DataMetrics {
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels})
 	}
-	return &dataMetrics{
+	return &DataMetrics{
 		recordsAppended: counter("ringstream_records_appended_total", "Records this node's owner copies "+
 			"confirmed to producers (a produce answered as a duplicate is not counted again)."),
 		recordsFetched: counter("ringstream_records_fetched_total", "Records this node's owner copies "+
@@ -56,12 +57,12 @@ func newDataMetrics(labels prometheus.Labels) *dataMetrics {
 	}
 }
 
-func (m *dataMetrics) collectors() []prometheus.Collector {
+func (m *DataMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.recordsAppended, m.recordsFetched, m.bytesFetched}
 }
 
-// count counts one copy reply.
-func (m *dataMetrics) count(r *stream.Reply) {
+// Count counts one copy reply.
+func (m *DataMetrics) Count(r *stream.Reply) {
 	switch r.Kind {
 	case stream.ReplyProduce:
 		if !r.Produce.Duplicate {
@@ -77,13 +78,13 @@ func (m *dataMetrics) count(r *stream.Reply) {
 // stream host (the tails it publishes for the node heartbeats, then each copy's state on its shard),
 // for at most max copies, the lowest stream ids first. It never runs on the record path.
 type streamCollector struct {
-	n   *Node
+	n   *node
 	max int
 
 	end, durable, confirmed, owner, omitted *prometheus.Desc
 }
 
-func newStreamCollector(n *Node, max int, labels prometheus.Labels) *streamCollector {
+func newStreamCollector(n *node, max int, labels prometheus.Labels) *streamCollector {
 	desc := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, []string{"stream"}, labels)
 	}
@@ -110,7 +111,7 @@ func (c *streamCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.n.state.Load() != nodeServing {
+	if c.n.state() != StateServing {
 		return
 	}
 	tails := c.n.streams.AppendCopyTails(nil)

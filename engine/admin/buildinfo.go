@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"runtime/debug"

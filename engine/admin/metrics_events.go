@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"time"
@@ -10,7 +10,7 @@ import (
 	"github.com/ringstream/ringstream/segment"
 )
 
-// Recovery outcomes the controller's metrics count (recoveryMetrics.outcomes).
+// Recovery outcomes the controller's metrics count (RecoveryMetrics.outcomes).
 const (
 	recoveryRecorded = iota
 	recoveryCommitted
@@ -19,20 +19,20 @@ const (
 	recoveryOutcomes
 )
 
-// storageMetrics time the node's fsyncs: each group commit of the stream copies' logs (segment's
+// StorageMetrics time the node's fsyncs: each group commit of the stream copies' logs (segment's
 // Config.CommitObserver, on every shard's goroutine) and each persist of the metadata replica
 // (metahost.Group.SetPersistObserver, on shard 0's). Observing is a histogram's atomic adds: nothing is
 // allocated per commit.
-type storageMetrics struct {
+type StorageMetrics struct {
 	commitVec   *prometheus.HistogramVec
 	commit      [3]prometheus.Observer // by segment.LogKind (RecordLog, CursorLog), resolved at start
 	metaPersist prometheus.Histogram
 }
 
-// recoveryMetrics count the recoveries the active controller on this node carried through the
+// RecoveryMetrics count the recoveries the active controller on this node carried through the
 // metadata group, and time them, from the controller host's events (controlhost.Host.SetObserver, on shard
 // 0's goroutine, the only one that touches started and lostAt).
-type recoveryMetrics struct {
+type RecoveryMetrics struct {
 	outcomes [recoveryOutcomes]prometheus.Counter
 	// toCommit: from a stream's RecordRecovery committing to its CommitRecovery committing (the seal
 	// round and the decision). fromLoss: from the node loss the controller
@@ -46,16 +46,17 @@ type recoveryMetrics struct {
 
 type recoveryStart struct{ recorded, lost time.Time }
 
-// recoveriesStartedMax bounds recoveryMetrics.started: a recovery withdrawn or deleted without a
+// recoveriesStartedMax bounds RecoveryMetrics.started: a recovery withdrawn or deleted without a
 // commit leaves its entry until the stream records another or the controller's term ends.
 const recoveriesStartedMax = 1 << 16
 
-func newStorageMetrics(labels prometheus.Labels, buckets []float64) *storageMetrics {
+// NewStorageMetrics makes the fsync histograms (before the groups that feed them).
+func NewStorageMetrics(labels prometheus.Labels, buckets []float64) *StorageMetrics {
 	commit := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ringstream_log_group_commit_seconds",
 		Help: "Group commits of the stream copies' logs, from queueing the writes to the last completion " +
 			"(writev and linked fdatasync per file, the directory fsync of a group that created a file).",
 		ConstLabels: labels, Buckets: buckets}, []string{"log"})
-	m := &storageMetrics{commitVec: commit, metaPersist: prometheus.NewHistogram(prometheus.HistogramOpts{
+	m := &StorageMetrics{commitVec: commit, metaPersist: prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "ringstream_meta_persist_seconds", Help: "Persists of the metadata replica, from queueing the " +
 			"chain to its last completion (log and superblock copies written, one fdatasync).",
 		ConstLabels: labels, Buckets: buckets})}
@@ -65,25 +66,27 @@ func newStorageMetrics(labels prometheus.Labels, buckets []float64) *storageMetr
 }
 
 // collectors are the histograms to register.
-func (m *storageMetrics) collectors() []prometheus.Collector {
+func (m *StorageMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.commitVec, m.metaPersist}
 }
 
-// observeCommit is segment.Config.CommitObserver.
-func (m *storageMetrics) observeCommit(log segment.LogKind, d time.Duration) {
+// ObserveCommit is segment.Config.CommitObserver.
+func (m *StorageMetrics) ObserveCommit(log segment.LogKind, d time.Duration) {
 	if int(log) < len(m.commit) && m.commit[log] != nil {
 		m.commit[log].Observe(d.Seconds())
 	}
 }
 
-func (m *storageMetrics) observePersist(d time.Duration) { m.metaPersist.Observe(d.Seconds()) }
+// ObservePersist is metahost.Group.SetPersistObserver's function.
+func (m *StorageMetrics) ObservePersist(d time.Duration) { m.metaPersist.Observe(d.Seconds()) }
 
-func newRecoveryMetrics(labels prometheus.Labels) *recoveryMetrics {
+// NewRecoveryMetrics makes the recovery counters and timings of a node holding a metadata replica.
+func NewRecoveryMetrics(labels prometheus.Labels) *RecoveryMetrics {
 	outcomes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ringstream_controller_recoveries_total",
 		Help: "Recovery ops committed: recorded and committed by the active controller on this node, " +
 			"withdrawn and accepted_loss by an operator's request to this node.",
 		ConstLabels: labels}, []string{"outcome"})
-	m := &recoveryMetrics{started: map[uint64]recoveryStart{}}
+	m := &RecoveryMetrics{started: map[uint64]recoveryStart{}}
 	for i, name := range [recoveryOutcomes]string{"recorded", "committed", "withdrawn", "accepted_loss"} {
 		m.outcomes[i] = outcomes.WithLabelValues(name)
 	}
@@ -97,7 +100,7 @@ func newRecoveryMetrics(labels prometheus.Labels) *recoveryMetrics {
 	return m
 }
 
-func (m *recoveryMetrics) collectors() []prometheus.Collector {
+func (m *RecoveryMetrics) collectors() []prometheus.Collector {
 	out := []prometheus.Collector{m.toCommit, m.fromLoss}
 	for _, c := range m.outcomes {
 		out = append(out, c)
@@ -105,8 +108,8 @@ func (m *recoveryMetrics) collectors() []prometheus.Collector {
 	return out
 }
 
-// observe is the controller host's observer (shard 0's goroutine).
-func (m *recoveryMetrics) observe(e controlhost.Event) {
+// Observe is the controller host's observer (shard 0's goroutine).
+func (m *RecoveryMetrics) Observe(e controlhost.Event) {
 	now := time.Now()
 	switch e.Kind {
 	case controlhost.BecamePrimary:
@@ -121,7 +124,7 @@ func (m *recoveryMetrics) observe(e controlhost.Event) {
 	}
 }
 
-func (m *recoveryMetrics) committed(e controlhost.Event, now time.Time) {
+func (m *RecoveryMetrics) committed(e controlhost.Event, now time.Time) {
 	switch e.Op {
 	case meta.OpRecordRecovery:
 		m.outcomes[recoveryRecorded].Inc()
@@ -144,8 +147,8 @@ func (m *recoveryMetrics) committed(e controlhost.Event, now time.Time) {
 }
 
 // operator counts a withdraw or an accepted loss the operator's request committed through this
-// node (admin_recovery.go; those ops do not go through the controller host). Safe from any goroutine.
-func (m *recoveryMetrics) operator(action string) {
+// node (recovery.go; those ops do not go through the controller host). Safe from any goroutine.
+func (m *RecoveryMetrics) operator(action string) {
 	if action == "withdraw" {
 		m.outcomes[recoveryWithdrawn].Inc()
 		return

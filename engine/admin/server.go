@@ -1,4 +1,4 @@
-package engine
+package admin
 
 import (
 	"context"
@@ -17,21 +17,21 @@ import (
 	"github.com/ringstream/ringstream/engine/adminapi"
 )
 
-// adminServer is the node's admin HTTP listener: /metrics, /healthz, /readyz, /debug/pprof/,
+// Server is the node's admin HTTP listener: /metrics, /healthz, /readyz, /debug/pprof/,
 // /v1/status, /v1/attention, the operator's recovery actions (POST /v1/recovery/accept-loss and
 // /v1/recovery/withdraw) and the retry of a failed copy (POST /v1/copies/{stream}/retry). It is bound
 // in NewNode (so its address is known before Start) and served from Start.
-type adminServer struct {
-	n   *Node
+type Server struct {
+	n   *node
 	ln  net.Listener
 	srv *http.Server
-	// ready latches the first time Node.Readiness found the node ready (admin_probe.go).
+	// ready latches the first time Node.Readiness found the node ready (probe.go).
 	ready atomic.Bool
 }
 
-// newAdminServer binds addr (admin.listen). The zero address means no admin listener.
-func newAdminServer(n *Node, addr netip.AddrPort) (*adminServer, error) {
-	a := &adminServer{n: n}
+// newServer binds addr (admin.listen). The zero address means no admin listener.
+func newServer(n *node, addr netip.AddrPort) (*Server, error) {
+	a := &Server{n: n}
 	if !addr.IsValid() {
 		return a, nil
 	}
@@ -69,7 +69,7 @@ func writeStatusJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // serve serves until close.
-func (a *adminServer) serve() {
+func (a *Server) serve() {
 	if a.srv == nil {
 		return
 	}
@@ -79,7 +79,7 @@ func (a *adminServer) serve() {
 }
 
 // close stops the listener; requests in progress get a second to finish.
-func (a *adminServer) close() {
+func (a *Server) close() {
 	if a.srv == nil {
 		return
 	}
@@ -91,7 +91,7 @@ func (a *adminServer) close() {
 	_ = a.ln.Close()
 }
 
-func (a *adminServer) addr() netip.AddrPort {
+func (a *Server) addr() netip.AddrPort {
 	if a.ln == nil {
 		return netip.AddrPort{}
 	}
@@ -99,7 +99,7 @@ func (a *adminServer) addr() netip.AddrPort {
 }
 
 // Attention is /v1/attention: the active controller's attention list.
-func (n *Node) Attention() adminapi.Attention {
+func (n *node) Attention() adminapi.Attention {
 	out := adminapi.Attention{Node: n.id, Entries: []adminapi.AttentionEntry{}}
 	if n.ctl == nil {
 		return out
