@@ -38,7 +38,7 @@ func TestFormatCommand_FormatsOnceAndNeedsAMode(t *testing.T) {
 		t.Fatalf("format --recover: %q %v", out, err)
 	}
 	if _, err := runFormat(append(base, "--new-cluster")...); !errors.Is(err, metahost.ErrFormatted) {
-		t.Fatalf("format again: %v, want ErrMetaFormatted", err)
+		t.Fatalf("format again: %v, want metahost.ErrFormatted", err)
 	}
 	if _, err := runFormat("--dir", dir+"2", "--cluster", "42", "--node", "0", "--replica", "1", "--new-cluster"); err == nil {
 		t.Fatal("node 0 accepted")

@@ -16,19 +16,20 @@
 //
 // Decisions where the design is silent:
 //   - Fsync metrics are what the node can time itself: each group commit of a copy's log from
-//     queueing its writes to the last completion (segment.Config.CommitObserver: the writev and
-//     its linked fdatasync are one chain, so the fdatasync alone is not separable), and each
-//     metadata persist likewise (metahost.Group.SetPersistObserver). Recovery metrics come from the
-//     controller host's events (controlhost.Host.SetObserver, which the node sets to RecoveryMetrics.Observe; a caller that sets
-//     its own replaces it): recoveries recorded and committed by the active controller, the time
-//     from a RecordRecovery's commit to its CommitRecovery's, and from the node loss before it to
-//     that commit (the controller's part of the failover gap; the new owner's open comes after).
-//     Withdrawals and accepted losses are counted where the operator's request commits.
+//     queueing its writes to the last completion (segment.Config.CommitObserver: the writev and its
+//     linked fdatasync are one chain, so the fdatasync alone is not separable), and each metadata
+//     persist likewise (metahost.Group.SetPersistObserver). Recovery metrics come from the
+//     controller host's events (controlhost.Host.SetObserver, which the node sets to
+//     RecoveryMetrics.Observe; a caller that sets its own replaces it): recoveries recorded and
+//     committed by the active controller, the time from a RecordRecovery's commit to its
+//     CommitRecovery's, and from the node loss before it to that commit (the controller's part of
+//     the failover gap; the new owner's open comes after). Withdrawals and accepted losses are
+//     counted where the operator's request commits.
 //   - Probes (probe.go): /healthz is 200 while the admin listener serves; /readyz is 200 once
-//     Node.Readiness found the node ready (serving, its metadata replica normal and caught up with a
-//     commit its primary sent since it opened, every copy its applied state assigns to it open) and
-//     stays 200 until the node stops, 503 with the reason before. Readiness is about finishing the
-//     start; what goes wrong later is for attention, status and the metrics.
+//     engine.Node.Readiness found the node ready (serving, its metadata replica normal and caught
+//     up with a commit its primary sent since it opened, every copy its applied state assigns to it
+//     open) and stays 200 until the node stops, 503 with the reason before. Readiness is about
+//     finishing the start; what goes wrong later is for attention, status and the metrics.
 //   - Data counters (streams.go) are counted where a copy's reply reaches the node (the stream
 //     host's Replies, wrapped in compose): records confirmed (duplicates not again), records and batch
 //     bytes fetched, one add per reply. Per-stream series are read at scrape time from the stream

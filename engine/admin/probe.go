@@ -34,7 +34,7 @@ func (n *node) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	_, _ = fmt.Fprintf(w, "ok: node %d %s\n", n.id, n.stateName())
 }
 
-// serveReady is /readyz: 200 with {"ready":true} once the node is ready (Node.Readiness), 503 with
+// serveReady is /readyz: 200 with {"ready":true} once the node is ready (engine.Node.Readiness), 503 with
 // the reason otherwise.
 func (n *node) serveReady(w http.ResponseWriter, r *http.Request) {
 	rd := n.Readiness(r.Context())

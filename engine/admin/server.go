@@ -25,7 +25,7 @@ type Server struct {
 	n   *node
 	ln  net.Listener
 	srv *http.Server
-	// ready latches the first time Node.Readiness found the node ready (probe.go).
+	// ready latches the first time engine.Node.Readiness found the node ready (probe.go).
 	ready atomic.Bool
 }
 
