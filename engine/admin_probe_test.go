@@ -2,7 +2,6 @@ package engine
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,7 +13,6 @@ import (
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/shard"
-	"github.com/ringstream/ringstream/wire"
 )
 
 // adminRaw is GET path on n's admin listener: the status code and body.
@@ -153,55 +151,5 @@ func TestNode_ReadyzOnlyAfterTheCopiesOpened(t *testing.T) {
 	waitForTB(t, "the replica out of its normal view", func() bool { return !n.Meta().Status().Normal })
 	if code, rd := readyz(t, n); code != http.StatusOK {
 		t.Fatalf("/readyz %d %+v once the quorum was gone, after it was ready", code, rd)
-	}
-}
-
-// TestReadiness_UnopenedCopies: an assigned copy counts as open only when the host published it at
-// the assignment's epoch or later, or lists it as failed; another incarnation's copy is not it.
-func TestReadiness_UnopenedCopies(t *testing.T) {
-	assigned := []assignedCopy{{stream: 1, incarnation: 1, epoch: 2}, {stream: 2, incarnation: 1, epoch: 1},
-		{stream: 3, incarnation: 2, epoch: 1}, {stream: 4, incarnation: 1, epoch: 1}}
-	tails := []wire.CopyTail{{Stream: 1, Incarnation: 1, Epoch: 2}, {Stream: 2, Incarnation: 1, Epoch: 1},
-		{Stream: 3, Incarnation: 1, Epoch: 5}}
-	failed := map[copyKey]bool{{stream: 4, incarnation: 1}: true}
-	if missing, first := unopenedCopies(assigned, tails, failed); missing != 1 || first != assigned[2] {
-		t.Fatalf("missing %d, first %+v; want 1, stream 3 at incarnation 2", missing, first)
-	}
-	tails[0].Epoch = 1 // open, but at an epoch below its assignment's
-	if missing, first := unopenedCopies(assigned, tails, failed); missing != 2 || first != assigned[0] {
-		t.Fatalf("missing %d, first %+v; want 2, stream 1 first", missing, first)
-	}
-	if missing, _ := unopenedCopies(assigned, tails, nil); missing != 3 {
-		t.Fatalf("missing %d without the failure; want 3", missing)
-	}
-	if missing, _ := unopenedCopies(nil, nil, nil); missing != 0 {
-		t.Fatalf("missing %d of nothing assigned", missing)
-	}
-}
-
-// TestReadiness_MetaReplica: a replica lets the node be ready only in a normal view with working
-// storage, as the primary or as a backup that applied the commit its primary last sent it.
-func TestReadiness_MetaReplica(t *testing.T) {
-	caughtUp := MetaStatus{View: 3, Commit: 9, Normal: true, HeardPrimary: true, CommitHeard: 9}
-	for _, tc := range []struct {
-		name string
-		edit func(*MetaStatus)
-		want string
-	}{
-		{"backup caught up", func(*MetaStatus) {}, ""},
-		{"primary that heard nobody", func(m *MetaStatus) { m.Primary, m.HeardPrimary, m.CommitHeard = true, false, 0 }, ""},
-		{"primary behind what it heard as a backup", func(m *MetaStatus) { m.Primary, m.Commit = true, 7 }, ""},
-		{"storage failed", func(m *MetaStatus) { m.PersistErr = errors.New("EIO") }, "storage failed: EIO"},
-		{"recovering", func(m *MetaStatus) { m.Recovering, m.Normal = true, false }, "recovering its state"},
-		{"view change", func(m *MetaStatus) { m.Normal = false }, "not in a normal view"},
-		{"primary not heard", func(m *MetaStatus) { m.HeardPrimary, m.CommitHeard = false, 0 }, "has not heard from the primary of view 3"},
-		{"behind the commit heard", func(m *MetaStatus) { m.Commit = 8 }, "catching up: applied 8 of the primary's commit 9"},
-	} {
-		ms := caughtUp
-		tc.edit(&ms)
-		got := metaNotReady(ms)
-		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
-			t.Errorf("%s: %q; want %q", tc.name, got, tc.want)
-		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringstream/ringstream/engine/controlhost"
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/stream"
 )
@@ -22,21 +23,21 @@ type timeline struct {
 
 type timedEvent struct {
 	at time.Time
-	ControlEvent
+	controlhost.Event
 }
 
-func (tl *timeline) observe(e ControlEvent) {
+func (tl *timeline) observe(e controlhost.Event) {
 	tl.mu.Lock()
-	tl.events = append(tl.events, timedEvent{at: time.Now(), ControlEvent: e})
+	tl.events = append(tl.events, timedEvent{at: time.Now(), Event: e})
 	tl.mu.Unlock()
 }
 
 // first is the time of the first event after from that match says yes to (zero if none).
-func (tl *timeline) first(from time.Time, match func(ControlEvent) bool) time.Time {
+func (tl *timeline) first(from time.Time, match func(controlhost.Event) bool) time.Time {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	for _, e := range tl.events {
-		if !e.at.Before(from) && match(e.ControlEvent) {
+		if !e.at.Before(from) && match(e.Event) {
 			return e.at
 		}
 	}
@@ -48,8 +49,8 @@ type gapParts struct {
 	gap, detect, record, seal, commit, apply float64
 }
 
-func committed(op meta.OpKind) func(ControlEvent) bool {
-	return func(e ControlEvent) bool { return e.Kind == ControlCommitted && e.Op == op && e.OK }
+func committed(op meta.OpKind) func(controlhost.Event) bool {
+	return func(e controlhost.Event) bool { return e.Kind == controlhost.Committed && e.Op == op && e.OK }
 }
 
 // measureFailover builds a three-node cluster (default eager grace), creates a stream, produces to it,
@@ -82,11 +83,11 @@ func measureFailover(b *testing.B, ownerIsPrimary bool) gapParts {
 	for p.firstNewAck.IsZero() {
 		p.step(false)
 	}
-	lost := tl.first(killed, func(e ControlEvent) bool { return e.Kind == ControlNodeLost })
+	lost := tl.first(killed, func(e controlhost.Event) bool { return e.Kind == controlhost.NodeLost })
 	recorded := tl.first(lost, committed(meta.OpRecordRecovery))
-	sealed := tl.first(recorded, func(e ControlEvent) bool { return e.Kind == ControlSealSent })
-	proposed := tl.first(sealed, func(e ControlEvent) bool {
-		return e.Kind == ControlProposed && e.Op == meta.OpCommitRecovery
+	sealed := tl.first(recorded, func(e controlhost.Event) bool { return e.Kind == controlhost.SealSent })
+	proposed := tl.first(sealed, func(e controlhost.Event) bool {
+		return e.Kind == controlhost.Proposed && e.Op == meta.OpCommitRecovery
 	})
 	done := tl.first(proposed, committed(meta.OpCommitRecovery))
 	for _, t := range []time.Time{lost, recorded, sealed, proposed, done} {
@@ -99,7 +100,7 @@ func measureFailover(b *testing.B, ownerIsPrimary bool) gapParts {
 	if testing.Verbose() || p.firstNewAck.Sub(killed) > 400*time.Millisecond {
 		tl.mu.Lock()
 		for _, e := range tl.events {
-			b.Logf("%8.1f ms %+v", ms(killed, e.at), e.ControlEvent)
+			b.Logf("%8.1f ms %+v", ms(killed, e.at), e.Event)
 		}
 		tl.mu.Unlock()
 	}
@@ -165,18 +166,18 @@ func (tl *timeline) streamStages(killed time.Time) string {
 			per[e.Stream] = x
 		}
 		switch {
-		case e.Kind == ControlProposed && e.Op == meta.OpRecordRecovery:
+		case e.Kind == controlhost.Proposed && e.Op == meta.OpRecordRecovery:
 			first(&x.recordProposed, e.at)
-		case e.Kind == ControlCommitted && e.Op == meta.OpRecordRecovery:
+		case e.Kind == controlhost.Committed && e.Op == meta.OpRecordRecovery:
 			first(&x.recorded, e.at)
-		case e.Kind == ControlSealSent:
+		case e.Kind == controlhost.SealSent:
 			seals++
 			first(&x.sealSent, e.at)
-		case e.Kind == ControlSealReply && x.commitProposed.IsZero():
+		case e.Kind == controlhost.SealReply && x.commitProposed.IsZero():
 			x.lastReply = e.at
-		case e.Kind == ControlProposed && e.Op == meta.OpCommitRecovery:
+		case e.Kind == controlhost.Proposed && e.Op == meta.OpCommitRecovery:
 			first(&x.commitProposed, e.at)
-		case e.Kind == ControlCommitted && e.Op == meta.OpCommitRecovery:
+		case e.Kind == controlhost.Committed && e.Op == meta.OpCommitRecovery:
 			first(&x.committed, e.at)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ringstream/ringstream/engine/config"
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/metahost"
 	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/engine/streamhost"
 	"github.com/ringstream/ringstream/shard"
@@ -64,7 +65,7 @@ func newFailoverCluster(t testing.TB, graceMs int) *failoverCluster {
 	any0 := netip.MustParseAddrPort("127.0.0.1:0")
 	for id := uint16(1); id <= 3; id++ {
 		dir := c.dir(id)
-		if err := FormatMeta(MetaFormat{Dir: filepath.Join(dir, "meta"), Cluster: nodeTestCluster, Node: id,
+		if err := metahost.Format(metahost.FormatConfig{Dir: filepath.Join(dir, "meta"), Cluster: nodeTestCluster, Node: id,
 			Replica: uint8(id - 1)}); err != nil {
 			t.Fatal(err)
 		}

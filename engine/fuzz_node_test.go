@@ -365,7 +365,7 @@ func FuzzNode_AdminHTTP(f *testing.F) {
 		f.Add(s.method, s.target, []byte(s.body))
 	}
 	fc := newFuzzCluster(f)
-	handler := fc.node.admin.srv.Handler
+	handler := fc.node.admin.Handler()
 	f.Fuzz(func(t *testing.T, method, target string, body []byte) {
 		if !strings.HasPrefix(target, "/") || strings.ContainsAny(target, " \r\n\t") || method == "" ||
 			strings.ContainsAny(method, " \r\n\t/") || strings.HasPrefix(target, "/debug/pprof/profile") ||

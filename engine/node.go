@@ -8,13 +8,20 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ringstream/ringstream/engine/admin"
+	"github.com/ringstream/ringstream/engine/adminapi"
+	"github.com/ringstream/ringstream/engine/clientreq"
 	"github.com/ringstream/ringstream/engine/config"
+	"github.com/ringstream/ringstream/engine/controlhost"
+	"github.com/ringstream/ringstream/engine/metahost"
+	"github.com/ringstream/ringstream/engine/nodebeat"
 	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/engine/streamhost"
 	"github.com/ringstream/ringstream/ring"
@@ -32,10 +39,10 @@ var (
 
 // Node states, as Status reports them.
 const (
-	nodeNew int32 = iota
-	nodeServing
-	nodeStopping
-	nodeStopped
+	nodeNew      = int32(admin.StateNew)
+	nodeServing  = int32(admin.StateServing)
+	nodeStopping = int32(admin.StateStopping)
+	nodeStopped  = int32(admin.StateStopped)
 )
 
 // NodeOptions are the parts of a node that are not configuration: test seams and shared registries.
@@ -54,34 +61,14 @@ type NodeOptions struct {
 
 // Node is one ringstream node in this process: its shards and peer links, its metadata replica and
 // controller host when it is a metadata member, its node heartbeat sender, its stream copies, the
-// client request handler (clientreq*.go) and the admin HTTP listener (admin*.go).
+// client request handler (engine/clientreq) and the admin HTTP listener (engine/admin).
 //
 // Decisions where the design is silent:
 //   - The data directory records its cluster and node (IdentityFile, written durably at the first
 //     boot that could build the node); a directory of another cluster or node is refused naming both. The metadata replica's directory
 //     (data_dir/meta) must have been made by `ringstream format`: a node never formats itself.
-//   - Metadata requests (create, delete, list, lookup) are served by the node of the metadata
-//     primary, from its applied state (read on shard 0) and by proposals to its replica. Any other
-//     node forwards the client's frame over its peer link to the primary of its replica's view (a
-//     node without a replica: to the replicas in turn) under a request id of its own, and relays the
-//     answer; a forward never takes a second hop from a replica. A request that found no primary, or
-//     whose answer did not come within NodeOptions.MetaRequestTimeout, is answered CodeUnavailable:
-//     the client retries. At most metaRequestsMax run at once per node; more are CodeOverloaded.
-//   - A create places the copies on the registered nodes the primary's node reaches (shard 0 link
-//     up) holding the fewest copies, then the lowest ids; the first is the owner. Too few reachable
-//     nodes is CodeUnavailable. A replicated stream's assignment carries the cluster's
-//     assignment_policy (the controller stamps that policy anyway), one copy the stream's own.
-//   - The node of the metadata primary registers every node of cluster.peers at its cluster.clients
-//     address (meta.RegisterNode) and again when the address changed, checking every registerEvery:
-//     the controller counts only registered nodes' heartbeats, and lookups hand out those addresses.
-//   - Data requests (produce, fetch, cursors) arrive on the stream's shard (ShardOf) and go to the
-//     copy there (streamhost.Host.Step); replies find their connection through a per-shard slot
-//     table (the copy's client token is slot index and generation). A node without a serving copy
-//     answers from its replica's state: CodeNotOwner naming the owner, CodeUnknownStream, or
-//     CodeUnavailable while the stream recovers or its own copy opens; a node without a replica
-//     answers CodeNotOwner without an owner (the client looks the stream up).
-//   - A reply the cross-shard queue refuses is kept and sent again on a later turn of the copy's
-//     shard (Node.Run), in order; nothing is dropped while the connection lives.
+//   - Client requests (metadata and data) are engine/clientreq's: its package comment lists its
+//     decisions.
 //   - Shutdown (SIGTERM): new produces are refused CodeUnavailable, produces already handed to a copy
 //     are waited for (until ctx ends), then requests still arriving are read and answered until the
 //     connections were quiet for three ticks (at most drainQuietMax), the shutdown notice goes to the
@@ -97,25 +84,8 @@ type NodeOptions struct {
 //     answered from the state: CodeUnknownStream. A node without a replica keeps its copies of a
 //     deleted stream until an operator removes them; a copy not open when its node looked (the
 //     node was down, the copy failed to open) keeps its directory.
-//   - Fsync metrics are what the node can time itself: each group commit of a copy's log from
-//     queueing its writes to the last completion (segment.Config.CommitObserver: the writev and
-//     its linked fdatasync are one chain, so the fdatasync alone is not separable), and each
-//     metadata persist likewise (MetaGroup.SetPersistObserver). Recovery metrics come from the
-//     controller host's events (ControlHost.SetObserver, which the node sets; a caller that sets
-//     its own replaces it): recoveries recorded and committed by the active controller, the time
-//     from a RecordRecovery's commit to its CommitRecovery's, and from the node loss before it to
-//     that commit (the controller's part of the failover gap; the new owner's open comes after).
-//     Withdrawals and accepted losses are counted where the operator's request commits.
-//   - Probes (admin_probe.go): /healthz is 200 while the admin listener serves; /readyz is 200 once
-//     Node.Readiness found the node ready (serving, its metadata replica normal and caught up with a
-//     commit its primary sent since it opened, every copy its applied state assigns to it open) and
-//     stays 200 until the node stops, 503 with the reason before. Readiness is about finishing the
-//     start; what goes wrong later is for attention, status and the metrics.
-//   - Data counters (admin_streams.go) are counted where a copy's reply reaches the node (the stream
-//     host's Replies, wrapped in compose): records confirmed (duplicates not again), records and batch
-//     bytes fetched, one add per reply. Per-stream series are read at scrape time from the stream
-//     host, for at most metrics.per_stream_max copies (lowest stream ids). The Go and process
-//     collectors and ringstream_build_info go only on a registry the node made itself.
+//   - The node's metrics, probes and admin HTTP API are engine/admin's: its package comment lists
+//     its decisions.
 type Node struct {
 	cfg   *config.Config
 	opts  NodeOptions
@@ -128,14 +98,13 @@ type Node struct {
 	clientAddrs []shard.Peer
 
 	shard   *shard.Node
-	meta    *MetaGroup   // nil: this node holds no metadata replica
-	ctl     *ControlHost // nil with meta
-	beat    *NodeBeat
+	meta    *metahost.Group   // nil: this node holds no metadata replica
+	ctl     *controlhost.Host // nil with meta
+	beat    *nodebeat.Beat
 	streams *streamhost.Host
-	clients *clientHandler
-	metaSvc *metaService
-	admin   *adminServer
-	metrics *nodeMetrics
+	clients *clientreq.Handler
+	metaSvc *clientreq.Service
+	admin   *admin.Server
 	reaper  *reaper
 
 	replicas []uint16 // the metadata group's nodes, member index order
@@ -191,10 +160,10 @@ func NewNodeWithOptions(cfg *config.Config, logger *slog.Logger, opts NodeOption
 	if err != nil {
 		_ = sn.Stop() // closes the listeners bound by NewNode
 		if n.admin != nil {
-			n.admin.close()
+			n.admin.Close()
 		}
 		if n.metaSvc != nil {
-			n.metaSvc.close()
+			n.metaSvc.Close()
 		}
 		if n.meta != nil {
 			n.meta.Close()
@@ -207,46 +176,37 @@ func NewNodeWithOptions(cfg *config.Config, logger *slog.Logger, opts NodeOption
 // compose makes the groups and handlers of the node and puts them on the shards (before Start).
 func (n *Node) compose() error {
 	cfg, sn := n.cfg, n.shard
-	n.clients = newClientHandler(n)
-	n.metaSvc = newMetaService(n)
 	n.reaper = newReaper(n)
-	storage := newStorageMetrics(n.metricLabels(), latencyBuckets())
-	var recoveries *recoveryMetrics
+	storage := admin.NewStorageMetrics(n.metricLabels(), clientreq.LatencyBuckets())
+	var recoveries *admin.RecoveryMetrics
 	var self func(h *wire.Header, body []byte)
 	if mc, ok := cfg.MetaGroup(); ok {
 		mc.Logger = n.log
-		g, err := NewMetaGroup(MetaGroupConfig(mc))
+		g, err := metahost.New(metahost.Config(mc))
 		if err != nil {
 			return fmt.Errorf("engine: node %d: metadata replica: %w", n.id, err)
 		}
 		n.meta = g
 		g.SetWake(func() { sn.Wake(0) })
-		g.SetPersistObserver(storage.observePersist)
+		g.SetPersistObserver(storage.ObservePersist)
 		if err := sn.AddGroup(g); err != nil {
 			return fmt.Errorf("engine: node %d: %w", n.id, err)
 		}
-		ctl, err := NewControlHost(ControlHostConfig{Control: cfg.Control(), LocalFrame: n.localControlFrame,
+		ctl, err := controlhost.New(controlhost.Config{Control: cfg.Control(), LocalFrame: n.localControlFrame,
 			Next: nodeFrames{n}, Logger: n.log}, g, sn)
 		if err != nil {
 			return fmt.Errorf("engine: node %d: controller: %w", n.id, err)
 		}
 		n.ctl, self = ctl, ctl.LocalHeartbeat
-		recoveries = newRecoveryMetrics(n.metricLabels())
-		ctl.SetObserver(recoveries.observe)
+		recoveries = admin.NewRecoveryMetrics(n.metricLabels())
+		ctl.SetObserver(recoveries.Observe)
 	} else if err := sn.SetNodeHandler(nodeFrames{n}); err != nil {
 		return fmt.Errorf("engine: node %d: %w", n.id, err)
 	}
-	for i := range cfg.ShardCount { // ids below the stream host's, so their hooks run first: see clientGroup
-		g := &clientGroup{c: n.clients, index: i, id: clientGroupID(i, cfg.ShardCount),
-			members: []shard.Member{{Index: 0, Node: n.id}}}
-		if err := sn.AddGroup(g); err != nil {
-			return fmt.Errorf("engine: node %d: client group of shard %d: %w", n.id, i, err)
-		}
-	}
 	seg := cfg.Segment()
-	seg.CommitObserver = storage.observeCommit
-	data := newDataMetrics(n.metricLabels())
-	replies := func(id uint64, r *stream.Reply) { data.count(r); n.clients.streamReply(id, r) }
+	seg.CommitObserver = storage.ObserveCommit
+	data := admin.NewDataMetrics(n.metricLabels())
+	replies := func(id uint64, r *stream.Reply) { data.Count(r); n.clients.StreamReply(id, r) }
 	host, err := streamhost.New(sn, streamhost.Config{Dir: cfg.File.Node.DataDir, Cluster: cfg.File.Cluster.ID,
 		Node: n.id, Shards: cfg.ShardCount, Segment: seg,
 		Stream:  stream.Config{TickMs: uint32(cfg.File.Cluster.TickMs)},
@@ -255,8 +215,17 @@ func (n *Node) compose() error {
 		return fmt.Errorf("engine: node %d: stream host: %w", n.id, err)
 	}
 	n.streams = host
-	beat, err := NewNodeBeat(NodeBeatConfig{Cluster: cfg.File.Cluster.ID, Node: n.id, Shards: cfg.ShardCount,
-		To: n.replicas, IntervalTicks: beatIntervalTicks(cfg), Copies: host, Failures: hostFailures{host}, Self: self,
+	n.clients = clientreq.New(clientreq.Config{Node: cfg, ClientAddrs: n.clientAddrs,
+		MetaRequestTimeout: n.opts.MetaRequestTimeout, Shards: sn, Meta: n.meta, Streams: host,
+		Labels: n.metricLabels(), Logger: n.log})
+	n.metaSvc = n.clients.Service()
+	for i := range cfg.ShardCount { // ids below the stream host's, so their hooks run first (clientreq.Group)
+		if err := sn.AddGroup(n.clients.Group(i)); err != nil {
+			return fmt.Errorf("engine: node %d: client group of shard %d: %w", n.id, i, err)
+		}
+	}
+	beat, err := nodebeat.New(nodebeat.Config{Cluster: cfg.File.Cluster.ID, Node: n.id, Shards: cfg.ShardCount,
+		To: n.replicas, IntervalTicks: beatIntervalTicks(cfg), Copies: host, Failures: nodebeat.HostFailures(host), Self: self,
 		Logger: n.log})
 	if err != nil {
 		return fmt.Errorf("engine: node %d: %w", n.id, err)
@@ -268,18 +237,14 @@ func (n *Node) compose() error {
 	if err := sn.SetClientHandler(n.clients); err != nil {
 		return fmt.Errorf("engine: node %d: %w", n.id, err)
 	}
-	n.metrics = newNodeMetrics(n, storage, recoveries)
-	if err := n.reg.Register(n.metrics); err != nil {
-		return fmt.Errorf("engine: register node metrics: %w", err)
-	}
-	if err := n.registerObservability(data); err != nil {
-		return err
-	}
-	admin, err := newAdminServer(n, cfg.AdminListen)
+	a, err := admin.New(admin.Config{Node: cfg, Registry: n.reg, OwnRegistry: n.opts.Registry == nil,
+		MetaRequestTimeout: n.opts.MetaRequestTimeout, State: func() admin.State { return admin.State(n.state.Load()) },
+		Shards: sn, Meta: n.meta, Ctl: n.ctl, Beat: beat, Streams: host, Clients: n.clients,
+		Storage: storage, Recoveries: recoveries, Data: data, Labels: n.metricLabels(), Logger: n.log})
 	if err != nil {
 		return err
 	}
-	n.admin = admin
+	n.admin = a
 	return nil
 }
 
@@ -321,8 +286,8 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	if err := n.shard.Start(n.peers); err != nil {
 		// The shards closed their rings and the listeners; the rest goes now, and Stop returns at once.
-		n.admin.close()
-		n.metaSvc.close()
+		n.admin.Close()
+		n.metaSvc.Close()
 		if n.meta != nil {
 			n.meta.Close()
 		}
@@ -333,9 +298,9 @@ func (n *Node) Start(ctx context.Context) error {
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
 	n.background.Add(3)
-	go func() { defer n.background.Done(); n.register(bg) }()
+	go func() { defer n.background.Done(); n.metaSvc.Register(bg) }()
 	go func() { defer n.background.Done(); n.reaper.run(bg) }()
-	go func() { defer n.background.Done(); n.admin.serve() }()
+	go func() { defer n.background.Done(); n.admin.Serve() }()
 	n.log.Info("node serving", "peer", n.shard.Addr(), "client", n.ClientAddr(), "admin", n.AdminAddr(),
 		"shards", n.cfg.ShardCount, "metadata_replica", n.meta != nil)
 	return nil
@@ -348,7 +313,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	if !n.state.CompareAndSwap(nodeServing, nodeStopping) {
 		return n.Stop(ctx)
 	}
-	if err := n.clients.drain(ctx); err != nil {
+	if err := n.clients.Drain(ctx); err != nil {
 		n.log.Warn("shutdown: produces still unanswered", "err", err)
 	}
 	if err := n.beat.Shutdown(n.shard); err != nil {
@@ -367,8 +332,8 @@ func (n *Node) Stop(ctx context.Context) error {
 				continue
 			}
 			err := n.shard.Stop()
-			n.admin.close()
-			n.metaSvc.close()
+			n.admin.Close()
+			n.metaSvc.Close()
 			if n.meta != nil {
 				n.meta.Close()
 			}
@@ -402,11 +367,11 @@ func (n *Node) stop(ctx context.Context) error {
 	if cancel != nil {
 		cancel()
 	}
-	n.metaSvc.close()
-	n.admin.close()
+	n.metaSvc.Close()
+	n.admin.Close()
 	err := n.shard.Stop()
 	n.background.Wait()
-	n.metaSvc.wait()
+	n.metaSvc.Wait()
 	if n.meta != nil {
 		n.meta.Close()
 	}
@@ -430,13 +395,13 @@ func (n *Node) PeerAddr() netip.AddrPort { return n.shard.Addr() }
 func (n *Node) ClientAddr() netip.AddrPort { return n.shard.ClientAddr() }
 
 // AdminAddr is the admin HTTP listener's address, as bound.
-func (n *Node) AdminAddr() netip.AddrPort { return n.admin.addr() }
+func (n *Node) AdminAddr() netip.AddrPort { return n.admin.Addr() }
 
 // Meta is the node's metadata replica (nil when it holds none).
-func (n *Node) Meta() *MetaGroup { return n.meta }
+func (n *Node) Meta() *metahost.Group { return n.meta }
 
 // Controller is the controller host on the node's metadata replica (nil when it holds none).
-func (n *Node) Controller() *ControlHost { return n.ctl }
+func (n *Node) Controller() *controlhost.Host { return n.ctl }
 
 // Streams is the node's stream host.
 func (n *Node) Streams() *streamhost.Host { return n.streams }
@@ -446,3 +411,21 @@ func (n *Node) Shards() *shard.Node { return n.shard }
 
 // metaDir is the metadata replica's directory.
 func (n *Node) metaDir() string { return filepath.Join(n.cfg.File.Node.DataDir, "meta") }
+
+// metricLabels are the constant labels of every node metric.
+func (n *Node) metricLabels() prometheus.Labels {
+	return prometheus.Labels{"node": strconv.Itoa(int(n.id))}
+}
+
+// Status is /v1/status: the node, its metadata replica and controller, its links, the streams of its
+// applied metadata state and its own copies. Safe from any goroutine.
+func (n *Node) Status() adminapi.Status { return n.admin.Status() }
+
+// Attention is /v1/attention: the active controller's attention list.
+func (n *Node) Attention() adminapi.Attention { return n.admin.Attention() }
+
+// Readiness is /readyz's answer (admin.Readiness): whether the node finished its start.
+func (n *Node) Readiness(ctx context.Context) Readiness { return n.admin.Readiness(ctx) }
+
+// Readiness is the admin package's readiness answer.
+type Readiness = admin.Readiness

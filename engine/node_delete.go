@@ -62,7 +62,7 @@ func (r *reaper) pass(ctx context.Context) {
 		return
 	}
 	r.doomed = r.doomed[:0]
-	err := r.n.metaSvc.onShard0(ctx, func() {
+	err := r.n.metaSvc.OnShard0(ctx, func() {
 		state := r.n.meta.State()
 		for _, t := range r.tails {
 			if state.Deleted(t.Stream, t.Incarnation) {

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ringstream/ringstream/engine/metahost"
 	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/ring/powerloss"
 	"github.com/ringstream/ringstream/wire"
@@ -22,7 +23,7 @@ func newFaultyCluster(t *testing.T) (*testCluster, map[uint16]*powerloss.Disk) {
 	disks := map[uint16]*powerloss.Disk{}
 	for id := uint16(1); id <= 3; id++ {
 		dir := c.dir(id)
-		if err := FormatMeta(MetaFormat{Dir: filepath.Join(dir, "meta"), Cluster: nodeTestCluster, Node: id,
+		if err := metahost.Format(metahost.FormatConfig{Dir: filepath.Join(dir, "meta"), Cluster: nodeTestCluster, Node: id,
 			Replica: uint8(id - 1)}); err != nil {
 			t.Fatal(err)
 		}

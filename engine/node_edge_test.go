@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringstream/ringstream/engine/metahost"
 	"github.com/ringstream/ringstream/wire"
 )
 
@@ -45,7 +46,7 @@ func TestNode_DataDirOfAnotherClusterOrNodeRefused(t *testing.T) {
 	// A node that cannot be built (its metadata directory was never formatted) records nothing, so a
 	// corrected configuration is not refused for a mistyped first attempt.
 	fresh := t.TempDir()
-	if _, err := NewNode(nodeTestConfig(t, 1, fresh, "", 50), quietLogger()); !errors.Is(err, ErrMetaUnformatted) {
+	if _, err := NewNode(nodeTestConfig(t, 1, fresh, "", 50), quietLogger()); !errors.Is(err, metahost.ErrUnformatted) {
 		t.Fatalf("NewNode on an unformatted directory: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(fresh, IdentityFile)); !errors.Is(err, os.ErrNotExist) {
@@ -347,7 +348,7 @@ func TestNode_ShutdownAnswersEveryProduceInFlight(t *testing.T) {
 // after Stop all return at once, and the node reports itself stopped.
 func TestNode_StopInEveryState(t *testing.T) {
 	dir := t.TempDir()
-	if err := FormatMeta(MetaFormat{Dir: filepath.Join(dir, "meta"), Cluster: nodeTestCluster, Node: 1}); err != nil {
+	if err := metahost.Format(metahost.FormatConfig{Dir: filepath.Join(dir, "meta"), Cluster: nodeTestCluster, Node: 1}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := NewNode(nodeTestConfig(t, 1, dir, "", 50), quietLogger())

@@ -12,11 +12,7 @@ type nodeFrames struct{ n *Node }
 
 // OnNodeFrame implements shard.NodeHandler.
 func (f nodeFrames) OnNodeFrame(s *shard.Shard, from uint16, h *wire.Header, body []byte) {
-	if h.Command.Client() {
-		f.n.metaSvc.onPeerFrame(s, from, h, body)
-		return
-	}
-	f.n.metrics.nodeFramesDropped.Inc() // node heartbeats on a node without a controller
+	f.n.metaSvc.OnNodeFrame(s, from, h, body)
 }
 
 // OnUnroutedFrame implements shard.UnroutedHandler: frames for streams this node holds no copy of go to
@@ -32,6 +28,6 @@ func (n *Node) sealReply(from uint16, m wire.StreamSealReply) {
 	}
 }
 
-// localControlFrame is ControlHostConfig.LocalFrame: the seal and assignment frames the controller on
+// localControlFrame is controlhost.Config.LocalFrame: the seal and assignment frames the controller on
 // this node addresses to this node's copies go to the stream host, on shard 0's goroutine.
 func (n *Node) localControlFrame(h *wire.Header, body []byte) { n.streams.OnControlFrame(h, body) }

@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // IdentityFile is the name, under the data directory, of the file that records which cluster and
@@ -133,4 +135,14 @@ func writeFileSynced(path string, b []byte) error {
 		return err
 	}
 	return f.Close()
+}
+
+// syncDir fsyncs directory dir, so the names created or renamed in it outlive a power loss.
+func syncDir(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Fsync(fd)
 }

@@ -19,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ringstream/ringstream/engine/config"
+	"github.com/ringstream/ringstream/engine/metahost"
 	"github.com/ringstream/ringstream/wire"
 )
 
@@ -102,7 +103,7 @@ func newTestClusterN(t testing.TB, count int, secret string, graceMs int, cluste
 	for id := uint16(1); id <= uint16(count); id++ {
 		dir := c.dir(id)
 		if id <= 3 {
-			if err := FormatMeta(MetaFormat{Dir: filepath.Join(dir, "meta"), Cluster: nodeTestCluster, Node: id,
+			if err := metahost.Format(metahost.FormatConfig{Dir: filepath.Join(dir, "meta"), Cluster: nodeTestCluster, Node: id,
 				Replica: uint8(id - 1)}); err != nil {
 				t.Fatal(err)
 			}
@@ -363,7 +364,7 @@ func TestNode_ThreeNodesCreateStreamThroughAnyNode(t *testing.T) {
 	forwards := 0.0
 	for _, n := range c.nodes {
 		var m dto.Metric
-		if err := n.metrics.forwards.Write(&m); err != nil {
+		if err := n.clients.Metrics().Forwards().Write(&m); err != nil {
 			t.Fatal(err)
 		}
 		forwards += m.GetCounter().GetValue()
@@ -455,7 +456,7 @@ func TestNode_NodeWithoutReplicaForwardsAndServes(t *testing.T) {
 			backup = c.nodes[id]
 		}
 	}
-	n4.metaSvc.guess.Store(uint32(backup.ID() - 1))
+	n4.metaSvc.ForwardTo(int(backup.ID() - 1))
 	tc := dialNode(t, n4.ClientAddr(), "")
 	for i := range 4 {
 		name := fmt.Sprintf("s%d", i)
@@ -467,7 +468,7 @@ func TestNode_NodeWithoutReplicaForwardsAndServes(t *testing.T) {
 		}
 	}
 	var m dto.Metric
-	if err := backup.metrics.forwards.Write(&m); err != nil || m.GetCounter().GetValue() < 8 {
+	if err := backup.clients.Metrics().Forwards().Write(&m); err != nil || m.GetCounter().GetValue() < 8 {
 		t.Fatalf("backup node %d forwarded %v requests, want the 8 node 4 sent it: %v", backup.ID(), m.GetCounter().GetValue(), err)
 	}
 	waitForTB(t, "node 4 holding its four copies", func() bool { return len(n4.Status().Copies) == 4 })

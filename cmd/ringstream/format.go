@@ -9,17 +9,17 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ringstream/ringstream/engine"
 	"github.com/ringstream/ringstream/engine/config"
+	"github.com/ringstream/ringstream/engine/metahost"
 )
 
 // newFormatCommand is `ringstream format --dir D --cluster C --node N --replica R (--new-cluster |
-// --recover)`: the format step of a metadata replica's directory (engine.FormatMeta). One of the two
+// --recover)`: the format step of a metadata replica's directory (metahost.Format). One of the two
 // modes is required, since choosing wrong loses data: --new-cluster for a member of a cluster being
 // created (it starts fresh), --recover for a replica that replaces one whose disk was lost (it learns
 // the group's state from a quorum before it acts).
 func newFormatCommand() *cobra.Command {
-	var f engine.MetaFormat
+	var f metahost.FormatConfig
 	var node, replica uint
 	var newCluster bool
 	var configPath string
@@ -49,7 +49,7 @@ func newFormatCommand() *cobra.Command {
 				return usageErr(fmt.Errorf("format: --replica %d: want a member index", replica))
 			}
 			f.Node, f.Replica = uint16(node), uint8(replica)
-			if err := engine.FormatMeta(f); err != nil {
+			if err := metahost.Format(f); err != nil {
 				return err
 			}
 			mode := "new cluster member"
@@ -73,7 +73,7 @@ func newFormatCommand() *cobra.Command {
 
 // formatFromConfig fills the format's directory and ids from the node's config, refusing a flag that
 // disagrees with it and a node the config gives no metadata replica.
-func formatFromConfig(cmd *cobra.Command, path string, f *engine.MetaFormat, node, replica *uint) error {
+func formatFromConfig(cmd *cobra.Command, path string, f *metahost.FormatConfig, node, replica *uint) error {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return usageErr(fmt.Errorf("format --config: %w", err))

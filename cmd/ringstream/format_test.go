@@ -10,8 +10,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/ringstream/ringstream/engine"
 	"github.com/ringstream/ringstream/engine/config"
+	"github.com/ringstream/ringstream/engine/metahost"
 )
 
 func runFormat(args ...string) (string, error) {
@@ -37,8 +37,8 @@ func TestFormatCommand_FormatsOnceAndNeedsAMode(t *testing.T) {
 	if err != nil || !strings.Contains(out, "recovery") {
 		t.Fatalf("format --recover: %q %v", out, err)
 	}
-	if _, err := runFormat(append(base, "--new-cluster")...); !errors.Is(err, engine.ErrMetaFormatted) {
-		t.Fatalf("format again: %v, want ErrMetaFormatted", err)
+	if _, err := runFormat(append(base, "--new-cluster")...); !errors.Is(err, metahost.ErrFormatted) {
+		t.Fatalf("format again: %v, want metahost.ErrFormatted", err)
 	}
 	if _, err := runFormat("--dir", dir+"2", "--cluster", "42", "--node", "0", "--replica", "1", "--new-cluster"); err == nil {
 		t.Fatal("node 0 accepted")

@@ -13,9 +13,9 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/ringstream/ringstream/engine"
 	"github.com/ringstream/ringstream/engine/config"
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/metahost"
 	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/segment"
 	"github.com/ringstream/ringstream/shard"
@@ -300,7 +300,7 @@ func TestConverters(t *testing.T) {
 	if !ok {
 		t.Fatal("node 2 is a replica")
 	}
-	emg := engine.MetaGroupConfig(mg) // the two types must keep the same fields
+	emg := metahost.Config(mg) // the two types must keep the same fields
 	if emg.VSR.Self != 1 || emg.VSR.ReplicaCount != 3 || emg.Members[0].Node != 3 || emg.Members[2].Index != 2 ||
 		emg.EagerFailoverGraceTicks != 40 || emg.Dir != filepath.Join("data", "meta") || emg.VSR.Validate() != nil {
 		t.Fatalf("metadata group config %+v", emg)

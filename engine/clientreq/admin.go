@@ -1,0 +1,330 @@
+package clientreq
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/metahost"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// listLimitMax caps the streams of one list reply.
+const listLimitMax = 1000
+
+// local serves a metadata request on the node of the metadata primary.
+func (m *Service) local(ctx context.Context, j *metaJob) []byte {
+	rid := j.requestID()
+	switch j.h.Command {
+	case wire.CommandLookupStream:
+		req, err := wire.DecodeLookupStream(&j.h, j.body)
+		if err != nil {
+			return m.refusal(rid, wire.CodeOf(err), err.Error())
+		}
+		return m.lookup(ctx, rid, string(req.Name))
+	case wire.CommandListStreams:
+		req, err := wire.DecodeListStreams(&j.h, j.body)
+		if err != nil {
+			return m.refusal(rid, wire.CodeOf(err), err.Error())
+		}
+		return m.list(ctx, req)
+	case wire.CommandCreateStream:
+		req, err := wire.DecodeCreateStream(&j.h, j.body)
+		if err != nil {
+			return m.refusal(rid, wire.CodeOf(err), err.Error())
+		}
+		return m.create(ctx, req)
+	case wire.CommandDeleteStream:
+		req, err := wire.DecodeDeleteStream(&j.h, j.body)
+		if err != nil {
+			return m.refusal(rid, wire.CodeOf(err), err.Error())
+		}
+		return m.delete(ctx, rid, string(req.Name))
+	}
+	return m.refusal(rid, wire.CodeInvalidRequest, fmt.Sprintf("%s is not a metadata request", j.h.Command))
+}
+
+// lookup answers who owns the stream named name, with the owner's client address.
+func (m *Service) lookup(ctx context.Context, rid uint64, name string) []byte {
+	var frame []byte
+	err := m.OnShard0(ctx, func() {
+		st := m.n.meta.State()
+		s, ok := st.StreamByName(name)
+		if !ok {
+			frame = m.refusal(rid, wire.CodeUnknownStream, fmt.Sprintf("no stream is named %q", name))
+			return
+		}
+		a, _ := st.Assignment(s.ID)
+		r := wire.LookupStreamReply{RequestID: rid, Stream: s.ID, Incarnation: s.Incarnation, Epoch: a.Epoch}
+		if _, recovering := st.RecoveryOf(s.ID); !recovering {
+			r.Owner = a.Owner
+			if addr, ok := m.n.clientAddrOf(a.Owner); ok {
+				r.OwnerAddr = []byte(addr)
+			}
+		}
+		frame = wire.AppendLookupStreamReply(nil, m.n.from, &r)
+	})
+	if err != nil {
+		return m.proposeRefusal(rid, err)
+	}
+	return frame
+}
+
+// clientAddrOf is node id's client address: as registered in the metadata state, else as configured.
+// It runs on shard 0.
+func (n *node) clientAddrOf(id uint16) (string, bool) {
+	if n.meta != nil {
+		if nd, ok := n.meta.State().Node(id); ok && nd.Address != "" {
+			return nd.Address, true
+		}
+	}
+	for _, p := range n.clientAddrs {
+		if p.Node == id {
+			return p.Addr.String(), true
+		}
+	}
+	return "", false
+}
+
+// list answers up to req.Limit (at most listLimitMax) streams with ids above req.After.
+func (m *Service) list(ctx context.Context, req wire.ListStreams) []byte {
+	var frame []byte
+	err := m.OnShard0(ctx, func() {
+		all := m.n.meta.State().Streams()
+		i, _ := slices.BinarySearchFunc(all, req.After+1, func(s meta.Stream, id uint64) int { return cmp.Compare(s.ID, id) })
+		all = all[i:]
+		limit := min(int(req.Limit), listLimitMax)
+		more := len(all) > limit
+		all = all[:min(len(all), limit)]
+		infos := make([]wire.StreamInfo, len(all))
+		for k, s := range all {
+			infos[k] = wire.StreamInfo{Stream: s.ID, Incarnation: s.Incarnation, Copies: s.Copies, Name: []byte(s.Name)}
+			infos[k].Policy, infos[k].ConfirmCount = wirePolicy(s.Policy, s.Copies)
+		}
+		frame = wire.AppendListStreamsReply(nil, m.n.from, &wire.ListStreamsReply{RequestID: req.RequestID, More: more}, infos)
+	})
+	if err != nil {
+		return m.proposeRefusal(req.RequestID, err)
+	}
+	return frame
+}
+
+// wirePolicy is the policy of a stream of copies copies as the client protocol names it. A count is
+// capped at the copies, as the confirm rule caps it (meta.StreamConfirmPolicy): the metadata state
+// allows any count, and a stream created before wire's PolicyRule bounded it may carry a larger one,
+// which the list reply's encoder would refuse.
+func wirePolicy(p meta.Policy, copies uint8) (wire.ConfirmPolicy, uint8) {
+	switch p.Kind {
+	case meta.PolicyMajorityDurable:
+		return wire.PolicyMajority, 0
+	case meta.PolicyCountDurable, meta.PolicyCountAccepted:
+		return wire.PolicyCount, min(p.Count, max(copies, 1))
+	}
+	return wire.PolicyAll, 0
+}
+
+// metaPolicy is a client's confirm policy as the metadata state records it.
+func metaPolicy(p wire.ConfirmPolicy, count uint8) meta.Policy {
+	switch p {
+	case wire.PolicyMajority:
+		return meta.Policy{Kind: meta.PolicyMajorityDurable}
+	case wire.PolicyCount:
+		return meta.Policy{Kind: meta.PolicyCountDurable, Count: count}
+	}
+	return meta.Policy{Kind: meta.PolicyLocalDurable}
+}
+
+// create places a new stream and proposes it. Placement: the registered nodes this node reaches
+// (its shard 0 link is up) holding the fewest copies, then the lowest ids; the first is the owner. A replicated stream's assignment is stamped
+// with the cluster's assignment policy (the controller's rule), a single copy with the stream's own.
+func (m *Service) create(ctx context.Context, req wire.CreateStream) []byte {
+	rid, name := req.RequestID, string(req.Name)
+	// The decoder checked the name, the copy count and the policy against wire's rules (a forwarded
+	// request was decoded here too); the cluster's size is what only this node knows.
+	if err := wire.ValidateCopies(req.Copies, len(m.n.clientAddrs)); err != nil {
+		return m.refusal(rid, wire.CodeOf(err), err.Error())
+	}
+	policy := metaPolicy(req.Policy, req.ConfirmCount)
+	var op meta.CreateStream
+	var refusal []byte
+	err := m.OnShard0(ctx, func() {
+		st := m.n.meta.State()
+		if _, ok := st.StreamByName(name); ok {
+			refusal = m.refusal(rid, wire.CodeStreamExists, fmt.Sprintf("a stream is named %q already", name))
+			return
+		}
+		nodes := placeNodes(st, m.n.reachable())
+		if len(nodes) < int(req.Copies) {
+			refusal = m.refusal(rid, wire.CodeUnavailable, fmt.Sprintf("%d copies asked, %d registered nodes reachable",
+				req.Copies, len(nodes)))
+			return
+		}
+		nodes = nodes[:req.Copies]
+		op = meta.CreateStream{Name: name, Copies: req.Copies, Policy: policy, Owner: nodes[0],
+			Followers: slices.Sorted(slices.Values(nodes[1:])), Stamped: policy}
+		if req.Copies > 1 {
+			op.Stamped = m.n.cfg.Policy
+		}
+	})
+	if err != nil {
+		return m.proposeRefusal(rid, err)
+	}
+	if refusal != nil {
+		return refusal
+	}
+	res, err := m.ProposeOp(ctx, op)
+	if err != nil {
+		return m.proposeRefusal(rid, err)
+	}
+	if f := m.resultRefusal(rid, res); f != nil {
+		return f
+	}
+	return m.createdReply(ctx, rid, name)
+}
+
+// placeNodes lists the registered nodes that reachable reports, fewest copies held first, then
+// lowest id (shard 0).
+func placeNodes(st *meta.State, reachable func(uint16) bool) []uint16 {
+	load := map[uint16]int{}
+	var nodes []uint16
+	for _, nd := range st.Nodes() {
+		if nd.Status == meta.NodeRegistered && reachable(nd.ID) {
+			nodes = append(nodes, nd.ID)
+			load[nd.ID] = 0
+		}
+	}
+	for _, s := range st.Streams() {
+		a, _ := st.Assignment(s.ID)
+		load[a.Owner]++
+		for _, f := range a.Followers {
+			load[f]++
+		}
+	}
+	slices.SortFunc(nodes, func(x, y uint16) int { return cmp.Or(cmp.Compare(load[x], load[y]), cmp.Compare(x, y)) })
+	return nodes
+}
+
+// delete proposes the deletion of the stream named name at its current incarnation.
+func (m *Service) delete(ctx context.Context, rid uint64, name string) []byte {
+	var op meta.DeleteStream
+	var found bool
+	err := m.OnShard0(ctx, func() {
+		if s, ok := m.n.meta.State().StreamByName(name); ok {
+			op, found = meta.DeleteStream{Stream: s.ID, Incarnation: s.Incarnation}, true
+		}
+	})
+	if err != nil {
+		return m.proposeRefusal(rid, err)
+	}
+	if !found {
+		return m.refusal(rid, wire.CodeUnknownStream, fmt.Sprintf("no stream is named %q", name))
+	}
+	res, err := m.ProposeOp(ctx, op)
+	if err != nil {
+		return m.proposeRefusal(rid, err)
+	}
+	if f := m.resultRefusal(rid, res); f != nil {
+		return f
+	}
+	return wire.AppendDeleteStreamReply(nil, m.n.from, &wire.StreamIDReply{RequestID: rid, Stream: op.Stream,
+		Incarnation: op.Incarnation})
+}
+
+// resultRefusal is the error reply for an op the state refused, nil when it took effect.
+func (m *Service) resultRefusal(rid uint64, res metahost.ProposeResult) []byte {
+	r, err := meta.DecodeResult(res.Result)
+	if err != nil {
+		return m.refusal(rid, wire.CodeInternal, fmt.Sprintf("op %d: result does not decode: %v", res.Op, err))
+	}
+	if r.OK() {
+		return nil
+	}
+	switch r.Code {
+	case meta.ResultNameInUse:
+		return m.refusal(rid, wire.CodeStreamExists, r.Message)
+	case meta.ResultStreamNotFound, meta.ResultIncarnationMismatch:
+		return m.refusal(rid, wire.CodeUnknownStream, r.Message)
+	case meta.ResultNodeNotRegistered, meta.ResultRecoveryRecorded:
+		return m.refusal(rid, wire.CodeUnavailable, r.String())
+	}
+	return m.refusal(rid, wire.CodeInvalidRequest, r.String())
+}
+
+// createdReply answers a create with the new stream's id and incarnation, read after the commit.
+func (m *Service) createdReply(ctx context.Context, rid uint64, name string) []byte {
+	var s meta.Stream
+	var ok bool
+	if err := m.OnShard0(ctx, func() { s, ok = m.n.meta.State().StreamByName(name) }); err != nil || !ok {
+		return m.refusal(rid, wire.CodeUnavailable, fmt.Sprintf("stream %q committed but not readable; look it up", name))
+	}
+	return wire.AppendCreateStreamReply(nil, m.n.from, &wire.StreamIDReply{RequestID: rid, Stream: s.ID, Incarnation: s.Incarnation})
+}
+
+// registerEvery is how often the metadata primary's node checks that every configured node is
+// registered at its configured client address.
+const registerEvery = 200 * time.Millisecond
+
+// register runs until ctx ends: while this node holds the metadata primary, it registers every node of
+// cluster.peers that the state does not list at its client address (meta.RegisterNode), so the
+// controller counts their heartbeats and lookups can name their addresses. Once every node is
+// registered it looks again only after a view change (addresses come from the configuration, which
+// does not change while the node runs).
+func (n *node) register(ctx context.Context) {
+	if n.meta == nil {
+		return
+	}
+	t := time.NewTicker(registerEvery)
+	defer t.Stop()
+	doneView, done := uint32(0), false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st := n.meta.Status()
+		if !st.Primary || (done && st.View == doneView) {
+			continue
+		}
+		var ops []meta.RegisterNode
+		err := n.metaSvc.OnShard0(ctx, func() {
+			state := n.meta.State()
+			for _, p := range n.clientAddrs {
+				nd, ok := state.Node(p.Node)
+				if !ok || (nd.Status == meta.NodeRegistered && nd.Address != p.Addr.String()) {
+					ops = append(ops, meta.RegisterNode{Node: p.Node, Address: p.Addr.String()})
+				}
+			}
+		})
+		if err != nil {
+			continue
+		}
+		failed := false
+		for _, op := range ops {
+			res, err := n.metaSvc.ProposeOp(ctx, op)
+			if err != nil {
+				failed = true
+				break
+			}
+			if r, err := meta.DecodeResult(res.Result); err == nil {
+				n.log.Info("node registered", "registered", op.Node, "address", op.Address, "result", r.String())
+			}
+		}
+		done, doneView = !failed, st.View
+	}
+}
+
+// reachable reports whether node id is this node or one its shard 0 link is up to: a stream is never
+// placed on a node the primary cannot reach (its copy would start with a failover).
+func (n *node) reachable() func(uint16) bool {
+	up := map[uint16]bool{n.id: true}
+	for _, l := range n.shard.Status() {
+		if l.Shard == 0 && l.Up {
+			up[l.Peer] = true
+		}
+	}
+	return func(id uint16) bool { return up[id] }
+}

@@ -1,0 +1,472 @@
+package metahost
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/vsr"
+	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/shard/heartbeat"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// ErrConfig: a Config is invalid.
+var ErrConfig = errors.New("engine: invalid metadata group configuration")
+
+// Config sets up this node's replica of the metadata group.
+type Config struct {
+	Dir     string         // storage directory (data/meta)
+	Cluster uint64         // cluster id, stamped on every frame
+	Node    uint16         // this node's id
+	Members []shard.Member // every replica: member index and node id, this node included
+	VSR     vsr.Config     // ReplicaCount and Self are filled in from Members and Node
+	// LogCompactBytes: after a checkpoint, a log file past this size is rewritten without the records
+	// the checkpoint made dead (default 64 MiB).
+	LogCompactBytes int64
+	// EagerFailoverGraceTicks (eager_failover_grace): a backup whose link to the primary's node closed
+	// and stayed closed this many ticks starts a view change (default DefaultEagerFailoverGraceTicks;
+	// at most VSR.ViewChangeTimeoutTicks).
+	EagerFailoverGraceTicks uint64
+	Logger                  *slog.Logger // nil: slog.Default()
+}
+
+// ProposeResult is the outcome of a proposal: the committed op's number and result, or why not.
+// vsr.ErrNotPrimary after the proposal was accepted means the replica lost its primacy with the op in
+// flight: its outcome is unknown, and the proposer retries with the same client and request.
+type ProposeResult struct {
+	Op     uint64
+	Result []byte
+	Err    error
+}
+
+// Status is what the group last published.
+type Status struct {
+	View    uint32
+	Op      uint64
+	Commit  uint64
+	Primary bool
+	Normal  bool
+	Digest  uint64
+	// Recovering: the replica lost its state (or could not prove it) and is learning the group's.
+	Recovering bool
+	// PersistErr is the persist failure that took the replica out of the group (it acknowledges
+	// nothing more and is never primary until the node restarts it); nil while its storage works.
+	PersistErr error
+	// EagerFailovers counts the view changes this replica started because the link to the primary's
+	// node stayed down for the grace.
+	EagerFailovers uint64
+	// CommitHeard is the highest commit number a primary's Commit entry carried since the replica
+	// opened, and HeardPrimary whether one came at all: a backup whose Commit has reached it has
+	// caught up with the group (engine's /readyz), however far behind it restarted.
+	CommitHeard  uint64
+	HeardPrimary bool
+}
+
+type proposal struct {
+	client, request uint64
+	op              []byte
+	done            chan ProposeResult
+}
+
+type waitKey struct{ client, request uint64 }
+
+// Group is the metadata group's replica on this node; it implements shard.Group.
+type Group struct {
+	cfg     Config
+	log     *slog.Logger
+	replica *vsr.Replica
+	state   *meta.State
+	store   *metaStore
+	sender  shard.Sender
+	self    uint8
+	nodeOf  [vsr.MembersMax]uint16
+
+	msg      wire.VSRMessage
+	frame    []byte
+	waiters  map[waitKey]chan ProposeResult
+	advanced uint64
+	stats    Stats
+	digestAt uint64 // commit+1 the digest was taken at
+	digest   uint64
+	// persistErr is the store's failure once the replica heard of it.
+	persistErr error
+	// commitHeard and heardPrimary are Status's CommitHeard and HeardPrimary (shard 0 only).
+	commitHeard  uint64
+	heardPrimary bool
+
+	mu           sync.Mutex
+	inbox        []proposal
+	inboxPending atomic.Bool
+	wake         atomic.Pointer[func()]
+	status       Status
+
+	links metaLinks
+	ctl   Controller // the controller on this replica (nil: none)
+	// noYield (benchmarks only): pump does not yield after answering a proposer, the cost before.
+	noYield bool
+	// stepped: frames reached the replica since the last pump; OnTurn pumps them all at once.
+	stepped bool
+	// pumpEachFrame (benchmarks only): OnFrame pumps after every frame, the cost before.
+	pumpEachFrame bool
+}
+
+// Stats counts what the adapter dropped, and the eager failovers it started.
+type Stats struct {
+	BadFrames, SendFailures uint64
+	EagerFailovers          uint64 // view changes started because the primary's link stayed down
+}
+
+// New opens the storage under cfg.Dir and resumes the replica from it.
+func New(cfg Config) (*Group, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	g := &Group{cfg: cfg, log: cfg.Logger.With("group", "meta"), state: meta.NewState(),
+		waiters: make(map[waitKey]chan ProposeResult)}
+	found := false
+	for _, m := range cfg.Members {
+		if int(m.Index) >= vsr.MembersMax || int(m.Index) >= len(cfg.Members) {
+			return nil, fmt.Errorf("%w: member index %d of %d members", ErrConfig, m.Index, len(cfg.Members))
+		}
+		g.nodeOf[m.Index] = m.Node
+		if m.Node == cfg.Node {
+			g.self, found = m.Index, true
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: node %d is not a member", ErrConfig, cfg.Node)
+	}
+	cfg.VSR.ReplicaCount, cfg.VSR.Self = len(cfg.Members), g.self
+	if err := cfg.VSR.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.validateGrace(); err != nil {
+		return nil, err
+	}
+	if cfg.LogCompactBytes == 0 {
+		cfg.LogCompactBytes = 64 << 20
+	}
+	store, d, err := openMetaStore(cfg.Dir, vsr.Identity{Cluster: cfg.Cluster, Node: cfg.Node, Replica: g.self},
+		cfg.LogCompactBytes, g.log)
+	if err != nil {
+		return nil, err
+	}
+	if d.Recovering {
+		if d.RecoveryNonce, err = recoveryNonce(); err != nil {
+			store.close()
+			return nil, err
+		}
+		g.log.Warn("metadata replica starts in recovery: it takes part in nothing until a quorum told it the "+
+			"group's state", "cause", d.Cause)
+	}
+	r, err := vsr.New(cfg.VSR, g.state, d)
+	if err != nil {
+		store.close()
+		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	g.store, g.replica, g.cfg = store, r, cfg
+	g.publish()
+	return g, nil
+}
+
+// Controller is a controller host running inside the replica (engine/controlhost's Host): the group
+// feeds it shard 0's ticks and links, lets it step and carry out its effects in each pump, and hands it
+// the replies to its proposals. Every call is on shard 0's goroutine.
+type Controller interface {
+	// Tick is one tick of shard 0.
+	Tick()
+	// Step runs the controller once; it reports whether it proposed anything (the pump goes on).
+	Step() bool
+	// Replied takes rep when it answers one of the controller's proposals (reported true).
+	Replied(rep vsr.Reply) bool
+	// LinkUp and LinkDown are shard 0's link events.
+	LinkUp(node uint16)
+	LinkDown(node uint16)
+}
+
+// SetController puts c on the replica (before the node starts; nil: none).
+func (g *Group) SetController(c Controller) { g.ctl = c }
+
+// Replica is the VSR replica, for the controller host (on shard 0's goroutine only).
+func (g *Group) Replica() *vsr.Replica { return g.replica }
+
+// Node and Cluster are the node and cluster the replica belongs to.
+func (g *Group) Node() uint16    { return g.cfg.Node }
+func (g *Group) Cluster() uint64 { return g.cfg.Cluster }
+
+// Dir is the replica's directory.
+func (g *Group) Dir() string { return g.cfg.Dir }
+
+// Pump carries the replica's pending effects out now (shard 0's goroutine only): the controller host
+// calls it after it stepped the replica outside the group's own events.
+func (g *Group) Pump() { g.pump() }
+
+// SendFrame sends frame to node over shard 0's link; false when the group is not attached yet or the
+// link refused it.
+func (g *Group) SendFrame(to uint16, frame []byte) bool {
+	return g.sender != nil && g.sender.SendFrame(to, frame) == nil
+}
+
+// Close closes the files. Call it after the node stopped (its shards drained their rings, so no
+// persist of the group is in flight).
+func (g *Group) Close() { g.store.close() }
+
+// Propose asks the replica to order op for client's request. The channel receives the result once the
+// op commits, or ErrNotPrimary / ErrPipelineFull at once. Safe from any goroutine.
+func (g *Group) Propose(client, request uint64, op []byte) <-chan ProposeResult {
+	done := make(chan ProposeResult, 1)
+	g.mu.Lock()
+	g.inbox = append(g.inbox, proposal{client: client, request: request, op: append([]byte(nil), op...), done: done})
+	g.mu.Unlock()
+	g.inboxPending.Store(true)
+	if wake := g.wake.Load(); wake != nil {
+		(*wake)()
+	}
+	return done
+}
+
+// Status returns what the group last published. Safe from any goroutine.
+func (g *Group) Status() Status {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.status
+}
+
+// State is the replicated state. Read it only when the node is stopped.
+func (g *Group) State() *meta.State { return g.state }
+
+// shard.Group: identity and state, read by the shard each tick.
+
+func (g *Group) ID() uint64          { return shard.MetadataGroupID }
+func (g *Group) Incarnation() uint32 { return 0 }
+func (g *Group) View() uint32        { return g.replica.View() }
+func (g *Group) Commit() uint64      { return g.replica.Commit() }
+func (g *Group) Self() uint8         { return g.self }
+func (g *Group) Primary() uint8      { return g.replica.PrimaryIndex() }
+func (g *Group) Members() []shard.Member {
+	return g.cfg.Members
+}
+func (g *Group) Quorum() int { return len(g.cfg.Members)/2 + 1 }
+
+func (g *Group) CommitHolders() heartbeat.Members { return heartbeat.Members(g.replica.Holders()) }
+
+func (g *Group) Role() shard.Role {
+	switch {
+	case g.replica.IsPrimary():
+		return shard.RolePrimary
+	case g.replica.Normal():
+		return shard.RoleBackup
+	}
+	return shard.RoleOffline
+}
+
+func (g *Group) PendingSuperblock() (shard.SuperblockSave, bool) {
+	return shard.SuperblockSave{}, false
+}
+func (g *Group) SuperblockSaved(error) {}
+func (g *Group) Attach(s shard.Sender) { g.sender = s }
+
+// shard.Group: events.
+
+func (g *Group) OnCommit(_ uint16, e wire.CommitEntry) {
+	if e.View == g.replica.View() {
+		g.commitHeard, g.heardPrimary = max(g.commitHeard, e.Commit), true
+	}
+	g.replica.OnCommitEntry(e.View, e.Commit)
+	g.pump()
+}
+
+func (g *Group) OnCommitReply(uint16, wire.CommitReplyEntry) {}
+
+func (g *Group) OnPrimarySilent() {
+	g.log.Info("primary silent: starting a view change", "view", g.replica.View())
+	g.replica.OnPrimarySilent()
+	g.pump()
+}
+
+func (g *Group) OnQuorumLost() {
+	g.log.Info("quorum lost: stepping down", "view", g.replica.View())
+	g.replica.OnQuorumLost()
+	g.pump()
+}
+
+func (g *Group) OnFrame(from uint16, h *wire.Header, body []byte) {
+	if !h.Command.IsVSR() || h.Cluster != g.cfg.Cluster {
+		g.stats.BadFrames++
+		return
+	}
+	if err := wire.DecodeVSR(h, body, &g.msg); err != nil {
+		g.stats.BadFrames++
+		return
+	}
+	if int(g.msg.Replica) >= len(g.cfg.Members) || g.nodeOf[g.msg.Replica] != from {
+		g.stats.BadFrames++ // the member index does not belong to the sending node
+		return
+	}
+	g.replica.Step(&g.msg)
+	if g.pumpEachFrame {
+		g.pump()
+		return
+	}
+	g.stepped = true // pumped once for the whole turn, in OnTurn
+}
+
+func (g *Group) OnTick(tick uint64) {
+	if g.store.rg == nil && g.sender != nil {
+		g.store.attach(g.sender.Ring())
+	}
+	g.store.kick() // a persist the ring had no room for on an earlier tick
+	g.takeProposals()
+	g.takeDurable()
+	g.replica.Tick()
+	g.checkLinks(tick)
+	if g.ctl != nil {
+		g.ctl.Tick()
+	}
+	g.pump()
+}
+
+// takeProposals hands the proposals waiting in the inbox to the replica.
+func (g *Group) takeProposals() {
+	if !g.inboxPending.Swap(false) {
+		return
+	}
+	g.mu.Lock()
+	inbox := g.inbox
+	g.inbox = nil
+	g.mu.Unlock()
+	for _, p := range inbox {
+		err := g.replica.Propose(p.client, p.request, p.op)
+		switch {
+		case err == nil || errors.Is(err, vsr.ErrStaleRequest):
+			g.waiters[waitKey{p.client, p.request}] = p.done
+		default:
+			p.done <- ProposeResult{Err: err}
+		}
+	}
+}
+
+// takeDurable tells the replica which persists are durable and, after a failed one, that it must stop.
+func (g *Group) takeDurable() {
+	done, err := g.store.durable()
+	if done > g.advanced {
+		g.advanced = done
+		g.replica.Advance(done)
+	}
+	if err != nil && g.persistErr == nil {
+		g.persistErr = err
+		g.log.Error("metadata replica out of the group: a persist failed", "err", err)
+		g.replica.PersistFailed()
+	}
+}
+
+// pump carries out the replica's effects: persists to the store's queue, messages to the shard's links,
+// replies to the waiting proposers; when it woke one, it yields the P to it.
+func (g *Group) pump() {
+	g.stepped = false
+	woke := false
+	for {
+		fx := g.replica.Ready()
+		if fx.PersistID == 0 && len(fx.Messages) == 0 && len(fx.Replies) == 0 {
+			// The controller acts on what the replica applied; what it proposes is pumped again.
+			if g.ctl == nil || !g.ctl.Step() {
+				break
+			}
+			continue
+		}
+		if fx.PersistID != 0 {
+			g.persist(fx)
+		}
+		for i := range fx.Messages {
+			env := &fx.Messages[i]
+			g.frame = wire.AppendVSRFrame(g.frame[:0], wire.From{Cluster: g.cfg.Cluster, Node: g.cfg.Node},
+				shard.MetadataGroupID, &env.Msg)
+			if g.sender == nil || g.sender.SendFrame(g.nodeOf[env.To], g.frame) != nil {
+				g.stats.SendFailures++ // the protocol re-sends on its timeouts
+			}
+		}
+		for _, rep := range fx.Replies {
+			if g.ctl != nil && g.ctl.Replied(rep) {
+				continue
+			}
+			key := waitKey{rep.Client, rep.Request}
+			if ch, ok := g.waiters[key]; ok {
+				ch <- ProposeResult{Op: rep.Op, Result: append([]byte(nil), rep.Result...)}
+				delete(g.waiters, key)
+				woke = true
+			}
+		}
+	}
+	if woke && !g.noYield {
+		// The proposer just made runnable waits in this P's run queue, and this goroutine (locked to
+		// its thread) goes on to block in io_uring_enter, a syscall the scheduler cannot see through:
+		// the proposer would run only once sysmon retakes the P, 100-200 us later as measured (one
+		// op on three nodes: 0.6-0.7 ms with the yield, 0.76-0.87 without). Yielding hands it the P now.
+		runtime.Gosched()
+	}
+	if len(g.waiters) > 0 && !g.replica.IsPrimary() {
+		// The op may still commit in the next view: the proposer retries with the same request
+		// number, and the client table answers it without applying it twice.
+		for key, ch := range g.waiters {
+			ch <- ProposeResult{Err: vsr.ErrNotPrimary}
+			delete(g.waiters, key)
+		}
+	}
+	g.publish()
+}
+
+// persist hands the effects' storage writes to the store, as bytes in a reused buffer.
+func (g *Group) persist(fx *vsr.Effects) {
+	p := buildPersist(g.store.buffer(), fx, g.store.brokenNoInline || g.store.twoSync)
+	p.split = p.split || g.store.twoSync
+	g.store.submit(p)
+}
+
+// buildPersist lays out a persist's bytes in buf: the snapshot record, the log records, and the
+// superblock copy carrying those records inline, or none when they are more than vsr.InlineMax (the
+// store then syncs the log before it writes the copies) or when noInline (a broken variant for tests).
+func buildPersist(buf []byte, fx *vsr.Effects, noInline bool) metaPersist {
+	p := metaPersist{id: fx.PersistID, snapSlot: fx.SnapshotSlot, snapOp: fx.Superblock.SnapshotOp,
+		area: vsr.AreaOf(fx.Superblock.Sequence)}
+	snapEnd := 0
+	if fx.Snapshot != nil {
+		buf = vsr.AppendSnapshotRecord(buf, fx.Snapshot)
+		snapEnd = len(buf)
+	}
+	for i := range fx.Entries {
+		buf = vsr.AppendLogRecord(buf, &fx.Entries[i])
+	}
+	logEnd := len(buf)
+	inline := buf[snapEnd:logEnd]
+	if p.split = len(inline) > vsr.InlineMax; p.split || noInline {
+		inline = nil
+	}
+	buf = vsr.AppendSuperblockCopy(buf, fx.Superblock, inline)
+	if snapEnd > 0 {
+		p.snapshot = buf[:snapEnd]
+	}
+	if logEnd > snapEnd {
+		p.log = buf[snapEnd:logEnd]
+	}
+	p.copy, p.buf = buf[logEnd:], buf
+	return p
+}
+
+// publish copies the replica's state for Status. The digest is taken only when the commit moved.
+func (g *Group) publish() {
+	if c := g.replica.Commit() + 1; c != g.digestAt {
+		g.digestAt, g.digest = c, g.replica.Digest()
+	}
+	st := Status{View: g.replica.View(), Op: g.replica.Op(), Commit: g.replica.Commit(),
+		Primary: g.replica.IsPrimary(), Normal: g.replica.Normal(), Digest: g.digest,
+		Recovering: g.replica.Recovering(), PersistErr: g.persistErr, EagerFailovers: g.stats.EagerFailovers,
+		CommitHeard: g.commitHeard, HeardPrimary: g.heardPrimary}
+	g.mu.Lock()
+	g.status = st
+	g.mu.Unlock()
+}
