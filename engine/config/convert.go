@@ -114,10 +114,9 @@ func (c *Config) Control() control.Config {
 	return cc
 }
 
-// MetaGroupConfig has the fields of engine.MetaGroupConfig, in its order, so that the node converts
-// one to the other with engine.MetaGroupConfig(cfg.MetaGroup()): engine composes the node and imports
-// this package, so this package cannot import engine. A test in package config_test holds the two
-// types together.
+// MetaGroupConfig has the fields of metahost.Config, in its order, so that the node converts
+// one to the other with metahost.Config(cfg.MetaGroup()) (see the package doc for why this package
+// does not import metahost). A test in package config_test holds the two types together.
 type MetaGroupConfig struct {
 	Dir                     string
 	Cluster                 uint64

@@ -51,8 +51,9 @@
 //     /metrics stays below about 4000 per-stream series by default however many streams it holds.
 //   - log.format is text (the default) or json; `ringstream serve` builds its slog handler from it.
 //     It is a file option rather than a serve flag so that a node's whole setup is in one file.
-//   - This package cannot import engine (engine composes the node and imports it), so MetaGroup
-//     returns MetaGroupConfig, a struct with engine.MetaGroupConfig's fields that converts to it; a
-//     test in package config_test keeps the two alike. engine.MetaGroup's rule that the eager failover
+//   - This package does not import engine/metahost (the node's compose converts one config to the
+//     other, as it does for every host it builds), so MetaGroup returns MetaGroupConfig, a struct
+//     with metahost.Config's fields that converts to it; a
+//     test in package config_test keeps the two alike. metahost.Group's rule that the eager failover
 //     grace is at most the view change timeout is checked again here, at load.
 package config

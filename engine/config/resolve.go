@@ -313,8 +313,8 @@ func (c *Config) resolveMetadata() error {
 			return invalid("metadata.replicas", "node %d is not in cluster.peers", id)
 		}
 	}
-	// engine.MetaGroup refuses a grace past the view change timeout (engine cannot be imported here:
-	// see the package doc), so the rule is checked again at load.
+	// metahost.Group refuses a grace past the view change timeout (this package does not import
+	// metahost: see the package doc), so the rule is checked again at load.
 	if uint64(c.EagerFailoverGraceTicks) > vsr.DefaultConfig(len(r), 0).ViewChangeTimeoutTicks {
 		return invalid("cluster.eager_failover_grace", "%d ticks is past the metadata group's view change "+
 			"timeout (%d ticks)", c.EagerFailoverGraceTicks, vsr.DefaultConfig(len(r), 0).ViewChangeTimeoutTicks)

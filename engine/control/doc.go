@@ -128,7 +128,7 @@
 // accepted loss records the new owner's seal answer, else the tails it last published, which can lag
 // its log, so a returning copy may cut lower than needed and fetch again, and the promotion can land
 // below the confirmed prefix (meta's result warns). An owner with neither is refused (operator.go):
-// the spec's accept without a start let a returning copy keep a suffix the new owner overwrote. The controller runs on real nodes through engine's controlhost.go and
+// the spec's accept without a start let a returning copy keep a suffix the new owner overwrote. The controller runs on real nodes through engine/controlhost and
 // in engine/sim/streamsim. Not built here: operator accept-loss for a one-copy stream, which has no
 // recovery to accept.
 package control

@@ -73,7 +73,7 @@
 //   - Failover (the stream-failover spec; engine/sim/streamsim's host carries out the same rules in
 //     memory). Seals, seal replies and assignments are frames addressed to the stream's group: they
 //     reach the copy's group, or Host.OnUnroutedFrame on a node without a copy (shard.UnroutedHandler,
-//     passed on by engine.ControlHost), or Host.OnControlFrame from the controller on this node.
+//     passed on by engine/controlhost.Host), or Host.OnControlFrame from the controller on this node.
 //   - Busy is not broken, and a storage error is a state with a name. Every refusal or error segment
 //     returns to the host is one of three things:
 //     retried or queued: ErrBusy and ErrBackpressure on a seal (kept queued, tried at each tick), on

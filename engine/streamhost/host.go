@@ -51,7 +51,7 @@ type Config struct {
 	Opened func(stream uint64, err error)
 	// SealReplies receives the seal replies that reach this node (addressed to a stream's group, so
 	// they land on the stream's shard) and the replies of this node's own copies to seals from this
-	// node, on a shard goroutine: engine.ControlHost.OnSealReply on a metadata member. Nil drops them.
+	// node, on a shard goroutine: controlhost.Host.OnSealReply on a metadata member. Nil drops them.
 	SealReplies func(from uint16, m wire.StreamSealReply)
 	// RetainEveryTicks is how often each copy runs retention when its Spec sets a limit
 	// (default 1000 ticks).
