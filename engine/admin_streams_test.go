@@ -90,12 +90,14 @@ func TestNode_MetricsOfTheDataPathAndTheProcess(t *testing.T) {
 	waitForTB(t, "the owner's series of its copy", func() bool {
 		text := scrape(t, owner)
 		return sample(text, fmt.Sprintf(`ringstream_stream_confirmed_offset{%s,stream="%d"}`, node, created.Stream)) == "3" &&
+			sample(text, fmt.Sprintf(`ringstream_stream_copies_in_sync{%s,stream="%d"}`, node, created.Stream)) == "3" &&
 			sample(text, fmt.Sprintf(`ringstream_stream_series_omitted{%s}`, node)) == "1"
 	})
 	text := scrape(t, owner)
 	want := map[string]string{
 		fmt.Sprintf(`ringstream_records_appended_total{%s}`, node):                        "3",
 		fmt.Sprintf(`ringstream_records_fetched_total{%s}`, node):                         "3",
+		fmt.Sprintf(`ringstream_bytes_appended_total{%s}`, node):                          fmt.Sprint(len(fr.Batches)),
 		fmt.Sprintf(`ringstream_bytes_fetched_total{%s}`, node):                           fmt.Sprint(len(fr.Batches)),
 		fmt.Sprintf(`ringstream_stream_end_offset{%s,stream="%d"}`, node, created.Stream): "3",
 		fmt.Sprintf(`ringstream_stream_owner{%s,stream="%d"}`, node, created.Stream):      "1",

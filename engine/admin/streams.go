@@ -39,7 +39,7 @@ const streamSeriesWait = time.Second
 // (streamhost.Config.Replies, on the copy's shard goroutine): one atomic add per reply, never per
 // record, and nothing allocated.
 type DataMetrics struct {
-	recordsAppended, recordsFetched, bytesFetched prometheus.Counter
+	recordsAppended, bytesAppended, recordsFetched, bytesFetched prometheus.Counter
 }
 
 // NewDataMetrics makes the data counters (before the stream host that feeds them).
@@ -50,6 +50,8 @@ func NewDataMetrics(labels prometheus.Labels) *DataMetrics {
 	return &DataMetrics{
 		recordsAppended: counter("ringstream_records_appended_total", "Records this node's owner copies "+
 			"confirmed to producers (a produce answered as a duplicate is not counted again)."),
+		bytesAppended: counter("ringstream_bytes_appended_total", "Bytes of encoded record batches "+
+			"(batch headers included) this node's owner copies confirmed to producers (duplicates not again)."),
 		recordsFetched: counter("ringstream_records_fetched_total", "Records this node's owner copies "+
 			"sent in fetch replies."),
 		bytesFetched: counter("ringstream_bytes_fetched_total", "Bytes of encoded record batches "+
@@ -58,7 +60,7 @@ func NewDataMetrics(labels prometheus.Labels) *DataMetrics {
 }
 
 func (m *DataMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.recordsAppended, m.recordsFetched, m.bytesFetched}
+	return []prometheus.Collector{m.recordsAppended, m.bytesAppended, m.recordsFetched, m.bytesFetched}
 }
 
 // Count counts one copy reply.
@@ -67,6 +69,7 @@ func (m *DataMetrics) Count(r *stream.Reply) {
 	case stream.ReplyProduce:
 		if !r.Produce.Duplicate {
 			m.recordsAppended.Add(float64(r.Produce.Count))
+			m.bytesAppended.Add(float64(r.ProduceBytes))
 		}
 	case stream.ReplyFetch:
 		m.recordsFetched.Add(float64(r.Fetch.Count))
@@ -81,7 +84,7 @@ type streamCollector struct {
 	n   *node
 	max int
 
-	end, durable, confirmed, owner, omitted *prometheus.Desc
+	end, durable, confirmed, inSync, owner, omitted *prometheus.Desc
 }
 
 func newStreamCollector(n *node, max int, labels prometheus.Labels) *streamCollector {
@@ -95,6 +98,9 @@ func newStreamCollector(n *node, max int, labels prometheus.Labels) *streamColle
 			"node's copy that is durable on its disk."),
 		confirmed: desc("ringstream_stream_confirmed_offset", "The stream's confirmed tail, as its owner "+
 			"copy on this node knows it (owner copies only)."),
+		inSync: desc("ringstream_stream_copies_in_sync", "Copies of the stream, the owner's included, "+
+			"whose durable tail reached the confirmed tail, as the owner copy on this node knows them "+
+			"(owner copies only; below the stream's copies, one is catching up or down)."),
 		owner: desc("ringstream_stream_owner", "1 when this node's copy of the stream is its owner, 0 "+
 			"for a follower or sealed copy."),
 		omitted: prometheus.NewDesc("ringstream_stream_series_omitted", "Copies of this node left "+
@@ -104,7 +110,7 @@ func newStreamCollector(n *node, max int, labels prometheus.Labels) *streamColle
 
 // Describe implements prometheus.Collector.
 func (c *streamCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.end, c.durable, c.confirmed, c.owner, c.omitted} {
+	for _, d := range []*prometheus.Desc{c.end, c.durable, c.confirmed, c.inSync, c.owner, c.omitted} {
 		ch <- d
 	}
 }
@@ -132,6 +138,7 @@ func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
 		if st.Role == stream.RoleOwner {
 			isOwner = 1
 			ch <- prometheus.MustNewConstMetric(c.confirmed, prometheus.GaugeValue, float64(st.Confirmed), id)
+			ch <- prometheus.MustNewConstMetric(c.inSync, prometheus.GaugeValue, float64(st.InSync), id)
 		}
 		ch <- prometheus.MustNewConstMetric(c.owner, prometheus.GaugeValue, isOwner, id)
 	}

@@ -47,8 +47,8 @@
 //   - The metadata group's member index of a replica is its position in metadata.replicas; every node
 //     must list the replicas in the same order.
 //   - metrics.per_stream_max (default 1000, at most 100000, 0 off) bounds the per-stream series a
-//     node exposes: its copies with the lowest stream ids, at most four series each, so a node's
-//     /metrics stays below about 4000 per-stream series by default however many streams it holds.
+//     node exposes: its copies with the lowest stream ids, at most five series each, so a node's
+//     /metrics stays below about 5000 per-stream series by default however many streams it holds.
 //   - log.format is text (the default) or json; `ringstream serve` builds its slog handler from it.
 //     It is a file option rather than a serve flag so that a node's whole setup is in one file.
 //   - This package does not import engine/metahost (the node's compose converts one config to the

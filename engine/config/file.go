@@ -198,7 +198,7 @@ func optionComments() map[string]string {
 			"(TCP pushes back on a client that does not read); at least 4096.",
 		"client.requests_max": "Requests of one connection in flight before it reads no more; at least 1.",
 		"metrics.per_stream_max": "Stream copies of this node (lowest stream ids first) that get per-stream " +
-			"series on /metrics (end, durable and confirmed offsets, owner): at most 4 series each. 0 turns " +
+			"series on /metrics (end, durable and confirmed offsets, copies in sync, owner): at most 5 series each. 0 turns " +
 			"them off; ringstream_stream_series_omitted counts the copies left out.",
 
 		"log.format": "text (slog's key=value lines) or json (one JSON object per line), on standard error.",

@@ -127,6 +127,9 @@ type Reply struct {
 	Fetch   wire.FetchReply
 	Cursor  wire.CursorReply
 	Error   wire.ErrorReply // Message is a constant text naming the cause
+	// ProduceBytes is a confirmed produce's batch size as appended (batch header included); 0 for
+	// a duplicate, whose batch was appended by the produce it repeats.
+	ProduceBytes uint32
 }
 
 // Heartbeat is the copy's state for the shard's heartbeat schedule (R20-R22): an owner is a group

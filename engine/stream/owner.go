@@ -12,6 +12,7 @@ type pendingAck struct {
 	base      uint64
 	end       uint64
 	count     uint32
+	bytes     uint32 // the batch's encoded size (header included): the reply's ProduceBytes
 	duplicate bool
 }
 
@@ -30,6 +31,24 @@ func (c *Copy) becomeOwner(last uint32) {
 	c.confirmed = 0
 	c.readFloor = c.rec.durable
 	c.heard = 0
+}
+
+// InSync counts the copies whose durable tail reached the confirmed tail, the owner's included
+// (owner only; 0 on a follower): a copy below it would be needed again if another failed.
+func (c *Copy) InSync() int {
+	if c.role != RoleOwner {
+		return 0
+	}
+	n := 0
+	if c.rec.durable >= c.confirmed {
+		n++
+	}
+	for i := range c.followers {
+		if c.followers[i].match >= c.confirmed {
+			n++
+		}
+	}
+	return n
 }
 
 // readable reports whether the owner may serve reads: W-1 followers answered a prepare at its epoch
@@ -88,7 +107,8 @@ func (c *Copy) onProduce(client uint64, m *wire.Produce) {
 	h := BatchHeader{BaseOffset: c.rec.appended, Count: m.Count, PayloadLen: uint32(len(m.Batch)),
 		Epoch: c.asg.Epoch, ProducerID: m.ProducerID, Sequence: m.Sequence, Codec: m.Codec}
 	c.appendRecords(&h, m.Batch, size)
-	c.queueAck(pendingAck{client: client, requestID: m.RequestID, base: h.BaseOffset, end: h.End(), count: h.Count})
+	c.queueAck(pendingAck{client: client, requestID: m.RequestID, base: h.BaseOffset, end: h.End(), count: h.Count,
+		bytes: uint32(size)})
 }
 
 // appendRecords queues one batch of the owner's on the record log and sends it to live followers.
@@ -116,7 +136,7 @@ func (c *Copy) queueAck(a pendingAck) {
 }
 
 func (c *Copy) answer(a *pendingAck) {
-	r := Reply{Client: a.client, Kind: ReplyProduce}
+	r := Reply{Client: a.client, Kind: ReplyProduce, ProduceBytes: a.bytes}
 	r.Produce = wire.ProduceReply{RequestID: a.requestID, Stream: c.cfg.Stream, Incarnation: c.cfg.Incarnation,
 		Epoch: c.asg.Epoch, BaseOffset: a.base, Count: a.count, Duplicate: a.duplicate}
 	c.fx.Replies = append(c.fx.Replies, r)

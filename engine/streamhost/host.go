@@ -265,6 +265,7 @@ type CopyState struct {
 	Confirmed uint64 // owner: the confirmed tail
 	Appended  uint64
 	Durable   uint64
+	InSync    int // owner: copies whose durable tail reached the confirmed tail (stream.Copy.InSync)
 	Stats     stream.Stats
 }
 
@@ -277,6 +278,7 @@ func (h *Host) State(s *shard.Shard, streamID uint64) CopyState {
 	st := CopyState{Open: true, Role: cg.c.Role(), Confirmed: cg.c.Confirmed(), Stats: cg.c.Stats(),
 		Epoch: cg.spec.Assignment.Epoch, Fence: uint32(cg.seg.FenceEpoch())}
 	st.Appended, st.Durable = cg.c.Tails()
+	st.InSync = cg.c.InSync()
 	return st
 }
 
