@@ -82,7 +82,6 @@ type copyGroup struct {
 	role    stream.Role
 	commit  uint64
 	holders heartbeat.Members
-	heard   heartbeat.Members // owner in R24's quorum loss: followers heard since the loss
 
 	held    []*buffer // owner: encoded appends not yet reported durable, in order
 	fresh   []*buffer // reads completed since the last Ready (their data may be in it)

@@ -90,10 +90,10 @@ type Options struct {
 	// NoStaleIncarnation: no stream is created twice, and no node holds an older incarnation's copy.
 	NoStaleIncarnation bool
 	// QuorumOncePerEpoch reports an owner's lost quorum at most once per epoch, as the shard's
-	// heartbeat.Primary does today (quorum.go).
+	// heartbeat.Primary did before issue 22 (quorum.go).
 	QuorumOncePerEpoch bool
 	// QuorumReplyAtArrival counts a follower's CommitReply as hearing it when the reply arrives, as
-	// heartbeat.Primary does today, not when the Commit it answers was sent (quorum.go).
+	// heartbeat.Primary did before issue 22, not when the Commit it answers was sent (quorum.go).
 	QuorumReplyAtArrival bool
 	// Log receives one line per notable event when set.
 	Log func(format string, args ...any)

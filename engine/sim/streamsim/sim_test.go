@@ -12,9 +12,9 @@ var (
 	keepGoing  = flag.Bool("keepgoing", false, "TestSim logs each failing seed and goes on, failing at the end")
 	verbose    = flag.Bool("simlog", false, "log the run's events")
 	recOnly    = flag.Bool("recordonly", false, "TestBrokenVariants also hunts each variant with the record checks only (informational)")
-	quorumOnce = flag.Bool("quorumonce", false, "report an owner's lost quorum once per epoch, as shard/heartbeat does today (quorum.go)")
+	quorumOnce = flag.Bool("quorumonce", false, "report an owner's lost quorum once per epoch, as shard/heartbeat did before issue 22 (quorum.go)")
 	window     = flag.Int("quorumwindow", 0, "the owners' R24 quorum window in ticks (0: the default)")
-	atArrival  = flag.Bool("quorumarrival", false, "count a CommitReply when it arrives, as shard/heartbeat does today (quorum.go)")
+	atArrival  = flag.Bool("quorumarrival", false, "count a CommitReply when it arrives, as shard/heartbeat did before issue 22 (quorum.go)")
 	noInPlace  = flag.Bool("noinplace", false, "reopen every copy from its disk on each assignment, never Reassign in place")
 )
 
