@@ -14,7 +14,9 @@
 // copies), read the clock except CLOCK_MONOTONIC once per tick for timestamp_monotonic, block the loop
 // on anything but the ring, drop a routed entry silently, or touch one shard's state from another
 // shard's thread. Protocol timers are tick counts (R5); the loop's only wall-clock input is the tick
-// timer itself.
+// timer itself, and the clock it reads when the timer fires: a timer that comes back half a quorum
+// window late or more (a stopped or starved process) skips the ticks whose time passed, so windows
+// counted in ticks see it (timerTick).
 //
 // # The loop
 //

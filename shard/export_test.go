@@ -143,3 +143,10 @@ func (n *Node) RegisterMetrics(reg prometheus.Registerer) error { return n.regis
 // SetSendLimit stops polling s's groups after tick limit: no new Commits are owed, replies still flow.
 // Call it on s's goroutine (from a tick hook) once s runs.
 func (s *Shard) SetSendLimit(limit uint64) { s.sendLimit = limit }
+
+// TimerTick runs one tick as the ring's timer does, at clock value nowNs: the ticks whose time passed
+// since the last TimerTick are skipped first.
+func (s *Shard) TimerTick(nowNs uint64) { s.timerTick(nowNs) }
+
+// MissedTicks exposes missedTicks.
+func MissedTicks(lastNs, nowNs, tickNs uint64) uint64 { return missedTicks(lastNs, nowNs, tickNs) }

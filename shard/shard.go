@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -45,9 +46,12 @@ type Shard struct {
 	// wakeups target it.
 	msgTarget ring.Ring
 
-	sched   heartbeat.Schedule
-	tick    heartbeat.Tick
-	nowNs   uint64
+	sched heartbeat.Schedule
+	tick  heartbeat.Tick
+	nowNs uint64
+	// timerNs is the clock at the last tick the ring's timer ran (0 before the first): the next
+	// one skips the ticks whose time passed in between (timerTick).
+	timerNs uint64
 	groups  []*groupSlot // sorted by id: the order batches are built in
 	byID    map[uint64]*groupSlot
 	links   []*link // one per peer node, sorted by node id
@@ -210,10 +214,46 @@ func (s *Shard) onTick() {
 		s.acceptRetry = false
 		s.armAccept()
 	}
-	s.runTick(monotonicNs())
+	s.timerTick(monotonicNs())
 	if s.node.tickHook != nil {
 		s.node.tickHook(s, s.tick.Number)
 	}
+}
+
+// timerTick is the ring timer's tick at clock value nowNs. A tick is a period of time, not a turn of
+// the loop: when the timer comes back after half a quorum window or more (the process was stopped by
+// SIGSTOP or a debugger, or starved of CPU), the schedule skips the ticks that could not run, so the
+// windows counted in ticks see the time that passed. Without it an owner stopped for longer than its
+// quorum window woke believing its followers were heard a tick ago, and served reads for a whole
+// window more while a new owner may have confirmed past them (R24). With it an owner serves at most
+// one and a half windows past the last reply it heard, however long it was stopped. Shorter delays
+// (scheduling jitter, a slow turn) are left alone: every tick then runs, as the traffic tests count
+// them. The skip is counted in ticks_skipped_total and logged.
+func (s *Shard) timerTick(nowNs uint64) {
+	if missed := missedTicks(s.timerNs, nowNs, uint64(s.cfg.Tick)); missed > 0 && missed >= s.stallTicks() {
+		s.sched.Skip(missed)
+		s.stats.TicksSkipped.Add(missed)
+		s.log.Warn("shard: ticks passed without running (the process was stopped or starved of CPU); "+
+			"its windows count them", "shard", s.index, "ticks", missed,
+			"for", time.Duration(nowNs-s.timerNs).Round(time.Millisecond))
+	}
+	s.timerNs = nowNs
+	s.runTick(nowNs)
+}
+
+// stallTicks is the delay, in missed ticks, from which timerTick skips: half the quorum window.
+func (s *Shard) stallTicks() uint64 { return max(1, s.sched.Ticks().HeartbeatTimeoutTicks/2) }
+
+// missedTicks is how many whole tick periods of tickNs passed between the ticks at lastNs and nowNs
+// beyond the one that is due now: 0 at the first tick (lastNs 0) or on time.
+func missedTicks(lastNs, nowNs, tickNs uint64) uint64 {
+	if lastNs == 0 || nowNs <= lastNs || tickNs == 0 {
+		return 0
+	}
+	if periods := (nowNs - lastNs) / tickNs; periods > 1 {
+		return periods - 1
+	}
+	return 0
 }
 
 // runTick is one tick of the schedule at clock value nowNs, without the ring's timer.

@@ -13,6 +13,8 @@ import (
 type Stats struct {
 	Ticks     atomic.Uint64
 	SendTicks atomic.Uint64
+	// TicksSkipped: ticks whose time passed while the shard could not run them (timerTick).
+	TicksSkipped atomic.Uint64
 
 	CommitBatchesSent     atomic.Uint64
 	CommitEntriesSent     atomic.Uint64
@@ -119,6 +121,8 @@ func newCollector(node uint16, shards []*Shard) *collector {
 	u := func(a *atomic.Uint64) float64 { return float64(a.Load()) }
 	counter("ticks_total", "Ticks run.", func(s *Stats) float64 { return u(&s.Ticks) })
 	counter("send_ticks_total", "Send ticks run (R1).", func(s *Stats) float64 { return u(&s.SendTicks) })
+	counter("ticks_skipped_total", "Ticks whose time passed while the shard could not run them (a stopped or "+
+		"starved process): its windows count them.", func(s *Stats) float64 { return u(&s.TicksSkipped) })
 	counter("commit_batches_sent_total", "Commit batch frames sent (R19).", func(s *Stats) float64 { return u(&s.CommitBatchesSent) })
 	counter("commit_entries_sent_total", "Commit entries sent (R19).", func(s *Stats) float64 { return u(&s.CommitEntriesSent) })
 	counter("commit_batches_received_total", "Commit batch frames received (R19).", func(s *Stats) float64 { return u(&s.CommitBatchesReceived) })

@@ -55,6 +55,11 @@ func (s *Schedule) Ticks() Ticks { return s.ticks }
 // Now is the current tick (the zero Tick before the first Advance).
 func (s *Schedule) Now() Tick { return s.tickAt(s.number) }
 
+// Skip moves the schedule n ticks on without returning them: ticks whose time passed while the
+// process could not run them (it was stopped, or starved of CPU). Timers that compare tick numbers
+// (the quorum window, a backup's timeout) then see that time pass.
+func (s *Schedule) Skip(n uint64) { s.number += n }
+
 // Advance moves to the next tick and returns it.
 func (s *Schedule) Advance() Tick {
 	s.number++

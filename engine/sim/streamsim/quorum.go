@@ -52,12 +52,12 @@ import (
 //     tick 40 to 81 right after it applied, answered a fetch sent at 85 with confirmed tail 0 below
 //     the 2 confirmed at epoch 3).
 //   - A simulated node's ticks are the simulation's: a paused node wakes with the ticks of its
-//     pause behind it. A broker's shard counts one tick per firing of its tick timer, so a process
-//     that was stopped (SIGSTOP, a stall) wakes one tick later whatever the time it lost: its window
-//     still shows its followers heard a tick ago, and the replies queued meanwhile answer Commits a
-//     tick old. Counting replies by their Commit's send tick holds against replies late in the
-//     network while the owner ticks on, not against a stopped owner; that needs the shard's tick
-//     count to follow the clock (the first difference is then at most one tick too).
+//     pause behind it. A broker's shard counted one tick per firing of its tick timer, so a process
+//     that was stopped (SIGSTOP, a stall) woke one tick later whatever the time it lost, its window
+//     still showing its followers heard a tick ago. The shard now skips the ticks whose time passed
+//     when its timer comes back half a window late or more (shard's timerTick,
+//     TestR24_StoppedPrimaryWakesWithItsQuorumWindowPassed), so a stopped owner serves at most one
+//     and a half windows past the last reply it heard; shorter delays still run every tick.
 
 // commitEveryTicks is how often an owner sends its Commit to each follower.
 const commitEveryTicks = 2
