@@ -132,3 +132,19 @@ func TestNode_MetricsOfTheDataPathAndTheProcess(t *testing.T) {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out.String())
 	}
 }
+
+// Status carries the node's [storage] retention, which `stream describe` prints beside each copy's
+// retained head and bytes.
+func TestNode_StatusCarriesTheRetentionSettings(t *testing.T) {
+	dir := t.TempDir()
+	cfg := nodeTestConfigN(t, 4, 4, dir, "", 50) // node 4 holds no metadata replica: nothing to format
+	cfg.File.Storage.RetentionBytes, cfg.File.Storage.RetentionAge = 1<<20, 3_600_000
+	n, err := NewNodeWithOptions(cfg, quietLogger(), NodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Kill()
+	if got := n.Status().Retention; got.Bytes != 1<<20 || got.AgeMs != 3_600_000 {
+		t.Fatalf("status retention %+v, want 1048576 bytes and 3600000 ms", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -27,6 +28,9 @@ type describeDoc struct {
 	ConfirmedTail uint64         `json:"confirmed_tail"`
 	Copies        []describeCopy `json:"copies"`
 	MetadataFrom  uint16         `json:"metadata_from_node"`
+	// Retention is the owner's node's [storage] retention (the nodes apply their own; they are
+	// normally configured alike). Nil when the owner's node did not answer.
+	Retention *adminapi.Retention `json:"retention,omitempty"`
 	// NotServed names what the nodes' admin listeners do not serve yet, so the document cannot show it.
 	NotServed []string `json:"not_served"`
 }
@@ -45,10 +49,13 @@ type describeCopy struct {
 	Confirmed  uint64 `json:"confirmed_tail"`
 	CursorTail uint64 `json:"cursor_tail"`
 	Lag        uint64 `json:"lag_records"` // the stream's confirmed tail minus this copy's durable tail
+	Head       uint64 `json:"head"`        // the record log's retained head
+	// BytesRetained is the copy's record and cursor logs' durable bytes on disk.
+	BytesRetained int64 `json:"bytes_retained"`
 }
 
 // notServed is what `stream describe` cannot show: no admin document carries it yet.
-var notServed = []string{"bytes retained", "retention settings", "consumers and their cursors"}
+var notServed = []string{"consumers and their cursors"}
 
 func newStreamDescribeCommand() *cobra.Command {
 	var f adminFlags
@@ -58,8 +65,9 @@ func newStreamDescribeCommand() *cobra.Command {
 		Long: "Read /v1/status from every node of the admin list (--admin, or the profile's) and print the\n" +
 			"stream as the metadata primary holds it (owner, followers, epoch, policy, pending recovery) with\n" +
 			"each copy of its assignment: its node's state, role, record tails (appended, durable, confirmed),\n" +
-			"cursor log tail, and lag behind the stream's confirmed tail. --json prints one document. Bytes\n" +
-			"retained, retention settings and consumers are not served by the nodes yet (listed as such).",
+			"cursor log tail, lag behind the stream's confirmed tail, retained head and bytes on disk, and the\n" +
+			"owner's node's retention settings. --json prints one document. Consumers and their cursors are\n" +
+			"not served by the nodes yet (listed as such).",
 		Args: streamArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			list, err := f.addrs(cmd)
@@ -109,6 +117,9 @@ func describeStream(h *healthDoc, name string) (*describeDoc, bool) {
 		}
 		dc := describeCopy{Node: node, State: h.nodeState(node)}
 		if st := h.statusesByNodeID[node]; st != nil {
+			if node == s.Owner {
+				doc.Retention = &st.Retention
+			}
 			dc.State = "not open"
 			for _, c := range st.Copies {
 				if c.Stream != s.ID || c.Incarnation != s.Incarnation {
@@ -116,6 +127,7 @@ func describeStream(h *healthDoc, name string) (*describeDoc, bool) {
 				}
 				dc.Role, dc.Epoch, dc.Shard = c.Role, c.Epoch, c.Shard
 				dc.Appended, dc.Durable, dc.Confirmed, dc.CursorTail = c.Appended, c.Durable, c.Confirmed, c.CursorTail
+				dc.Head, dc.BytesRetained = c.Head, c.RecordBytes+c.CursorBytes
 				if c.Open {
 					dc.State = "serving"
 				}
@@ -140,14 +152,42 @@ func printDescribe(w io.Writer, d *describeDoc) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "\nNODE\tSTATE\tROLE\tEPOCH\tAPPENDED\tDURABLE\tCONFIRMED\tCURSOR-LOG\tLAG\n")
+	fmt.Fprintf(tw, "\nNODE\tSTATE\tROLE\tEPOCH\tHEAD\tAPPENDED\tDURABLE\tCONFIRMED\tCURSOR-LOG\tLAG\tBYTES\n")
 	for _, c := range d.Copies {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", c.Node, c.State, dash(c.Role), c.Epoch, c.Appended, c.Durable,
-			c.Confirmed, c.CursorTail, c.Lag)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", c.Node, c.State, dash(c.Role), c.Epoch, c.Head,
+			c.Appended, c.Durable, c.Confirmed, c.CursorTail, c.Lag, bytesText(c.BytesRetained))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if r := d.Retention; r != nil {
+		fmt.Fprintf(w, "\nretention (owner's node): size %s, age %s\n", retentionText(r.Bytes, bytesText(r.Bytes)),
+			retentionText(r.AgeMs, (time.Duration(r.AgeMs)*time.Millisecond).String()))
+	}
 	fmt.Fprintf(w, "\nnot served by the nodes yet: %s\n", strings.Join(d.NotServed, ", "))
 	return nil
+}
+
+// retentionText is text for a retention bound, or "kept" when it is 0 (no bound).
+func retentionText(v int64, text string) string {
+	if v == 0 {
+		return "kept"
+	}
+	return "at most " + text
+}
+
+// bytesText prints a byte count in binary units (KiB, MiB, GiB), exact below 1 KiB.
+func bytesText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, suffix := float64(n)/unit, "KiB"
+	for _, s := range []string{"MiB", "GiB", "TiB"} {
+		if v < unit {
+			break
+		}
+		v, suffix = v/unit, s
+	}
+	return fmt.Sprintf("%.1f %s", v, suffix)
 }

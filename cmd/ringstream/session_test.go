@@ -191,12 +191,21 @@ func TestNewUserSession(t *testing.T) {
 	}
 
 	doc := describeUntil(ctx, t, func(d *describeDoc) bool { return copiesServingAt(d, 3) })
-	if len(doc.Followers) != 2 || doc.Owner == 0 || doc.Epoch == 0 {
+	if len(doc.Followers) != 2 || doc.Owner == 0 || doc.Epoch == 0 || doc.Retention == nil {
 		t.Fatalf("describe: %+v", doc)
+	}
+	for _, c := range doc.Copies {
+		if c.BytesRetained <= 0 || c.Head != 0 {
+			t.Fatalf("describe: copy on node %d retains %d bytes from head %d; want the 3 records' bytes from 0", c.Node,
+				c.BytesRetained, c.Head)
+		}
 	}
 	out, code := cli("", "stream", "describe", "demo")
 	if code != 0 || !strings.HasPrefix(out, fmt.Sprintf("stream \"demo\": id 1, incarnation 1, 3 copies, majority_durable, epoch %d, owner node %d, followers %v\nconfirmed tail 3\n", doc.Epoch, doc.Owner, doc.Followers)) {
 		t.Fatalf("stream describe: %d %q", code, out)
+	}
+	if !strings.Contains(out, "retention (owner's node): size kept, age kept\n") {
+		t.Fatalf("stream describe without the retention settings: %q", out)
 	}
 	h := healthUntil(ctx, t, func(h *healthDoc) bool { return h.Healthy })
 	if len(h.Nodes) != 3 || h.Metadata.Primary == 0 {

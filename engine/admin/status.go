@@ -33,6 +33,7 @@ func (n *node) Status() adminapi.Status {
 			Role: f.Role.String(), Epoch: f.Epoch})
 	}
 	st.Heartbeats = adminapi.Heartbeats{Sent: n.beat.Sent(), Failures: n.beat.Failures()}
+	st.Retention = adminapi.Retention{Bytes: n.cfg.File.Storage.RetentionBytes, AgeMs: int64(n.cfg.File.Storage.RetentionAge)}
 	if n.meta != nil {
 		n.metaStatus(&st)
 	}
@@ -127,7 +128,8 @@ func (n *node) copyStatus(ctx context.Context, st *adminapi.Status) {
 		}
 		st.Copies = append(st.Copies, adminapi.Copy{Stream: t.Stream, Incarnation: t.Incarnation, Shard: i, Open: cs.Open,
 			Role: roleName(cs.Role, cs.Open), Epoch: t.Epoch, Appended: cs.Appended, Durable: cs.Durable,
-			Confirmed: cs.Confirmed, CursorTail: t.CursorTail, OwnerSilent: t.Flags&wire.CopyOwnerSilent != 0,
+			Confirmed: cs.Confirmed, CursorTail: t.CursorTail, Head: cs.Head, RecordBytes: cs.RecordBytes,
+			CursorBytes: cs.CursorBytes, OwnerSilent: t.Flags&wire.CopyOwnerSilent != 0,
 			OwnerRestarted: t.Flags&wire.CopyOwnerRestarted != 0})
 	}
 }

@@ -38,6 +38,14 @@ type Status struct {
 	Copies     []Copy      `json:"copies"`  // this node's stream copies
 	Failures   []Failure   `json:"failures,omitempty"`
 	Heartbeats Heartbeats  `json:"heartbeats"`
+	Retention  Retention   `json:"retention"`
+}
+
+// Retention is the node's [storage] retention of its stream logs: closed segments past Bytes of a
+// log, or whose newest record is older than AgeMs, are removed (0: kept).
+type Retention struct {
+	Bytes int64 `json:"bytes"`
+	AgeMs int64 `json:"age_ms"`
 }
 
 // Meta is this node's metadata replica.
@@ -104,6 +112,11 @@ type Copy struct {
 	Durable     uint64 `json:"durable_tail"`
 	Confirmed   uint64 `json:"confirmed_tail"`
 	CursorTail  uint64 `json:"cursor_tail"` // the cursor event log's durable tail
+	// Head is the record log's retained head (records below it were removed by retention);
+	// RecordBytes and CursorBytes the two logs' durable bytes on disk.
+	Head        uint64 `json:"head"`
+	RecordBytes int64  `json:"record_bytes"`
+	CursorBytes int64  `json:"cursor_bytes"`
 	// OwnerSilent: a follower that heard nothing from its owner for its heartbeat timeout (reported to
 	// the controller). OwnerRestarted: an owner that reopened within its own epoch and waits for a
 	// recovery before it serves.

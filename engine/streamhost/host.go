@@ -266,7 +266,11 @@ type CopyState struct {
 	Appended  uint64
 	Durable   uint64
 	InSync    int // owner: copies whose durable tail reached the confirmed tail (stream.Copy.InSync)
-	Stats     stream.Stats
+	// Head is the record log's retained head; RecordBytes and CursorBytes the logs' durable sizes on
+	// disk (segment.Log.SizeBytes).
+	Head                     uint64
+	RecordBytes, CursorBytes int64
+	Stats                    stream.Stats
 }
 
 // State is the state of the copy of streamID on shard s (on s's goroutine).
@@ -279,6 +283,10 @@ func (h *Host) State(s *shard.Shard, streamID uint64) CopyState {
 		Epoch: cg.spec.Assignment.Epoch, Fence: uint32(cg.seg.FenceEpoch())}
 	st.Appended, st.Durable = cg.c.Tails()
 	st.InSync = cg.c.InSync()
+	if cg.seg != nil {
+		st.Head = cg.seg.Records().Head()
+		st.RecordBytes, st.CursorBytes = cg.seg.Records().SizeBytes(), cg.seg.Cursors().SizeBytes()
+	}
 	return st
 }
 
