@@ -117,9 +117,12 @@ func (l *Log) Append(token uint64, h *BatchHeader, payload []byte) (uint64, erro
 }
 
 // AppendEncoded queues a batch that is already encoded (a follower storing the owner's batch as it
-// came). Its base offset must be the log's next offset.
+// came, an owner its own encoding). Its base offset must be the log's next offset. Its header is
+// checked whole (DecodeBatchHeader); its payload is not hashed again: the caller's bytes came under a
+// checksum that covered them (a prepare frame's body checksum) or from its own encoder. A payload
+// that does not match its checksum anyway is caught by every read and by recovery (DecodeBatch).
 func (l *Log) AppendEncoded(token uint64, batch []byte) (uint64, error) {
-	h, _, n, err := DecodeBatch(batch)
+	h, _, n, err := DecodeBatchHeader(batch)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
 	}

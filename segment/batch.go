@@ -60,6 +60,11 @@ func (h *BatchHeader) Size() int { return BatchHeaderSize + int(h.PayloadLen) }
 
 // appendBatch encodes h and payload onto dst. h.PayloadLen is taken from payload.
 func appendBatch(dst []byte, h *BatchHeader, payload []byte) []byte {
+	return appendBatchSummed(dst, h, payload, xxhash.Sum64(payload))
+}
+
+// appendBatchSummed is appendBatch with the payload's checksum (xxhash64 of payload) already known.
+func appendBatchSummed(dst []byte, h *BatchHeader, payload []byte, payloadSum uint64) []byte {
 	assert.True(h.RecordCount > 0, "segment: batch without records")
 	assert.True(len(payload) <= BatchPayloadMax, "segment: batch payload too large")
 	start := len(dst)
@@ -70,7 +75,7 @@ func appendBatch(dst []byte, h *BatchHeader, payload []byte) []byte {
 	le.PutUint16(b[12:], batchVersion)
 	b[14] = h.Codec
 	b[15] = 0
-	le.PutUint64(b[16:], xxhash.Sum64(payload))
+	le.PutUint64(b[16:], payloadSum)
 	le.PutUint64(b[24:], h.BaseOffset)
 	le.PutUint32(b[32:], h.RecordCount)
 	le.PutUint32(b[36:], uint32(len(payload)))
@@ -87,6 +92,22 @@ func appendBatch(dst []byte, h *BatchHeader, payload []byte) []byte {
 // buf) and the batch's size. A buffer that ends inside the batch returns ErrShortBatch; bytes that
 // are not a valid batch return ErrCorrupt. It never panics, whatever buf holds.
 func DecodeBatch(buf []byte) (BatchHeader, []byte, int, error) {
+	h, payload, n, err := DecodeBatchHeader(buf)
+	if err != nil {
+		return h, nil, 0, err
+	}
+	if binary.LittleEndian.Uint64(buf[16:]) != xxhash.Sum64(payload) {
+		return h, nil, 0, fmt.Errorf("%w: payload checksum", ErrCorrupt)
+	}
+	return h, payload, n, nil
+}
+
+// DecodeBatchHeader is DecodeBatch without the payload checksum: every header check (its checksum,
+// magic, version, counts, lengths) and the payload's presence, but the payload's bytes are not
+// hashed. It is for bytes whose every byte a checksum already covered on their way here (a frame's
+// body checksum) or that this process encoded itself: hashing them again would catch nothing those
+// did not (each byte is hashed once per hop). Bytes read from a disk go through DecodeBatch.
+func DecodeBatchHeader(buf []byte) (BatchHeader, []byte, int, error) {
 	var h BatchHeader
 	if len(buf) < BatchHeaderSize {
 		return h, nil, 0, ErrShortBatch
@@ -127,11 +148,7 @@ func DecodeBatch(buf []byte) (BatchHeader, []byte, int, error) {
 	if len(buf) < size {
 		return h, nil, 0, ErrShortBatch
 	}
-	payload := buf[BatchHeaderSize:size:size]
-	if le.Uint64(hb[16:]) != xxhash.Sum64(payload) {
-		return h, nil, 0, fmt.Errorf("%w: payload checksum", ErrCorrupt)
-	}
-	return h, payload, size, nil
+	return h, buf[BatchHeaderSize:size:size], size, nil
 }
 
 // BatchIter walks the batches in a buffer returned by a read, skipping those that end at or

@@ -57,8 +57,8 @@
 //     buffer, appends it with AppendEncoded, and sends from that buffer, which it keeps until its
 //     sends complete; followers store the frame with AppendEncoded. The log copies the batch into
 //     its group buffer (the one copy on the write path) and hands out no view of that buffer, so
-//     no pin or release can hold a group commit back. AppendEncoded checks the checksums again: a
-//     read of the batch, not a second encoding. Pinned by TestAppend_OwnerSendsTheBytesItAppended.
+//     no pin or release can hold a group commit back. AppendEncoded checks the header again (not the
+//     payload's checksum: each byte is hashed once per hop, and reads and recovery check it). Pinned by TestAppend_OwnerSendsTheBytesItAppended.
 //   - Reads go to the caller's buffer (the one copy of a payload) and start at the sparse index
 //     entry at or below the offset asked for; BatchIter skips to it. Reads see durable bytes only.
 //   - The cursor log commits only when asked (Copy.SyncCursors, a seal, a snapshot) or when

@@ -25,6 +25,11 @@ type Produce struct {
 	Codec       uint8
 	Count       uint32
 	Batch       []byte
+	// BatchSum is xxhash64 of Batch when BatchSummed: DecodeProduce takes it from the frame's body
+	// checksum, which the frame's parser verified and which covers exactly Batch, so the owner stores
+	// it as the batch's payload checksum without hashing the payload a second time.
+	BatchSum    uint64
+	BatchSummed bool
 }
 
 const (
@@ -49,7 +54,8 @@ func AppendProduce(dst []byte, from From, m *Produce) []byte {
 	return endFrame(dst, start, m.Count)
 }
 
-// DecodeProduce reads a parsed produce request; Batch aliases body.
+// DecodeProduce reads a parsed produce request; Batch aliases body. h must be the header ParseFrame
+// or FrameReader checked against body (its body checksum is taken as Batch's checksum).
 func DecodeProduce(h *Header, body []byte) (Produce, error) {
 	if err := checkHeader(h, CommandProduce, produceAreaEnd); err != nil {
 		return Produce{}, err
@@ -63,6 +69,8 @@ func DecodeProduce(h *Header, body []byte) (Produce, error) {
 		Codec:       h.Area[produceCodec],
 		Count:       h.EntryCount,
 		Batch:       body,
+		BatchSum:    h.ChecksumBody,
+		BatchSummed: true,
 	}
 	switch {
 	case m.Stream == 0:

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/ringstream/ringstream/wire"
 )
 
@@ -95,6 +97,7 @@ func commandCases() []commandCase {
 	listReply := wire.ListStreamsReply{RequestID: 3, More: true}
 	lookupReply := wire.LookupStreamReply{RequestID: 4, Stream: 77, Incarnation: 2, Epoch: 6, Owner: 3, OwnerAddr: []byte("127.0.0.1:7003")}
 	produce := wire.Produce{RequestID: 5, Stream: 77, Incarnation: 2, ProducerID: 99, Sequence: 12, Codec: 2, Count: 64, Batch: []byte("zstd frame")}
+	produce.BatchSum, produce.BatchSummed = xxhash.Sum64(produce.Batch), true // what the decoder adds
 	produceReply := wire.ProduceReply{RequestID: 5, Stream: 77, Incarnation: 2, Epoch: 6, BaseOffset: 4096, Count: 64, Duplicate: true}
 	fetch := wire.Fetch{RequestID: 6, Stream: 77, Incarnation: 2, Offset: 4000, BytesMax: 1 << 20, RecordsMax: 500, WaitMs: 250}
 	fetchReply := wire.FetchReply{RequestID: 6, Stream: 77, Incarnation: 2, BaseOffset: 4000, Count: 2, ConfirmedTail: 4160, Batches: []byte("two records")}

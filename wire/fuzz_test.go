@@ -138,6 +138,12 @@ func fuzzDecoder(f *testing.F, command wire.Command) {
 		if err != nil {
 			t.Fatalf("re-encoded message refused: %v", err)
 		}
+		if p, ok := got.Msg.(wire.Produce); ok {
+			// The fuzzer's first header was never checked against its body: its body checksum, which
+			// DecodeProduce takes as the batch's, is whatever the input held.
+			p.BatchSum = again.Msg.(wire.Produce).BatchSum
+			got.Msg = p
+		}
 		if !reflect.DeepEqual(got, again) {
 			t.Fatalf("re-encode changed the message\nfirst  %+v\nsecond %+v", got, again)
 		}

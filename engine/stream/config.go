@@ -30,6 +30,11 @@ type Config struct {
 	// so an encoded batch takes BatchHeaderBytes + payload bytes.
 	Decode           BatchDecoder
 	BatchHeaderBytes int
+	// DecodeHeader, optional, reads a batch whose every byte a checksum already covered on its way
+	// here (a prepare's batches, under the frame's body checksum): it checks the header and skips
+	// hashing the payload again (segment.DecodeBatchHeader). Nil means Decode. Reads from the disk
+	// always go through Decode.
+	DecodeHeader BatchDecoder
 
 	// BatchBytesMax bounds one produced batch's payload (default 1 MiB). A bigger produce is refused
 	// with CodeBatchTooLarge; a replicated batch above it is refused by a follower.
@@ -134,4 +139,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ReadBytes %d below one batch of BatchBytesMax %d", ErrConfig, c.ReadBytes, c.BatchBytesMax)
 	}
 	return nil
+}
+
+// decodeReceived decodes a batch of a prepare: its frame's body checksum covered every byte.
+func (c *Copy) decodeReceived(b []byte) (BatchHeader, int, error) {
+	if c.cfg.DecodeHeader != nil {
+		return c.cfg.DecodeHeader(b)
+	}
+	return c.cfg.Decode(b)
 }

@@ -55,12 +55,14 @@ func (fx *Effects) addText(s string) []byte {
 // commit on the owner is Log LogCursors with CursorName and CursorOffset (segment.Copy.CommitCursor
 // at Header.Epoch). The host's log must give the batch Header.BaseOffset.
 type Append struct {
-	Log          wire.LogKind
-	Header       BatchHeader
-	Payload      []byte
-	Encoded      []byte
-	CursorName   []byte
-	CursorOffset uint64
+	Log           wire.LogKind
+	Header        BatchHeader
+	Payload       []byte
+	PayloadSum    uint64 // xxhash64 of Payload when PayloadSummed (the produce frame's body checksum)
+	PayloadSummed bool
+	Encoded       []byte
+	CursorName    []byte
+	CursorOffset  uint64
 }
 
 // Read asks for the batches of Log from offset From on, BytesMax bytes of them counted from From.

@@ -88,7 +88,7 @@ func (c *Copy) checkPrepare(m *wire.StreamPrepare) (Refusal, bool) {
 	}
 	next, count, last := m.BaseOffset, uint64(0), m.PrevEpoch
 	for off := 0; off < len(m.Batches); {
-		h, n, err := c.cfg.Decode(m.Batches[off:])
+		h, n, err := c.decodeReceived(m.Batches[off:])
 		switch {
 		case err != nil || n <= 0 || n > len(m.Batches)-off:
 			return RefuseBadBatch, false
@@ -152,7 +152,7 @@ func (c *Copy) onCursorPrepare(from uint16, m *wire.StreamPrepare) {
 	c.scratch = c.scratch[:0]
 	next, count := m.BaseOffset, uint64(0)
 	for off := 0; off < len(m.Batches); {
-		h, n, err := c.cfg.Decode(m.Batches[off:])
+		h, n, err := c.decodeReceived(m.Batches[off:])
 		if err != nil || n <= 0 || n > len(m.Batches)-off || h.BaseOffset != next || (h.BaseOffset < tail && h.End() > tail) {
 			c.stats.Refused[RefuseBadBatch]++
 			c.stats.LastRefusal = RefuseBadBatch

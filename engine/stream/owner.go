@@ -106,16 +106,17 @@ func (c *Copy) onProduce(client uint64, m *wire.Produce) {
 	}
 	h := BatchHeader{BaseOffset: c.rec.appended, Count: m.Count, PayloadLen: uint32(len(m.Batch)),
 		Epoch: c.asg.Epoch, ProducerID: m.ProducerID, Sequence: m.Sequence, Codec: m.Codec}
-	c.appendRecords(&h, m.Batch, size)
+	c.appendRecords(&h, m, size)
 	c.queueAck(pendingAck{client: client, requestID: m.RequestID, base: h.BaseOffset, end: h.End(), count: h.Count,
 		bytes: uint32(size)})
 }
 
 // appendRecords queues one batch of the owner's on the record log and sends it to live followers.
-func (c *Copy) appendRecords(h *BatchHeader, payload []byte, size int) {
+func (c *Copy) appendRecords(h *BatchHeader, m *wire.Produce, size int) {
 	assert.True(h.BaseOffset == c.rec.appended, "stream: owner append off its tail")
 	idx := len(c.fx.Appends)
-	c.fx.Appends = append(c.fx.Appends, Append{Log: wire.LogRecords, Header: *h, Payload: payload})
+	c.fx.Appends = append(c.fx.Appends, Append{Log: wire.LogRecords, Header: *h, Payload: m.Batch,
+		PayloadSum: m.BatchSum, PayloadSummed: m.BatchSummed})
 	c.rec.appended = h.End()
 	c.rec.unsynced.push(pendingBytes{end: h.End(), size: size})
 	c.rec.bytes += size

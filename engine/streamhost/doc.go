@@ -64,12 +64,15 @@
 //     the shard refuses (link down, outbox full) is counted and left to the copy's resend timer.
 //   - Stop: each copy's OnStop starts its Close job and the shard host's polls the jobs through the
 //     shard's drain turns.
-//   - A follower's batches are checked three times: the frame's body checksum (the shard's
-//     FrameReader), the copy's Decode (segment.DecodeBatch, so a bad batch is refused with the log
-//     unchanged) and segment's AppendEncoded. None is dropped: without the copy's check a bad batch
-//     would fail the log instead of being refused, and AppendEncoded has no form that trusts its
-//     caller. All hashing together was 8.5% of the CPU of a 3-copy produce run. The owner builds
-//     the header (and body checksum) of a prepare once for all the followers it goes to.
+//   - Each byte is hashed once per hop. The owner verifies a produce frame's body checksum and stores
+//     it as the batch's payload checksum (wire.Produce.BatchSum: the body is the payload exactly); it
+//     appends its own encoding with AppendEncoded, which checks headers only; it hashes each prepare's
+//     body once for all the followers it goes to. A follower verifies the prepare's body checksum (the
+//     shard's FrameReader), then checks each batch's header, not its payload again (the copy's
+//     DecodeHeader, segment.DecodeBatchHeader: a bad header is refused with the log unchanged, and a
+//     flipped byte anywhere fails the body checksum: TestPrepare_EveryFlippedByteIsRefused). Bytes
+//     read from the disk go through segment.DecodeBatch, payload checksum included. Hashing was
+//     three passes over every byte on each node before (8.5% of the CPU of a 3-copy produce run).
 //   - Failover (the stream-failover spec; engine/sim/streamsim's host carries out the same rules in
 //     memory). Seals, seal replies and assignments are frames addressed to the stream's group: they
 //     reach the copy's group, or Host.OnUnroutedFrame on a node without a copy (shard.UnroutedHandler,

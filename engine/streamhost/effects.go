@@ -105,7 +105,11 @@ func (cg *copyGroup) appendAll(fx *stream.Effects) (ob *buffer, err error) {
 				ProducerID: a.Header.ProducerID, ProducerSeq: a.Header.Sequence, Codec: a.Header.Codec,
 				FirstTimestamp: sh.nowMs, MaxTimestamp: sh.nowMs}
 			from := len(ob.b)
-			ob.b = segment.AppendBatch(ob.b, &h, a.Payload)
+			if a.PayloadSummed {
+				ob.b = segment.AppendBatchSummed(ob.b, &h, a.Payload, a.PayloadSum)
+			} else {
+				ob.b = segment.AppendBatch(ob.b, &h, a.Payload)
+			}
 			assert.True(cap(ob.b) >= size, "streamhost: owner buffer grew")
 			ob.spans = append(ob.spans, span{base: h.BaseOffset, end: h.NextOffset(), from: from, to: len(ob.b)})
 			ob.end = h.NextOffset()

@@ -316,7 +316,7 @@ func (h *Host) AppendFailures(dst []Failure) []Failure {
 func (h *Host) newCopy(sp Spec) (*copyGroup, error) {
 	cfg := h.cfg.Stream
 	cfg.Self, cfg.Stream, cfg.Incarnation = h.cfg.Node, sp.Stream, sp.Incarnation
-	cfg.Decode, cfg.BatchHeaderBytes = decodeBatch, segment.BatchHeaderSize
+	cfg.Decode, cfg.DecodeHeader, cfg.BatchHeaderBytes = decodeBatch, decodeBatchHeader, segment.BatchHeaderSize
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -338,13 +338,24 @@ func (h *Host) newCopy(sp Spec) (*copyGroup, error) {
 // decodeBatch is the copies' batch decoder: segment's format, with the epoch checked to fit 32 bits.
 func decodeBatch(b []byte) (stream.BatchHeader, int, error) {
 	h, _, n, err := segment.DecodeBatch(b)
+	return checkedHeader(&h, n, err)
+}
+
+// decodeBatchHeader decodes a prepare's batch, whose payload the frame's body checksum covered: the
+// header checked whole, the payload not hashed again.
+func decodeBatchHeader(b []byte) (stream.BatchHeader, int, error) {
+	h, _, n, err := segment.DecodeBatchHeader(b)
+	return checkedHeader(&h, n, err)
+}
+
+func checkedHeader(h *segment.BatchHeader, n int, err error) (stream.BatchHeader, int, error) {
 	if err != nil {
 		return stream.BatchHeader{}, 0, err
 	}
 	if h.Epoch > math.MaxUint32 {
 		return stream.BatchHeader{}, 0, fmt.Errorf("streamhost: batch at %d has epoch %d, above 32 bits", h.BaseOffset, h.Epoch)
 	}
-	return headerOf(&h), n, nil
+	return headerOf(h), n, nil
 }
 
 func headerOf(h *segment.BatchHeader) stream.BatchHeader {
