@@ -31,9 +31,10 @@ type Config struct {
 	Decode           BatchDecoder
 	BatchHeaderBytes int
 	// DecodeHeader, optional, reads a batch whose every byte a checksum already covered on its way
-	// here (a prepare's batches, under the frame's body checksum): it checks the header and skips
-	// hashing the payload again (segment.DecodeBatchHeader). Nil means Decode. Reads from the disk
-	// always go through Decode.
+	// here: a prepare's batches (the frame's body checksum) and a read's data (the host checks every
+	// batch of a read before ReadDone, and reports a read that fails as the log's failure). It
+	// checks the header and skips hashing the payload again (segment.DecodeBatchHeader). Nil means
+	// Decode, for a host that does not check its reads.
 	DecodeHeader BatchDecoder
 
 	// BatchBytesMax bounds one produced batch's payload (default 1 MiB). A bigger produce is refused
@@ -141,7 +142,7 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// decodeReceived decodes a batch of a prepare: its frame's body checksum covered every byte.
+// decodeReceived decodes a batch of a prepare or a read, whose payload was checked (Config.DecodeHeader).
 func (c *Copy) decodeReceived(b []byte) (BatchHeader, int, error) {
 	if c.cfg.DecodeHeader != nil {
 		return c.cfg.DecodeHeader(b)

@@ -216,7 +216,7 @@ type run struct {
 func (c *Copy) takeRun(data []byte, from, limit uint64, bytesMax int, recordsMax uint64) run {
 	r := run{start: -1, next: from}
 	for off := 0; off < len(data); {
-		h, n, err := c.cfg.Decode(data[off:])
+		h, n, err := c.decodeReceived(data[off:])
 		if err != nil || h.BaseOffset >= limit || h.End() > limit {
 			break
 		}

@@ -383,12 +383,37 @@ func (cg *copyGroup) ReadDone(_ segment.LogKind, tag uint64, data []byte, err er
 	}
 	cg.fresh = append(cg.fresh, b)
 	cg.syncHead()
+	if err == nil {
+		err = checkRead(data)
+	}
 	cg.c.ReadDone(tag, data, err)
 	cg.h.markDirty(cg)
 	cg.startWaitingReads() // a slot is free
-	if errors.Is(err, unix.EIO) {
+	switch {
+	case errors.Is(err, unix.EIO):
 		cg.storageFailed(err) // the disk failed a read: reopen through recovery, which checks the tail
+	case CauseOf(err) == CauseCorrupt:
+		cg.storageFailed(err) // durable bytes changed under the log: reported, waits for the operator (RetryCopy)
 	}
+}
+
+// checkRead checks every whole batch a read returned, payload checksums included: this is the one
+// hash of those bytes on their way from the disk (the protocol copy then reads their headers only,
+// stream.Config.DecodeHeader). A partial batch at the end is a read that stopped inside it, not an
+// error. A batch that fails is corrupt data below the durable tail: the bytes the log made durable
+// are not there any more (a bad disk, something else writing the file).
+func checkRead(data []byte) error {
+	for off := 0; off < len(data); {
+		_, _, n, err := segment.DecodeBatch(data[off:])
+		switch {
+		case errors.Is(err, segment.ErrShortBatch):
+			return nil
+		case err != nil:
+			return fmt.Errorf("streamhost: read back a batch at byte %d of %d: %w", off, len(data), err)
+		}
+		off += n
+	}
+	return nil
 }
 
 // read starts a read of log from offset into a pooled buffer of bytesMax plus the sparse index's

@@ -71,7 +71,10 @@
 //     shard's FrameReader), then checks each batch's header, not its payload again (the copy's
 //     DecodeHeader, segment.DecodeBatchHeader: a bad header is refused with the log unchanged, and a
 //     flipped byte anywhere fails the body checksum: TestPrepare_EveryFlippedByteIsRefused). Bytes
-//     read from the disk go through segment.DecodeBatch, payload checksum included. Hashing was
+//     read from the disk are checked once, at ReadDone (checkRead, payload checksums included): a batch that
+//     fails there is corrupt data below the durable tail, and fails the copy as corrupt (reported,
+//     failed over if it owns the stream, reopened by the operator's retry) rather than being read
+//     as the end of the data, which left fetches and catch-ups answering nothing forever. Hashing was
 //     three passes over every byte on each node before (8.5% of the CPU of a 3-copy produce run).
 //   - Failover (the stream-failover spec; engine/sim/streamsim's host carries out the same rules in
 //     memory). Seals, seal replies and assignments are frames addressed to the stream's group: they

@@ -15,6 +15,7 @@ import (
 	"github.com/ringstream/ringstream/engine/streamhost"
 	"github.com/ringstream/ringstream/ring"
 	"github.com/ringstream/ringstream/ring/powerloss"
+	"github.com/ringstream/ringstream/segment"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/wire"
 )
@@ -473,5 +474,60 @@ func TestReads_RefusedAsBusyWaitForASlot(t *testing.T) {
 	<-done
 	if hs.ReadsQueued == 0 {
 		t.Fatal("no read waited for a slot: the test did not fill the read table")
+	}
+}
+
+// A batch that changed on the disk under a serving copy (here a payload byte rewritten in the
+// segment file) is found by the read that meets it: the fetch is refused at once, and the copy is
+// reported failed as corrupt, waiting for the operator, instead of answering empty reads forever.
+func TestHeal_CorruptBatchFoundByARead(t *testing.T) {
+	n := soloNode(t, t.TempDir())
+	if _, errs := openAll(t, n, []streamhost.Spec{soloSpec(12)}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for seq := range uint64(3) {
+		if r := produceOne(t, n, 12, seq); r.Kind != stream.ReplyProduce {
+			t.Fatalf("produce %d answered %+v", seq, r)
+		}
+	}
+	if r := fetchAt(t, n, 12, 0); r.Kind != stream.ReplyFetch || r.Fetch.Count == 0 {
+		t.Fatalf("fetch before the damage answered kind %v (%d records)", r.Kind, r.Fetch.Count)
+	}
+	files, err := filepath.Glob(filepath.Join(n.host.Dir(12, 1), "records", "*.log"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no record segment in %s (%v)", n.host.Dir(12, 1), err)
+	}
+	f, err := os.OpenFile(files[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second batch's payload: past the first batch and the second's header.
+	at := int64(2*segment.BatchHeaderSize + recordsPerBatch*recordBytes + 100)
+	b := []byte{0}
+	if _, err := f.ReadAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, at); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+
+	r := fetchAt(t, n, 12, recordsPerBatch)
+	if r.Kind != stream.ReplyError {
+		t.Fatalf("fetch of the damaged batch answered kind %v (%d records), want a refusal", r.Kind, r.Fetch.Count)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if f, ok := failureOf12(n); ok {
+			if f.Cause != streamhost.CauseCorrupt || f.Retrying {
+				t.Fatalf("failure %+v (%v): want corrupt, waiting for the operator", f, f.Err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the copy with a damaged batch is not reported failed")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
