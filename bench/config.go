@@ -2,13 +2,17 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/ringstream/ringstream/engine/config"
 	"github.com/ringstream/ringstream/localcluster"
+	"github.com/ringstream/ringstream/wire"
 )
 
 // ErrConfig: the bench's options are invalid; the message names the flag and the rule.
@@ -35,7 +39,13 @@ type Config struct {
 	Admins []string `json:"admin,omitempty"`
 	Secret string   `json:"-"`
 
-	// Load.
+	// Load. The streams are StreamPrefix-0 .. StreamPrefix-(Streams-1); an empty StreamPrefix is
+	// "bench" on a local cluster and, with Addrs, "bench-" and the run's start (UTC) and 4 random hex
+	// digits, so that each run on a running cluster creates streams of its own (RunPrefix).
+	StreamPrefix string `json:"stream_prefix"`
+	// KeepStreams leaves a running cluster's streams after the run; by default the bench deletes the
+	// streams it created there once they are verified (a local cluster goes away whole).
+	KeepStreams bool          `json:"keep_streams,omitempty"`
 	Stream      string        `json:"stream"`
 	Streams     int           `json:"streams"`
 	Copies      int           `json:"copies"`
@@ -75,7 +85,9 @@ type Config struct {
 	JSONPath   string `json:"-"`
 	PlotPath   string `json:"-"`
 	ProfileDir string `json:"-"`
-	Progress   bool   `json:"-"`
+	// ProgressBar draws the progress (Run's writer) as one terminal line, redrawn; false writes a
+	// plain line a second.
+	ProgressBar bool `json:"-"`
 }
 
 // DefaultConfig is the spec's owner-kill case on 3 nodes: a durable stream (3 copies on
@@ -144,6 +156,11 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: %s: %s", ErrConfig, ch.flag, ch.rule)
 		}
 	}
+	if c.StreamPrefix != "" {
+		if err := wire.ValidateStreamName(c.StreamPrefix + "-" + strconv.Itoa(c.Streams-1) + "-filler-99"); err != nil {
+			return fmt.Errorf("%w: --stream-prefix %q: %w", ErrConfig, c.StreamPrefix, err)
+		}
+	}
 	if _, err := config.ParsePolicy(c.Policy); err != nil {
 		return fmt.Errorf("%w: --policy: %w", ErrConfig, err)
 	}
@@ -157,3 +174,23 @@ func (c *Config) faults() bool {
 
 // secs is a time since the start of load.
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// RunPrefix is the stream prefix of a run on a running cluster started at now: "bench-", the UTC time
+// to the second and 4 random hex digits (bench-20261202T153712-3fa9), so that a run never meets the
+// streams an earlier one left.
+func RunPrefix(now time.Time) string {
+	var b [2]byte
+	rand.Read(b[:])
+	return "bench-" + now.UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// streamPrefix is c's prefix of stream names, its default filled in.
+func (c *Config) streamPrefix(now time.Time) string {
+	switch {
+	case c.StreamPrefix != "":
+		return c.StreamPrefix
+	case c.Addrs != nil:
+		return RunPrefix(now)
+	}
+	return "bench"
+}

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,12 +37,40 @@ func (r *run) startConsumers(ctx context.Context, names []string, wg *sync.WaitG
 }
 
 // profiles collects --profile: a CPU profile of every node over the load, and a heap profile at
-// the end.
+// the end. A profile that could not be saved is an event of its node at the time it failed (a node
+// killed during its CPU profile fails at the kill).
 type profiles struct {
-	r    *run
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	errs []string
+	r       *run
+	targets []profileTarget
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	failed  []Event
+}
+
+// profileTarget is one node whose profiles are taken: its id and admin address.
+type profileTarget struct {
+	node uint16
+	addr string
+}
+
+// profileTargets is every node with its admin address: the local cluster's nodes, or with --cluster
+// the node id each admin address reports in its status (0 when it does not answer).
+func (r *run) profileTargets(ctx context.Context) []profileTarget {
+	var out []profileTarget
+	if r.lc != nil {
+		for _, n := range r.lc.Nodes() {
+			out = append(out, profileTarget{node: n.ID, addr: n.AdminAddr})
+		}
+		return out
+	}
+	for _, addr := range r.admins {
+		t := profileTarget{addr: addr}
+		if st, err := r.admin.status(ctx, addr); err == nil {
+			t.node = st.Node
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // startProfiles starts each node's CPU profile for the load's duration (nothing without --profile).
@@ -49,36 +79,39 @@ func (r *run) startProfiles(ctx context.Context) *profiles {
 	if r.cfg.ProfileDir == "" {
 		return p
 	}
+	p.targets = r.profileTargets(ctx)
 	secs := int(r.cfg.Duration.Seconds())
-	for i, addr := range r.admins {
+	for _, t := range p.targets {
 		p.wg.Go(func() {
-			if err := r.admin.profileCPU(ctx, addr, profileFile(r.cfg.ProfileDir, i+1, "cpu"), secs); err != nil {
-				p.note(err)
+			if err := r.admin.profileCPU(ctx, t.addr, profileFile(r.cfg.ProfileDir, t, "cpu"), secs); err != nil {
+				p.note(t, "cpu", err)
 			}
 		})
 	}
 	return p
 }
 
-func (p *profiles) note(err error) {
+// note records that node t's profile of kind was not saved, now.
+func (p *profiles) note(t profileTarget, kind string, err error) {
+	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.errs = append(p.errs, err.Error())
+	p.failed = append(p.failed, Event{Name: EventProfileNotSaved, Node: t.node, AtMs: msSince(p.r.events.start, now),
+		Note: kind + ": " + err.Error()})
 }
 
-// finish waits for the CPU profiles, takes the heap profiles, and notes in the report's events what
-// could not be saved (a node killed during its profile has none).
+// finish waits for the CPU profiles, takes the heap profiles, and adds to the report's events, in
+// time order, what could not be saved.
 func (p *profiles) finish(ctx context.Context, rep *Report) {
 	if p.r.cfg.ProfileDir == "" {
 		return
 	}
 	p.wg.Wait()
-	for i, addr := range p.r.admins {
-		if err := p.r.admin.profileHeap(ctx, addr, profileFile(p.r.cfg.ProfileDir, i+1, "heap")); err != nil {
-			p.note(err)
+	for _, t := range p.targets {
+		if err := p.r.admin.profileHeap(ctx, t.addr, profileFile(p.r.cfg.ProfileDir, t, "heap")); err != nil {
+			p.note(t, "heap", err)
 		}
 	}
-	for _, e := range p.errs {
-		rep.Events = append(rep.Events, Event{Name: "profile not saved", Note: e})
-	}
+	rep.Events = append(rep.Events, p.failed...)
+	slices.SortStableFunc(rep.Events, func(a, b Event) int { return cmp.Compare(a.AtMs, b.AtMs) })
 }

@@ -46,6 +46,28 @@
 //   - The traffic scenario's unbatched baseline sends the same Commit and CommitReply entries one frame
 //     each: frames equal entries, and bytes grow by one frame header per entry beyond the batch frames.
 //     Figures are scaled to 5 s from the measured window.
+//   - The streams are PREFIX-0 .. PREFIX-N-1. On a local cluster PREFIX is "bench" (the cluster is the
+//     run's alone). On a running cluster (--cluster) each run makes a new one, bench-<UTC start>-<4 hex
+//     digits>, so that a run never meets what an earlier one left (an old stream's records would read
+//     back as misplaced or duplicated), and deletes its streams once they are verified (--keep-streams
+//     leaves them; a delete that fails is an event of the report, not a failure of the run).
+//   - A pause that fails the owner over (an assignment seen by the SIGCONT, or within 3 s after it for
+//     a recovery the controller started while the owner was stopped) is checked like a kill and
+//     restart: the resumed old owner catches up and rejoins as a follower without another recovery.
+//     A pause without a failover has no rejoin to check (the owner kept its stream). While a node is
+//     stopped the bench reads no status from it (its admin HTTP would answer nothing).
+//   - A timeline point (100 ms) with nothing confirmed has no p99 (null in the JSON) and the chart
+//     draws no latency there: a 0 would draw an outage as the run's best latency. The timeline spans
+//     the whole load, so an outage lasting to the end still shows. The chart shades each fault's gap
+//     (owner kill to the first confirm at a newer epoch; SIGSTOP to the end of the stall; to the end
+//     of the timeline when it never ended) red, other stretches of 200 ms or more with nothing
+//     confirmed grey, and marks kill, new assignment, restart, pause, resume, caught up and rejoined.
+//   - The progress line's phase is derived from the run's events (phaseOf); its p99 is of the
+//     confirmations since the line before (a histogram the producers add to per confirmed batch,
+//     without allocating); on a terminal it is one redrawn line, elsewhere a plain line a second.
+//   - Byte figures are binary, whatever they measure: MiB (2^20 bytes) for a node's RSS and MiB/s for
+//     throughput, in the table, the JSON keys (throughput_mib_per_s, mib_per_s, rss_max_mib) and the
+//     sweep's columns.
 //   - Part of the failover gap from the nodes' metrics: the mean of every histogram whose name speaks
 //     of failover, seal, recovery, assignment, promotion or detection, over the run; empty where the
 //     nodes export none.

@@ -13,6 +13,10 @@ import (
 // faultWait bounds each watcher of a fault (new assignment, catch-up) past the end of load.
 const faultWait = 30 * time.Second
 
+// resumeGrace is how long after a SIGCONT the bench still looks for the failover of a pause: a
+// recovery the controller started while the owner was stopped may commit its assignment just after.
+const resumeGrace = 3 * time.Second
+
 // faults carries out the run's faults on the first stream and measures what they open.
 type faults struct {
 	r      *run
@@ -25,7 +29,8 @@ type faults struct {
 	stall      *watch
 	assignMs   *float64
 	catchUpMs  *float64
-	killedNode uint16 // the owner killed, once restarted: checked for its rejoin
+	killedNode uint16 // the old owner, once restarted (or resumed after a failover): checked for its rejoin
+	returnedBy string // how it came back: "restart" or "resume"
 	failEpoch  uint32 // the epoch of the assignment after the owner kill
 	failOwner  uint16 // the owner it named
 	ctlNode    uint16 // the active controller's node just before the old owner's restart
@@ -102,12 +107,14 @@ func (f *faults) killOwner(ctx context.Context) {
 		return
 	}
 	now := time.Now()
-	gap := f.r.watches.arm(now, v.Epoch, false)
+	gap := f.r.watches.arm(now, v.Epoch, false, func(end time.Time) {
+		f.r.events.add(EventFirstConfirm, 0, end, fmt.Sprintf("at a newer epoch than %d, after the kill", v.Epoch))
+	})
 	if err := f.r.lc.Kill(v.Owner); err != nil {
 		f.fail("owner kill: %v", err)
 		return
 	}
-	f.r.events.add(EventKill, v.Owner, now, fmt.Sprintf("owner of %s at epoch %d", f.stream, v.Epoch))
+	f.r.events.add(EventKill, v.Owner, now, fmt.Sprintf("%s%s at epoch %d", ownerKillNote, f.stream, v.Epoch))
 	f.mu.Lock()
 	f.gap = gap
 	f.mu.Unlock()
@@ -195,7 +202,7 @@ func (f *faults) restartLater(ctx context.Context, killed time.Time, id uint16, 
 		f.r.events.add(EventRestart, id, now, "")
 		if owner {
 			f.mu.Lock()
-			f.killedNode, f.restarted = id, true
+			f.killedNode, f.restarted, f.returnedBy = id, true, "restart"
 			f.mu.Unlock()
 		}
 		f.watchCatchUp(rctx, now, id, target)
@@ -243,7 +250,11 @@ func (f *faults) watchCatchUp(ctx context.Context, restarted time.Time, id uint1
 }
 
 // pauseOwner SIGSTOPs the first stream's owner and SIGCONTs it after --pause-for-secs; the stall is
-// from the SIGSTOP to the first confirmation of a record appended after it.
+// from the SIGSTOP to the first confirmation of a record appended after it. A failover while the
+// owner is stopped is marked and timed, not required; when there was one (seen by the SIGCONT or
+// within resumeGrace of it), the resumed old owner is checked like a restarted one: it catches up
+// and rejoins as a follower without another recovery. While stopped, the owner's admin HTTP is left
+// out of the bench's reads (it would answer nothing).
 func (f *faults) pauseOwner(ctx context.Context) {
 	v, err := f.view(ctx)
 	if err != nil || v.Owner == 0 {
@@ -251,8 +262,12 @@ func (f *faults) pauseOwner(ctx context.Context) {
 		return
 	}
 	now := time.Now()
-	stall := f.r.watches.arm(now, 0, true)
+	stall := f.r.watches.arm(now, 0, true, func(end time.Time) {
+		f.r.events.add(EventFirstConfirm, 0, end, "of a record appended after the pause")
+	})
+	f.r.paused.Store(uint32(v.Owner))
 	if err := f.r.lc.Pause(v.Owner); err != nil {
+		f.r.paused.Store(0)
 		f.fail("owner pause: %v", err)
 		return
 	}
@@ -260,29 +275,58 @@ func (f *faults) pauseOwner(ctx context.Context) {
 	f.mu.Lock()
 	f.stall = stall
 	f.mu.Unlock()
-	// A failover while the owner is stopped is marked (and timed) but not required.
-	f.wg.Go(func() { f.watchAssignment(ctx, now, v.Owner, v.Epoch, secs(f.r.cfg.PauseFor)) })
-	t := time.NewTimer(secs(f.r.cfg.PauseFor))
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
+	resumeAt := now.Add(secs(f.r.cfg.PauseFor))
+	f.watchAssignment(ctx, now, v.Owner, v.Epoch, time.Until(resumeAt))
+	sleepCtx(ctx, time.Until(resumeAt)) // the assignment may come early; the pause lasts its time
+	// Past the end of load too: the node must not stay stopped, and its return is checked.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), faultWait)
+	defer cancel()
+	f.mu.Lock()
+	failedOver := f.failEpoch != 0
+	f.mu.Unlock()
+	var target uint64
+	if failedOver {
+		target = f.catchUpTarget(rctx)
+		ctl, seals, known := f.r.admin.controllerSeals(rctx, f.r.liveAdmins())
+		f.mu.Lock()
+		f.ctlNode, f.ctlSeals, f.ctlKnown = ctl, seals, known
+		f.mu.Unlock()
 	}
-	if err := f.r.lc.Resume(v.Owner); err != nil {
+	resumed := time.Now()
+	err = f.r.lc.Resume(v.Owner)
+	f.r.paused.Store(0)
+	if err != nil {
 		f.fail("owner resume: %v", err)
 		return
 	}
-	f.r.events.add(EventResume, v.Owner, time.Now(), "SIGCONT")
+	f.r.events.add(EventResume, v.Owner, resumed, "SIGCONT")
+	if !failedOver {
+		// A recovery started while the owner was stopped may commit just after the SIGCONT; its seals
+		// are then not counted against the rejoin (the controller's count was not taken before it).
+		f.watchAssignment(rctx, now, v.Owner, v.Epoch, resumeGrace)
+		f.mu.Lock()
+		failedOver = f.failEpoch != 0
+		f.mu.Unlock()
+		if !failedOver {
+			return
+		}
+		target = f.catchUpTarget(rctx)
+	}
+	f.mu.Lock()
+	f.killedNode, f.restarted, f.returnedBy = v.Owner, true, "resume"
+	f.mu.Unlock()
+	f.watchCatchUp(rctx, resumed, v.Owner, target)
 }
 
-// rejoined checks, after the faults, that the restarted old owner rejoined as a follower without
+// rejoined checks, after the faults, that the old owner, restarted after its kill or resumed after a
+// pause that failed it over, rejoined as a follower without
 // another recovery: the owner the failover chose still owns the stream with no recovery pending, the
 // old owner's copy is a follower at the stream's current epoch (a follower's return moves the epoch
 // without a recovery), and the active controller, if it is still the one that ran before the restart,
-// started no seal since the restart. nil when no owner was killed and restarted.
+// started no seal since the restart (or resume). nil when no old owner came back after a failover.
 func (f *faults) rejoined(ctx context.Context) *bool {
 	f.mu.Lock()
-	id, restarted, epoch, owner := f.killedNode, f.restarted, f.failEpoch, f.failOwner
+	id, restarted, epoch, owner, by := f.killedNode, f.restarted, f.failEpoch, f.failOwner, f.returnedBy
 	ctlNode, ctlSeals, ctlKnown := f.ctlNode, f.ctlSeals, f.ctlKnown
 	f.mu.Unlock()
 	if !restarted || epoch == 0 {
@@ -305,10 +349,10 @@ func (f *faults) rejoined(ctx context.Context) *bool {
 		f.fail("rejoin check: node %d's copy of %s is %s at epoch %d, want follower at the stream's epoch %d", id,
 			f.stream, c.Role, c.Epoch, v.Epoch)
 	case ctlKnown && known && node == ctlNode && seals != ctlSeals:
-		f.fail("rejoin check: the controller on node %d started %d seals after the old owner's restart: another recovery ran",
-			node, seals-ctlSeals)
+		f.fail("rejoin check: the controller on node %d started %d seals after the old owner's %s: another recovery ran",
+			node, seals-ctlSeals, by)
 	default:
-		f.r.events.add("rejoined", id, time.Now(), fmt.Sprintf("follower at epoch %d (failover epoch %d)", v.Epoch, epoch))
+		f.r.events.add(EventRejoined, id, time.Now(), fmt.Sprintf("follower at epoch %d (failover epoch %d)", v.Epoch, epoch))
 		return ptr(true)
 	}
 	return ptr(false)

@@ -183,17 +183,19 @@ type watches struct {
 
 // watch is one gap: armed at since, it ends at the first confirmation at an epoch above epochAbove
 // (a failover: the old owner cannot confirm at a newer epoch) or, with appendedAfter set, of a record
-// appended after since (a pause).
+// appended after since (a pause). onEnd, if set, hears the end (once, from the confirming producer).
 type watch struct {
 	since         time.Time
 	epochAbove    uint32
 	appendedAfter bool
+	onEnd         func(end time.Time)
 	end           time.Time // zero until it ended
 	done          chan struct{}
 }
 
-func (w *watches) arm(since time.Time, epochAbove uint32, appendedAfter bool) *watch {
-	wt := &watch{since: since, epochAbove: epochAbove, appendedAfter: appendedAfter, done: make(chan struct{})}
+func (w *watches) arm(since time.Time, epochAbove uint32, appendedAfter bool, onEnd func(time.Time)) *watch {
+	wt := &watch{since: since, epochAbove: epochAbove, appendedAfter: appendedAfter, onEnd: onEnd,
+		done: make(chan struct{})}
 	w.mu.Lock()
 	w.active = append(w.active, wt)
 	w.mu.Unlock()
@@ -214,6 +216,9 @@ func (w *watches) confirmed(now, oldest time.Time, epoch uint32) {
 		if ok {
 			wt.end = now
 			close(wt.done)
+			if wt.onEnd != nil {
+				wt.onEnd(now)
+			}
 			continue
 		}
 		kept = append(kept, wt)

@@ -3,11 +3,14 @@ package bench
 import (
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
+
+// mib is the unit of every byte figure the bench reports, in memory (RSS) and on the wire (throughput)
+// alike: MiB and MiB/s, 2^20 bytes.
+const mib = 1 << 20
 
 // BucketWidth is the width of one point of the throughput and latency timeline.
 const BucketWidth = 100 * time.Millisecond
@@ -21,13 +24,13 @@ const (
 
 // recorder collects one producer's confirmations: an HDR histogram of produce-to-confirm latency and a
 // timeline of 100 ms buckets. Each producer owns one (no lock on the hot path); merge combines them at
-// the end. live counts every producer's confirmed records for the progress line.
+// the end. live is every producer's confirmations for the progress line.
 type recorder struct {
 	start   time.Time
 	warmup  time.Duration
 	hist    *hdrhistogram.Histogram
 	buckets []bucket
-	live    *atomic.Int64
+	live    *liveStats
 }
 
 // bucket is one 100 ms point of the timeline: what was confirmed in it and the latencies (µs) of those
@@ -38,7 +41,7 @@ type bucket struct {
 	latUs   []uint32
 }
 
-func newRecorder(start time.Time, warmup time.Duration, live *atomic.Int64) *recorder {
+func newRecorder(start time.Time, warmup time.Duration, live *liveStats) *recorder {
 	return &recorder{start: start, warmup: warmup, live: live,
 		hist: hdrhistogram.New(latencyMinUs, latencyMaxUs, latencySigFigs)}
 }
@@ -60,15 +63,17 @@ func (r *recorder) confirm(sent, now time.Time, count, bytes int) {
 	b.records += int64(count)
 	b.bytes += int64(bytes)
 	b.latUs = append(b.latUs, uint32(min(us, int64(^uint32(0)))))
-	r.live.Add(int64(count))
+	r.live.add(us, count)
 }
 
-// Point is one 100 ms point of the timeline.
+// Point is one 100 ms point of the timeline. P99Ms is the p99 latency of the confirmations in it,
+// null when nothing was confirmed in it: an interval without a confirmation has no latency, and a 0
+// would draw an outage as the best latency of the run.
 type Point struct {
-	AtMs          float64 `json:"at_ms"`
-	RecordsPerSec float64 `json:"records_per_s"`
-	MBPerSec      float64 `json:"mb_per_s"`
-	P99Ms         float64 `json:"p99_ms"`
+	AtMs          float64  `json:"at_ms"`
+	RecordsPerSec float64  `json:"records_per_s"`
+	MiBPerSec     float64  `json:"mib_per_s"`
+	P99Ms         *float64 `json:"p99_ms"`
 }
 
 // Latency is a latency summary in milliseconds.
@@ -88,10 +93,11 @@ type merged struct {
 	bytes    int64
 }
 
-// merge combines recorders (their producers have stopped).
-func merge(rs []*recorder) merged {
+// merge combines recorders (their producers have stopped). The timeline covers at least span, so that
+// an outage lasting to the end of the load shows as points with nothing confirmed.
+func merge(rs []*recorder, span time.Duration) merged {
 	m := merged{hist: hdrhistogram.New(latencyMinUs, latencyMaxUs, latencySigFigs)}
-	n := 0
+	n := int((span + BucketWidth - 1) / BucketWidth)
 	for _, r := range rs {
 		m.hist.Merge(r.hist)
 		n = max(n, len(r.buckets))
@@ -111,12 +117,15 @@ func merge(rs []*recorder) merged {
 		}
 		m.records += records
 		m.bytes += bytes
-		m.timeline = append(m.timeline, Point{
+		pt := Point{
 			AtMs:          float64(time.Duration(i)*BucketWidth) / float64(time.Millisecond),
 			RecordsPerSec: float64(records) / secs,
-			MBPerSec:      float64(bytes) / secs / 1e6,
-			P99Ms:         quantileUs(lat, 0.99) / 1000,
-		})
+			MiBPerSec:     float64(bytes) / secs / mib,
+		}
+		if len(lat) > 0 {
+			pt.P99Ms = ptr(quantileUs(lat, 0.99) / 1000)
+		}
+		m.timeline = append(m.timeline, pt)
 	}
 	return m
 }
@@ -168,6 +177,9 @@ func (e *events) all() []Event {
 // msSince is t - start in milliseconds.
 func msSince(start, t time.Time) float64 { return float64(t.Sub(start)) / float64(time.Millisecond) }
 
+// ownerKillNote begins the note of an owner's kill (a follower's or a node's kill says so instead).
+const ownerKillNote = "owner of "
+
 // Event names.
 const (
 	EventKill       = "kill"
@@ -176,4 +188,13 @@ const (
 	EventPause      = "pause"
 	EventResume     = "resume"
 	EventCaughtUp   = "caught up"
+	// EventFirstConfirm: the first confirmation that ends a fault's gap (at a newer epoch after an
+	// owner kill; of a record appended after the SIGSTOP of a pause).
+	EventFirstConfirm = "first confirm"
+	// EventRejoined: the old owner, restarted or resumed, is a follower without another recovery.
+	EventRejoined = "rejoined"
+	// EventStreamNotDeleted: with --cluster, a stream of the run could not be deleted after it.
+	EventStreamNotDeleted = "stream not deleted"
+	// EventProfileNotSaved: a node's --profile could not be saved (killed during its CPU profile).
+	EventProfileNotSaved = "profile not saved"
 )

@@ -18,7 +18,7 @@ const clockTicksPerSec = 100
 // procUsage is a process's CPU time so far and its peak RSS, from /proc.
 type procUsage struct {
 	cpuSeconds float64
-	rssMaxMB   float64
+	rssMaxMiB  float64
 }
 
 // readProcUsage reads /proc/<pid>/stat (utime, stime) and /proc/<pid>/status (VmHWM).
@@ -52,7 +52,7 @@ func readProcUsage(pid int) (procUsage, error) {
 		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
 			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			if err == nil {
-				u.rssMaxMB = kb / 1024
+				u.rssMaxMiB = kb / 1024
 			}
 		}
 	}

@@ -24,7 +24,7 @@ type Report struct {
 	Consumed      int64 `json:"consumed"`
 
 	ThroughputRecordsPerS float64 `json:"throughput_records_per_s"`
-	ThroughputMBPerS      float64 `json:"throughput_mb_per_s"`
+	ThroughputMiBPerS     float64 `json:"throughput_mib_per_s"`
 	LatencyMs             Latency `json:"latency_ms"`
 
 	// FailoverGapMs: from the owner's SIGKILL to the first confirmed produce after it; null without
@@ -32,13 +32,14 @@ type Report struct {
 	FailoverGapMs *float64 `json:"failover_gap_ms"`
 	// FailoverGapPartsMs: the parts of the gap from the nodes' metrics, where they have them.
 	FailoverGapPartsMs map[string]float64 `json:"failover_gap_parts_ms,omitempty"`
-	// NewAssignmentMs: from the kill to the first status showing another owner.
+	// NewAssignmentMs: from the owner's kill (or SIGSTOP) to the first status showing another owner.
 	NewAssignmentMs *float64 `json:"new_assignment_ms"`
-	// CatchUpMs: from the restart to the restarted copy's durable tail reaching the confirmed tail
-	// the owner had at the restart.
+	// CatchUpMs: from the restart (or SIGCONT) to the old owner's copy's durable tail reaching the
+	// confirmed tail the new owner had then.
 	CatchUpMs *float64 `json:"catch_up_ms"`
-	// RejoinedWithoutRecovery: the restarted old owner is a follower at the epoch of the failover's
-	// assignment (no other recovery ran); null when no owner was killed and restarted.
+	// RejoinedWithoutRecovery: the old owner, restarted after its kill or resumed after a pause that
+	// failed it over, is a follower at the stream's epoch and no other recovery ran; null when no old
+	// owner came back after a failover.
 	RejoinedWithoutRecovery *bool `json:"rejoined_without_recovery"`
 	// StallMs: with --pause-owner-at-secs, from the SIGSTOP to the first confirmed produce after it.
 	StallMs *float64 `json:"stall_ms"`
@@ -63,7 +64,7 @@ type Report struct {
 type NodeUsage struct {
 	Node       uint16  `json:"node"`
 	CPUSeconds float64 `json:"cpu_s"`
-	RSSMaxMB   float64 `json:"rss_max_mb"`
+	RSSMaxMiB  float64 `json:"rss_max_mib"`
 	Restarts   int     `json:"restarts"`
 }
 
@@ -105,16 +106,24 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("scenario", "%d nodes x %d shards, %d stream(s) %s (%d copies, %s), %d producers, %d B records, batch %d, in flight %d",
 		c.Nodes, c.Shards, c.Streams, c.Stream, c.Copies, c.Policy, c.Producers, c.RecordSize, c.Batch, c.InFlight)
 	row("load", "%.1f s (warmup %.1f s excluded from latency)", r.DurationS, c.Warmup.Seconds())
-	row("throughput", "%.0f records/s, %.2f MB/s", r.ThroughputRecordsPerS, r.ThroughputMBPerS)
+	row("throughput", "%.0f records/s, %.2f MiB/s", r.ThroughputRecordsPerS, r.ThroughputMiBPerS)
 	row("latency (ms)", "p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f", r.LatencyMs.P50, r.LatencyMs.P99,
 		r.LatencyMs.P999, r.LatencyMs.Max)
 	row("failover gap", "%s", msOrDash(r.FailoverGapMs))
 	for _, k := range sortedKeys(r.FailoverGapPartsMs) {
 		row("  "+k, "%.1f ms", r.FailoverGapPartsMs[k])
 	}
-	row("new assignment", "%s after the kill", msOrDash(r.NewAssignmentMs))
-	row("catch-up", "%s after the restart", msOrDash(r.CatchUpMs))
-	row("rejoined w/o recovery", "%s", boolOrDash(r.RejoinedWithoutRecovery))
+	fault, back := "kill", "restart"
+	if c.PauseOwnerAt > 0 && c.KillOwnerAt == 0 {
+		fault, back = "pause", "resume"
+	}
+	row("new assignment", "%s after the %s", msOrDash(r.NewAssignmentMs), fault)
+	row("catch-up", "%s after the %s", msOrDash(r.CatchUpMs), back)
+	rejoined := boolOrDash(r.RejoinedWithoutRecovery)
+	if fault == "pause" && r.RejoinedWithoutRecovery == nil && r.NewAssignmentMs == nil {
+		rejoined = "- (no failover during the pause: the owner kept the stream)"
+	}
+	row("rejoined w/o recovery", "%s", rejoined)
 	if c.PauseOwnerAt > 0 {
 		row("stall (SIGSTOP)", "%s", msOrDash(r.StallMs))
 	}
@@ -132,11 +141,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 		row("cpu per record", "- (%s)", r.CPUNotMeasured)
 	}
 	for _, n := range r.Nodes {
-		row(fmt.Sprintf("node %d", n.Node), "cpu %.2f s, rss max %.1f MB, restarts %d", n.CPUSeconds, n.RSSMaxMB,
+		row(fmt.Sprintf("node %d", n.Node), "cpu %.2f s, rss max %.1f MiB, restarts %d", n.CPUSeconds, n.RSSMaxMiB,
 			n.Restarts)
 	}
 	for _, e := range r.Events {
-		row("event", "%8.1f ms  %s node %d %s", e.AtMs, e.Name, e.Node, e.Note)
+		node := ""
+		if e.Node != 0 {
+			node = fmt.Sprintf(" node %d", e.Node)
+		}
+		row("event", "%8.1f ms  %s%s %s", e.AtMs, e.Name, node, e.Note)
 	}
 	result := "PASS"
 	if !r.OK() {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -101,27 +100,39 @@ func TestRecordIDRoundTripsAndRejectsOthers(t *testing.T) {
 
 func TestMergeBuildsTimelineAndExcludesWarmupFromLatency(t *testing.T) {
 	start := time.Unix(1000, 0)
-	var live atomic.Int64
-	a := newRecorder(start, 100*time.Millisecond, &live)
-	b := newRecorder(start, 100*time.Millisecond, &live)
+	live := newLiveStats()
+	a := newRecorder(start, 100*time.Millisecond, live)
+	b := newRecorder(start, 100*time.Millisecond, live)
 	a.confirm(start, start.Add(50*time.Millisecond), 10, 1000) // in warmup: timeline only
 	a.confirm(start.Add(150*time.Millisecond), start.Add(152*time.Millisecond), 10, 1000)
 	b.confirm(start.Add(250*time.Millisecond), start.Add(254*time.Millisecond), 5, 500)
-	m := merge([]*recorder{a, b})
-	if live.Load() != 25 || m.records != 25 || m.bytes != 2500 {
-		t.Fatalf("live %d records %d bytes %d", live.Load(), m.records, m.bytes)
+	b.confirm(start.Add(350*time.Millisecond), start.Add(451*time.Millisecond), 5, 500) // after an empty point
+	m := merge([]*recorder{a, b}, 700*time.Millisecond)
+	if live.confirmed.Load() != 30 || m.records != 30 || m.bytes != 3000 {
+		t.Fatalf("live %d records %d bytes %d", live.confirmed.Load(), m.records, m.bytes)
 	}
-	if len(m.timeline) != 3 || m.timeline[0].RecordsPerSec != 100 || m.timeline[2].MBPerSec != 0.005 {
-		t.Fatalf("timeline %+v", m.timeline)
+	if len(m.timeline) != 7 || m.timeline[0].RecordsPerSec != 100 || m.timeline[2].MiBPerSec != 5000.0/mib {
+		t.Fatalf("timeline %+v, want 7 points (the span of 700 ms)", m.timeline)
 	}
-	if m.timeline[1].P99Ms != 2 || m.timeline[2].P99Ms != 4 {
-		t.Fatalf("p99 per point %+v", m.timeline)
+	p99 := func(i int) float64 {
+		if m.timeline[i].P99Ms == nil {
+			t.Fatalf("point %d has no p99: %+v", i, m.timeline[i])
+		}
+		return *m.timeline[i].P99Ms
 	}
-	if m.hist.TotalCount() != 15 {
-		t.Fatalf("histogram holds %d, want 15 (warmup excluded)", m.hist.TotalCount())
+	if p99(1) != 2 || p99(2) != 4 || p99(4) != 101 {
+		t.Fatalf("p99 per point %v %v %v", p99(1), p99(2), p99(4))
+	}
+	for _, i := range []int{3, 5, 6} { // nothing confirmed: no latency, not 0
+		if m.timeline[i].P99Ms != nil || m.timeline[i].RecordsPerSec != 0 {
+			t.Fatalf("point %d with nothing confirmed: %+v", i, m.timeline[i])
+		}
+	}
+	if m.hist.TotalCount() != 20 {
+		t.Fatalf("histogram holds %d, want 20 (warmup excluded)", m.hist.TotalCount())
 	}
 	lat := latency(m.hist)
-	if lat.P50 < 1.99 || lat.P50 > 2.01 || lat.Max < 3.99 || lat.Max > 4.01 {
+	if lat.P50 < 1.99 || lat.P50 > 2.01 || lat.Max < 100.9 || lat.Max > 101.1 {
 		t.Fatalf("latency %+v", lat)
 	}
 }
@@ -133,7 +144,7 @@ func sampleReport() *Report {
 		ThroughputRecordsPerS: 5, LatencyMs: Latency{P50: 1, P99: 2, P999: 3, Max: 4},
 		FailoverGapMs: &gap, RejoinedWithoutRecovery: &yes,
 		Events:   []Event{{Name: EventKill, Node: 1, AtMs: 8000}, {Name: EventRestart, Node: 1, AtMs: 14000}},
-		Timeline: []Point{{AtMs: 0, RecordsPerSec: 10, P99Ms: 1}, {AtMs: 100, RecordsPerSec: 20, P99Ms: 2}}}
+		Timeline: []Point{{AtMs: 0, RecordsPerSec: 10, P99Ms: ptr(1.0)}, {AtMs: 100, RecordsPerSec: 20, P99Ms: ptr(2.0)}}}
 }
 
 func TestReportJSONHasTheIssueKeys(t *testing.T) {
@@ -256,7 +267,7 @@ func TestProcUsageOfThisProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.rssMaxMB <= 0 || u.cpuSeconds < 0 {
+	if u.rssMaxMiB <= 0 || u.cpuSeconds < 0 {
 		t.Fatalf("%+v", u)
 	}
 }
@@ -342,5 +353,167 @@ func TestReportCarriesCPUPerRecord(t *testing.T) {
 func TestSelfCPUSeconds(t *testing.T) {
 	if s := selfCPUSeconds(); s <= 0 {
 		t.Fatalf("self CPU %v s", s)
+	}
+}
+
+// Byte figures are MiB for memory and MiB/s for throughput, in the table and in the JSON keys.
+func TestReportUnitsAreMiB(t *testing.T) {
+	r := sampleReport()
+	r.ThroughputMiBPerS = 12.5
+	r.Nodes = []NodeUsage{{Node: 1, CPUSeconds: 1, RSSMaxMiB: 40.25}}
+	var b bytes.Buffer
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"12.50 MiB/s", "rss max 40.2 MiB"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table has no %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), " MB") {
+		t.Errorf("table still says MB:\n%s", b.String())
+	}
+	b.Reset()
+	if err := r.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"throughput_mib_per_s": 12.5`, `"rss_max_mib": 40.25`, `"mib_per_s"`} {
+		if !strings.Contains(b.String(), key) {
+			t.Errorf("JSON has no %s", key)
+		}
+	}
+}
+
+// `bench traffic --groups 1000` reports 1000 stream groups: the shards' gauges also count the
+// metadata group its primary leads, which the report takes off (idle first, then busy).
+func TestTrafficReportCountsStreamGroupsOnly(t *testing.T) {
+	tc := DefaultTrafficConfig()
+	after := Metrics{"ringstream_shard_groups_idle": 1001, "ringstream_shard_groups_busy": 0}
+	rep := trafficReport(tc, Metrics{}, after, 10*time.Second, 1)
+	if rep.GroupsIdle != 1000 || rep.GroupsBusy != 0 || rep.MetadataGroupsLed != 1 {
+		t.Fatalf("idle %v busy %v metadata %v, want 1000, 0, 1", rep.GroupsIdle, rep.GroupsBusy, rep.MetadataGroupsLed)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if f := strings.Fields(b.String()[strings.Index(b.String(), "stream groups"):]); len(f) < 7 || f[5] != "1000" {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	tc.Busy = true
+	busy := trafficReport(tc, Metrics{}, Metrics{"ringstream_shard_groups_busy": 1001}, 10*time.Second, 1)
+	if busy.GroupsIdle != 0 || busy.GroupsBusy != 1000 {
+		t.Fatalf("busy: idle %v busy %v, want 0, 1000", busy.GroupsIdle, busy.GroupsBusy)
+	}
+}
+
+// The latency panel draws nothing where nothing was confirmed: the series breaks there instead of
+// dropping to 0.
+func TestLatencySegmentsBreakWhereNothingWasConfirmed(t *testing.T) {
+	tl := []Point{{AtMs: 0, P99Ms: ptr(1.0)}, {AtMs: 100, P99Ms: ptr(2.0)}, {AtMs: 200}, {AtMs: 300},
+		{AtMs: 400, P99Ms: ptr(30.0)}, {AtMs: 500}, {AtMs: 600, P99Ms: ptr(3.0)}, {AtMs: 700, P99Ms: ptr(2.5)}}
+	segs := latencySegments(tl)
+	if len(segs) != 3 || len(segs[0]) != 2 || len(segs[1]) != 1 || len(segs[2]) != 2 {
+		t.Fatalf("segments %v, want 3 of 2, 1 and 2 points", segs)
+	}
+	for _, s := range segs {
+		for _, xy := range s {
+			if xy.Y == 0 {
+				t.Fatalf("a point at 0 ms latency drawn at %v s", xy.X)
+			}
+		}
+	}
+	if segs[1][0].X != 0.4 || segs[1][0].Y != 30 {
+		t.Fatalf("lone point %v", segs[1][0])
+	}
+}
+
+// The chart shades the failover gap, from the owner's kill to the first confirm at a newer epoch (to
+// the end when there was none), and the stall of a pause; a follower's kill opens no gap.
+func TestPlotGapsSpanKillToFirstConfirm(t *testing.T) {
+	r := sampleReport()
+	r.Config.KillOwnerAt = 8
+	r.Timeline = make([]Point, 200) // 20 s
+	for i := range r.Timeline {
+		r.Timeline[i].AtMs = float64(i * 100)
+	}
+	r.Events = []Event{{Name: EventKill, Node: 2, AtMs: 3000, Note: "follower"},
+		{Name: EventKill, Node: 1, AtMs: 8000, Note: ownerKillNote + "bench-0 at epoch 1"},
+		{Name: EventRestart, Node: 1, AtMs: 14000}}
+	gap := 250.0
+	r.FailoverGapMs = &gap
+	if g := r.gaps(); len(g) != 1 || g[0] != (span{8, 8.25}) {
+		t.Fatalf("gaps %v, want 8 s to 8.25 s", g)
+	}
+	r.FailoverGapMs = nil
+	if g := r.gaps(); len(g) != 1 || g[0] != (span{8, 20}) {
+		t.Fatalf("a gap that never ended: %v, want 8 s to the end (20 s)", g)
+	}
+	p := DefaultConfig()
+	p.KillOwnerAt, p.PauseOwnerAt = 0, 5
+	stall := 1500.0
+	r = &Report{Config: p, StallMs: &stall, Timeline: make([]Point, 100),
+		Events: []Event{{Name: EventPause, Node: 1, AtMs: 5000}, {Name: EventResume, Node: 1, AtMs: 7000}}}
+	if g := r.gaps(); len(g) != 1 || g[0] != (span{5, 6.5}) {
+		t.Fatalf("pause gaps %v, want 5 s to 6.5 s", g)
+	}
+}
+
+// Every event the runs mark that is part of a fault's story has a marker colour on the chart.
+func TestPlotMarksEveryFaultEvent(t *testing.T) {
+	for _, name := range []string{EventKill, EventAssignment, EventRestart, EventPause, EventResume, EventCaughtUp,
+		EventRejoined} {
+		if _, ok := eventColors[name]; !ok {
+			t.Errorf("event %q has no marker on the chart", name)
+		}
+	}
+}
+
+// A pause run's table speaks of the pause and the resume, not of a kill and a restart, and says why
+// there is no rejoin when the owner kept the stream.
+func TestReportTablePauseWording(t *testing.T) {
+	r := sampleReport()
+	r.Config.KillOwnerAt, r.Config.PauseOwnerAt = 0, 3
+	assign, catch := 3100.0, 40.0
+	r.NewAssignmentMs, r.CatchUpMs = &assign, &catch
+	var b bytes.Buffer
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	s := b.String()
+	if !strings.Contains(s, "3100.0 ms after the pause") || !strings.Contains(s, "40.0 ms after the resume") ||
+		strings.Contains(s, "after the kill") || strings.Contains(s, "after the restart") {
+		t.Fatalf("table:\n%s", s)
+	}
+	r.NewAssignmentMs, r.CatchUpMs, r.RejoinedWithoutRecovery = nil, nil, nil
+	b.Reset()
+	r.WriteTable(&b)
+	if !strings.Contains(b.String(), "no failover during the pause") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	r = sampleReport()
+	b.Reset()
+	r.WriteTable(&b)
+	if !strings.Contains(b.String(), "after the kill") || !strings.Contains(b.String(), "after the restart") {
+		t.Fatalf("kill run's table:\n%s", b.String())
+	}
+}
+
+// A stretch with nothing confirmed that no fault's gap explains (two points or more) is shaded too;
+// one inside or touching the failover gap is part of it.
+func TestPlotShadesOtherStretchesWithoutConfirms(t *testing.T) {
+	r := sampleReport()
+	r.Config.KillOwnerAt = 1
+	rates := []float64{5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 0, 0, 0, 5, 5, 0, 5, 5, 0, 0, 0, 5}
+	r.Timeline = nil
+	for i, v := range rates {
+		r.Timeline = append(r.Timeline, Point{AtMs: float64(i * 100), RecordsPerSec: v})
+	}
+	gap := 300.0
+	r.FailoverGapMs = &gap
+	r.Events = []Event{{Name: EventKill, Node: 1, AtMs: 1000, Note: ownerKillNote + "s at epoch 1"}}
+	got := r.unconfirmed(r.gaps())
+	if len(got) != 1 || got[0].from != 1.8 || got[0].to < 2.09 || got[0].to > 2.11 {
+		t.Fatalf("unconfirmed %v, want one stretch 1.8 s to 2.1 s", got)
 	}
 }

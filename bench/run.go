@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,9 @@ type run struct {
 	events  *events
 	watches *watches
 	log     *slog.Logger
+	// paused is the node id of a node SIGSTOPped now (0: none): its admin HTTP answers nothing, so it
+	// is left out of liveAdmins.
+	paused atomic.Uint32
 }
 
 // Run runs one bench: it starts a local cluster (or dials cfg.Addrs), creates the streams, drives
@@ -51,6 +55,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.StreamPrefix = cfg.streamPrefix(time.Now())
 	r := &run{cfg: cfg, admin: newAdmin(), watches: &watches{}, log: log}
 	if err := r.connect(ctx); err != nil {
 		return nil, err
@@ -108,7 +113,7 @@ func (r *run) liveAdmins() []string {
 	}
 	var out []string
 	for _, n := range r.lc.Nodes() {
-		if n.Running() {
+		if n.Running() && uint32(n.ID) != r.paused.Load() {
 			out = append(out, n.AdminAddr)
 		}
 	}
@@ -133,7 +138,7 @@ func clientPolicy(s string) (client.Policy, error) {
 		"local_durable or count_durable(N)", ErrConfig, s)
 }
 
-// createStreams creates bench-0 .. bench-N-1 and waits until each has an owner. With
+// createStreams creates PREFIX-0 .. PREFIX-N-1 and waits until each has an owner. With
 // --owner-on-metadata-primary, the first stream is created again under new names until its owner is
 // the metadata primary's node.
 func (r *run) createStreams(ctx context.Context) ([]string, error) {
@@ -144,7 +149,7 @@ func (r *run) createStreams(ctx context.Context) ([]string, error) {
 	opts := client.StreamOptions{Copies: uint8(r.cfg.Copies), Policy: pol}
 	names := make([]string, r.cfg.Streams)
 	for i := range names {
-		names[i] = "bench-" + strconv.Itoa(i)
+		names[i] = r.cfg.StreamPrefix + "-" + strconv.Itoa(i)
 		if _, err := r.cl.CreateStream(ctx, names[i], opts); err != nil {
 			return nil, fmt.Errorf("bench: create stream %s: %w", names[i], err)
 		}
@@ -218,13 +223,14 @@ func (r *run) drive(ctx context.Context, names []string, progress io.Writer) (*R
 	cpuBefore := r.sampleCPU()
 	start := time.Now()
 	r.events = &events{start: start}
-	var live, prodErrors atomic.Int64
+	var prodErrors atomic.Int64
+	live := newLiveStats()
 	count := r.cfg.Producers * r.cfg.InFlight
 	pad := newPad(r.cfg.RecordSize - recordHeaderBytes)
 	prods := make([]*producer, count)
 	for i := range prods {
 		prods[i] = &producer{index: uint32(i), stream: names[i%len(names)], cl: r.cl, cfg: &r.cfg, pad: pad,
-			rec: newRecorder(start, r.cfg.Warmup, &live), watch: r.watches, errors: &prodErrors}
+			rec: newRecorder(start, r.cfg.Warmup, live), watch: r.watches, errors: &prodErrors}
 	}
 	loadCtx, stopLoad := context.WithTimeout(ctx, r.cfg.Duration)
 	defer stopLoad()
@@ -239,7 +245,7 @@ func (r *run) drive(ctx context.Context, names []string, progress io.Writer) (*R
 		wg.Go(func() { p.run(loadCtx, codec, pc, drainTimeout) })
 	}
 	consumed := r.startConsumers(loadCtx, names, &wg)
-	stopProgress := showProgress(progress, start, r.cfg.Duration, &live)
+	stopProgress := showProgress(progress, r.cfg.ProgressBar, start, r.cfg.Duration, r.cfg.Warmup, live, r.events)
 	wg.Wait()
 	cpuAfter := r.sampleCPU()
 	stopProgress()
@@ -253,7 +259,23 @@ func (r *run) drive(ctx context.Context, names []string, progress io.Writer) (*R
 		rep.FailoverGapPartsMs = gapParts(delta(before, after))
 	}
 	prof.finish(ctx, rep)
+	r.deleteStreams(ctx, names, rep)
 	return rep, nil
+}
+
+// deleteStreams deletes, on a running cluster (--cluster) and without KeepStreams, the streams the run
+// created, once they are verified; a delete that fails is an event of the report, not a failure of
+// the run (the records were verified), and names the stream left behind.
+func (r *run) deleteStreams(ctx context.Context, names []string, rep *Report) {
+	if r.lc != nil || r.cfg.KeepStreams {
+		return
+	}
+	for _, name := range names {
+		if err := r.cl.DeleteStream(ctx, name); err != nil {
+			rep.Events = append(rep.Events, Event{Name: EventStreamNotDeleted, AtMs: msSince(r.events.start, time.Now()),
+				Note: fmt.Sprintf("%s: %v", name, err)})
+		}
+	}
 }
 
 // report merges the producers' measures, reads the streams back and fills in the report.
@@ -269,11 +291,11 @@ func (r *run) report(ctx context.Context, prods []*producer, f *faults, elapsed 
 		}
 		l.confirmed = append(l.confirmed, p.confirmed...)
 	}
-	m := merge(recs)
+	m := merge(recs, r.cfg.Duration)
 	rep := &Report{Config: r.cfg, DurationS: elapsed.Seconds(), LatencyMs: latency(m.hist), Timeline: m.timeline}
 	loadS := r.cfg.Duration.Seconds()
 	rep.ThroughputRecordsPerS = float64(m.records) / loadS
-	rep.ThroughputMBPerS = float64(m.bytes) / loadS / 1e6
+	rep.ThroughputMiBPerS = float64(m.bytes) / loadS / mib
 	rep.RejoinedWithoutRecovery = f.rejoined(ctx)
 	f.mu.Lock()
 	if f.gap != nil {
@@ -313,7 +335,7 @@ func (r *run) nodeUsage() []NodeUsage {
 		u := NodeUsage{Node: n.ID, Restarts: n.Starts() - 1}
 		if pid := n.PID(); pid != 0 && n.Running() {
 			if pu, err := readProcUsage(pid); err == nil {
-				u.CPUSeconds, u.RSSMaxMB = pu.cpuSeconds, pu.rssMaxMB
+				u.CPUSeconds, u.RSSMaxMiB = pu.cpuSeconds, pu.rssMaxMiB
 			}
 		}
 		out = append(out, u)
@@ -321,7 +343,11 @@ func (r *run) nodeUsage() []NodeUsage {
 	return out
 }
 
-// profileFile is where --profile puts one node's profile of kind (cpu, heap).
-func profileFile(dir string, node int, kind string) string {
-	return filepath.Join(dir, fmt.Sprintf("node%d-%s.pprof", node, kind))
+// profileFile is where --profile puts one node's profile of kind (cpu, heap): named by its node id,
+// or by its admin address when the node's id is unknown.
+func profileFile(dir string, t profileTarget, kind string) string {
+	if t.node == 0 {
+		return filepath.Join(dir, fmt.Sprintf("admin-%s-%s.pprof", strings.ReplaceAll(t.addr, ":", "_"), kind))
+	}
+	return filepath.Join(dir, fmt.Sprintf("node%d-%s.pprof", t.node, kind))
 }

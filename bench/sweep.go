@@ -56,7 +56,7 @@ func (s *SweepReport) WriteJSON(w io.Writer) error {
 // first count's throughput.
 func (s *SweepReport) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "shards\trecords/s\tMB/s\tx first\tp50 ms\tp99 ms\tp99.9 ms\tnode cpu s\tresult\t\n")
+	fmt.Fprintf(tw, "shards\trecords/s\tMiB/s\tx first\tp50 ms\tp99 ms\tp99.9 ms\tnode cpu s\tresult\t\n")
 	for i, r := range s.Runs {
 		ratio := 0.0
 		if base := s.Runs[0].ThroughputRecordsPerS; base > 0 {
@@ -71,7 +71,7 @@ func (s *SweepReport) WriteTable(w io.Writer) error {
 			result = "FAIL"
 		}
 		fmt.Fprintf(tw, "%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%s\t\n", s.Shards[i], r.ThroughputRecordsPerS,
-			r.ThroughputMBPerS, ratio, r.LatencyMs.P50, r.LatencyMs.P99, r.LatencyMs.P999, cpu, result)
+			r.ThroughputMiBPerS, ratio, r.LatencyMs.P50, r.LatencyMs.P99, r.LatencyMs.P999, cpu, result)
 	}
 	return tw.Flush()
 }

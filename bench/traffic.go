@@ -60,9 +60,14 @@ type TrafficReport struct {
 	Unbatched Frames `json:"unbatched"`
 	// FrameRatio is unbatched frames over batched frames (Commit plus reply).
 	FrameRatio float64 `json:"frame_ratio"`
-	// GroupsIdle and GroupsBusy are the led groups in each state at the end, summed over the nodes.
-	GroupsIdle float64 `json:"groups_idle"`
-	GroupsBusy float64 `json:"groups_busy"`
+	// GroupsIdle and GroupsBusy are the stream groups in each state at the end, summed over the nodes:
+	// the shards' groups_idle and groups_busy gauges count every group a shard leads, the metadata
+	// group included, so its primary (MetadataGroupsLed, one while a primary is in normal status) is
+	// taken off. It is taken off the idle count while there is one: the metadata group commits nothing
+	// while the streams only exist or are produced to, so it sits idle.
+	GroupsIdle        float64 `json:"groups_idle"`
+	GroupsBusy        float64 `json:"groups_busy"`
+	MetadataGroupsLed float64 `json:"metadata_groups_led"`
 	// Metrics is every metric's change over the window, summed over the nodes.
 	Metrics Metrics `json:"metrics"`
 }
@@ -107,20 +112,41 @@ func RunTraffic(ctx context.Context, tc TrafficConfig, log *slog.Logger) (*Traff
 		return nil, err
 	}
 	window := time.Since(start)
+	metaLed := r.metadataPrimaries(ctx)
 	stopLoad()
 	wg.Wait()
-	return trafficReport(tc, delta(before, after), after, window), nil
+	return trafficReport(tc, delta(before, after), after, window, metaLed), nil
 }
 
-// trafficReport turns the window's metric deltas into frames per 5 s beside the unbatched baseline.
-func trafficReport(tc TrafficConfig, d, after Metrics, window time.Duration) *TrafficReport {
+// metadataPrimaries counts the nodes whose metadata replica is the primary in normal status: each
+// leads the metadata group on one of its shards.
+func (r *run) metadataPrimaries(ctx context.Context) int {
+	n := 0
+	for _, addr := range r.admins {
+		if st, err := r.admin.status(ctx, addr); err == nil && st.Meta != nil && st.Meta.Primary && st.Meta.Normal {
+			n++
+		}
+	}
+	return n
+}
+
+// trafficReport turns the window's metric deltas into frames per 5 s beside the unbatched baseline;
+// metaLed is the metadata groups led at the end (counted in the shards' group gauges).
+func trafficReport(tc TrafficConfig, d, after Metrics, window time.Duration, metaLed int) *TrafficReport {
 	scale := trafficWindow.Seconds() / window.Seconds()
 	const p = "ringstream_shard_"
 	cb, ce := d[p+"commit_batches_sent_total"], d[p+"commit_entries_sent_total"]
 	rb, re := d[p+"reply_batches_sent_total"], d[p+"reply_entries_sent_total"]
 	bytes := d[p+"bytes_sent_total"]
-	rep := &TrafficReport{Config: tc, Mode: "idle", Metrics: d,
+	rep := &TrafficReport{Config: tc, Mode: "idle", Metrics: d, MetadataGroupsLed: float64(metaLed),
 		GroupsIdle: after[p+"groups_idle"], GroupsBusy: after[p+"groups_busy"]}
+	for range metaLed {
+		if rep.GroupsIdle > 0 {
+			rep.GroupsIdle--
+		} else if rep.GroupsBusy > 0 {
+			rep.GroupsBusy--
+		}
+	}
 	if tc.Busy {
 		rep.Mode = "busy"
 	}
@@ -229,6 +255,6 @@ func (t *TrafficReport) WriteTable(w io.Writer) error {
 	row("commit entries", t.CommitEntriesPer5s, t.Unbatched.CommitEntriesPer5s)
 	row("reply entries", t.ReplyEntriesPer5s, t.Unbatched.ReplyEntriesPer5s)
 	row("bytes", t.BytesPer5s, t.Unbatched.BytesPer5s)
-	fmt.Fprintf(tw, "groups idle / busy\t%.0f\t%.0f\t\t\n", t.GroupsIdle, t.GroupsBusy)
+	fmt.Fprintf(tw, "stream groups idle / busy\t%.0f\t%.0f\t\t\n", t.GroupsIdle, t.GroupsBusy)
 	return tw.Flush()
 }

@@ -94,16 +94,23 @@ func (bf *benchFlags) register(fs *pflag.FlagSet, shardList *string) {
 	fs.Uint16Var(&c.KillNode, "kill-node", 0, "the node id --kill-node-at-secs kills")
 	fs.Float64Var(&c.PauseOwnerAt, "pause-owner-at-secs", 0, "SIGSTOP the first stream's owner (0: off)")
 	fs.Float64Var(&c.PauseFor, "pause-for-secs", c.PauseFor, "how long the owner stays stopped before SIGCONT")
-	fs.StringVar(&c.JSONPath, "json", "", "write every figure and the configuration to this JSON file")
+	fs.StringVar(&c.JSONPath, "json", "", "write every figure and the configuration to this JSON file "+
+		"(-: to stdout, and the table to stderr)")
 	fs.StringVar(&c.PlotPath, "plot", "", "chart throughput and p99 over time to this file (.png or .svg)")
 	fs.StringVar(&c.ProfileDir, "profile", "", "save every node's CPU and heap profiles (pprof) to this directory")
-	fs.StringVar(&bf.addrs, "cluster", "", "client addresses of a running cluster, comma-separated (no faults)")
+	fs.StringVar(&bf.addrs, "cluster", "", "client addresses of a running cluster, comma-separated (no faults); "+
+		"each run creates streams of its own, bench-<UTC start>-<4 hex digits>-N, and deletes them once verified")
+	fs.StringVar(&c.StreamPrefix, "stream-prefix", "", "name the streams PREFIX-0 .. PREFIX-N (default bench on a "+
+		"local cluster; a new bench-<UTC start>-<hex> per run with --cluster)")
+	fs.BoolVar(&c.KeepStreams, "keep-streams", false, "with --cluster: leave the run's streams on the cluster")
 	fs.StringVar(&bf.admins, "admin", "", "with --cluster: the nodes' admin addresses, comma-separated")
 	fs.StringVar(&c.Secret, "secret", os.Getenv("RINGSTREAM_SECRET"), "with --cluster: the cluster secret "+
 		"(default $RINGSTREAM_SECRET)")
 	fs.StringVar(&c.Binary, "binary", "", "the ringstream binary the nodes run (default: this one)")
 	fs.StringVar(&c.Dir, "dir", "", "the local cluster's directory, kept (default: a temporary one, removed)")
-	fs.StringVar(&bf.progress, "progress", "auto", "progress line on stderr: auto (when a terminal), on or off")
+	fs.StringVar(&bf.progress, "progress", progressAuto, "progress on stderr (phase, elapsed and remaining time, "+
+		"records/s, p99 of the last interval): auto (one redrawn line on a terminal, a plain line a second "+
+		"otherwise), bar, lines or off")
 }
 
 // resolve applies the flags' rules: --stream, and the default fault times from --duration.
@@ -132,20 +139,33 @@ func (bf *benchFlags) resolve(fs *pflag.FlagSet) (bench.Config, error) {
 		c.Addrs = splitList(bf.addrs)
 		c.Admins = splitList(bf.admins)
 	}
+	switch bf.progress {
+	case progressAuto:
+		c.ProgressBar = term.IsTerminal(int(os.Stderr.Fd()))
+	case progressBar:
+		c.ProgressBar = true
+	case progressLines, progressOff:
+	default:
+		return c, fmt.Errorf("%w: --progress %q: want %s, %s, %s or %s", bench.ErrConfig, bf.progress, progressAuto,
+			progressBar, progressLines, progressOff)
+	}
 	return c, c.Validate()
 }
 
-// progressWriter is stderr when the progress line is on.
+// --progress values.
+const (
+	progressAuto  = "auto"
+	progressBar   = "bar"
+	progressLines = "lines"
+	progressOff   = "off"
+)
+
+// progressWriter is stderr unless --progress is off.
 func (bf *benchFlags) progressWriter(cmd *cobra.Command) io.Writer {
-	switch bf.progress {
-	case "on":
-		return cmd.ErrOrStderr()
-	case "auto":
-		if term.IsTerminal(int(os.Stderr.Fd())) {
-			return cmd.ErrOrStderr()
-		}
+	if bf.progress == progressOff {
+		return nil
 	}
-	return nil
+	return cmd.ErrOrStderr()
 }
 
 // splitList splits a comma-separated list, dropping empty items.
@@ -172,14 +192,8 @@ func runBench(cmd *cobra.Command, cfg bench.Config, progress io.Writer) error {
 	if err != nil {
 		return err
 	}
-	out := cmd.OutOrStdout()
-	if err := rep.WriteTable(out); err != nil {
+	if err := writeOutputs(cmd, cfg.JSONPath, rep.WriteTable, rep.WriteJSON); err != nil {
 		return err
-	}
-	if cfg.JSONPath != "" {
-		if err := writeWith(cfg.JSONPath, rep.WriteJSON); err != nil {
-			return err
-		}
 	}
 	if cfg.PlotPath != "" {
 		if err := rep.WritePlot(cfg.PlotPath); err != nil {
@@ -188,6 +202,28 @@ func runBench(cmd *cobra.Command, cfg bench.Config, progress io.Writer) error {
 	}
 	if !rep.OK() {
 		return &exitError{code: exitBenchFailed, err: fmt.Errorf("bench failed: %s", strings.Join(rep.Failures, "; "))}
+	}
+	return nil
+}
+
+// jsonToStdout is the --json value that sends the JSON document to stdout.
+const jsonToStdout = "-"
+
+// writeOutputs writes a run's table and, with --json, its JSON document. With `--json -` the JSON is
+// all of stdout (a script pipes it to jq) and the table goes to stderr; otherwise the table is on
+// stdout and the JSON in the file named.
+func writeOutputs(cmd *cobra.Command, jsonPath string, table, doc func(io.Writer) error) error {
+	if jsonPath == jsonToStdout {
+		if err := table(cmd.ErrOrStderr()); err != nil {
+			return err
+		}
+		return doc(cmd.OutOrStdout())
+	}
+	if err := table(cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	if jsonPath != "" {
+		return writeWith(jsonPath, doc)
 	}
 	return nil
 }
@@ -229,13 +265,7 @@ func newBenchTrafficCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := rep.WriteTable(cmd.OutOrStdout()); err != nil {
-				return err
-			}
-			if jsonPath != "" {
-				return writeWith(jsonPath, rep.WriteJSON)
-			}
-			return nil
+			return writeOutputs(cmd, jsonPath, rep.WriteTable, rep.WriteJSON)
 		},
 	}
 	fs := cmd.Flags()
@@ -249,7 +279,7 @@ func newBenchTrafficCommand() *cobra.Command {
 	fs.DurationVar(&tc.Settle, "settle", tc.Settle, "wait after the groups exist, before measuring")
 	fs.DurationVar(&tc.Window, "window", tc.Window, "how long to measure (figures are per 5 s)")
 	fs.StringVar(&tc.Binary, "binary", "", "the ringstream binary the nodes run (default: this one)")
-	fs.StringVar(&jsonPath, "json", "", "write the figures to this JSON file")
+	fs.StringVar(&jsonPath, "json", "", "write the figures to this JSON file (-: to stdout, and the table to stderr)")
 	return cmd
 }
 
@@ -285,13 +315,8 @@ func newBenchSweepCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := rep.WriteTable(cmd.OutOrStdout()); err != nil {
+			if err := writeOutputs(cmd, cfg.JSONPath, rep.WriteTable, rep.WriteJSON); err != nil {
 				return err
-			}
-			if cfg.JSONPath != "" {
-				if err := writeWith(cfg.JSONPath, rep.WriteJSON); err != nil {
-					return err
-				}
 			}
 			if !rep.OK() {
 				return &exitError{code: exitBenchFailed, err: errors.New("bench sweep: a run failed its verification")}

@@ -1,13 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ringstream/ringstream/bench"
+	"github.com/ringstream/ringstream/client"
+	"github.com/ringstream/ringstream/localcluster"
 )
 
 // resolveBench parses args as `ringstream bench` flags and resolves them.
@@ -60,6 +67,7 @@ func TestBenchFlags_StreamKindAndOverrides(t *testing.T) {
 		{"--duration", "5s", "--kill-owner-at-secs", "7"},
 		{"--cluster", "127.0.0.1:1", "--kill-owner-at-secs", "1"},
 		{"--compression", "lz4"},
+		{"--stream-prefix", "two words"},
 	} {
 		if _, err := resolveBench(t, args...); !errors.Is(err, bench.ErrConfig) || !strings.Contains(err.Error(), "--") {
 			t.Errorf("%v: %v, want bench.ErrConfig naming the flag", args, err)
@@ -80,5 +88,126 @@ func TestBenchSweepShardList(t *testing.T) {
 		if _, err := parseInts(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// `--json -` puts the JSON document alone on stdout (the table goes to stderr) and creates no file
+// named "-"; `--json FILE` writes the file and leaves the table on stdout.
+func TestBenchJSONDashWritesStdout(t *testing.T) {
+	t.Chdir(t.TempDir())
+	rep := &bench.Report{Config: bench.DefaultConfig(), Confirmed: 42}
+	var out, errOut bytes.Buffer
+	cmd := &cobra.Command{Use: "bench"}
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	if err := writeOutputs(cmd, "-", rep.WriteTable, rep.WriteJSON); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || doc["confirmed"] != 42.0 {
+		t.Fatalf("stdout is not the JSON document (%v):\n%s", err, out.String())
+	}
+	if !strings.Contains(errOut.String(), "confirmed") {
+		t.Fatalf("the table is not on stderr:\n%s", errOut.String())
+	}
+	if _, err := os.Stat("-"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a file named - was created (%v)", err)
+	}
+	out.Reset()
+	errOut.Reset()
+	if err := writeOutputs(cmd, "out.json", rep.WriteTable, rep.WriteJSON); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("out.json")
+	if err != nil || json.Unmarshal(b, &doc) != nil {
+		t.Fatalf("out.json: %v %q", err, b)
+	}
+	if !strings.Contains(out.String(), "result") || errOut.Len() != 0 {
+		t.Fatalf("table not on stdout: stdout %q stderr %q", out.String(), errOut.String())
+	}
+}
+
+// --progress is auto, bar, lines or off; bar draws one redrawn line, lines plain ones; anything else
+// is refused naming the flag.
+func TestBenchProgressFlag(t *testing.T) {
+	for arg, bar := range map[string]bool{"bar": true, "lines": false, "off": false} {
+		c, err := resolveBench(t, "--progress", arg)
+		if err != nil || c.ProgressBar != bar {
+			t.Errorf("--progress %s: bar %v (%v), want %v", arg, c.ProgressBar, err, bar)
+		}
+	}
+	if c, err := resolveBench(t); err != nil || c.ProgressBar { // the test's stderr is no terminal
+		t.Errorf("--progress auto without a terminal: bar %v (%v), want plain lines", c.ProgressBar, err)
+	}
+	if _, err := resolveBench(t, "--progress", "on"); !errors.Is(err, bench.ErrConfig) ||
+		!strings.Contains(err.Error(), "--progress") {
+		t.Errorf("--progress on: %v, want a refusal naming --progress", err)
+	}
+}
+
+// benchOnCluster runs `ringstream bench --cluster` against lc with a short load and returns its JSON
+// report and exit status.
+func benchOnCluster(t *testing.T, lc *localcluster.Cluster, extra ...string) (map[string]any, int) {
+	t.Helper()
+	var admins []string
+	for _, n := range lc.Nodes() {
+		admins = append(admins, n.AdminAddr)
+	}
+	args := append([]string{"bench", "--cluster", strings.Join(lc.ClientAddrs(), ","), "--admin",
+		strings.Join(admins, ","), "--secret", lc.Secret(), "--duration", "2s", "--warmup", "0", "--producers", "1",
+		"--in-flight", "1", "--progress", "off", "--json", "-"}, extra...)
+	out, code := runCLI(t, "", args...)
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("bench --cluster: stdout is not the JSON report (%v):\n%s", err, out)
+	}
+	return doc, code
+}
+
+// TestBenchCluster_SecondRunWorks: `bench --cluster` twice on the same running cluster (three real
+// `ringstream serve` processes): each run creates streams of its own and deletes them once verified,
+// so the second does not meet the first's stream; --keep-streams leaves them.
+func TestBenchCluster_SecondRunWorks(t *testing.T) {
+	bin := buildBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	lc, err := localcluster.Start(ctx, localcluster.Options{Binary: bin, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	var prefixes []string
+	for run := range 2 {
+		doc, code := benchOnCluster(t, lc)
+		cfg, _ := doc["config"].(map[string]any)
+		prefix, _ := cfg["stream_prefix"].(string)
+		if code != 0 || doc["confirmed"] == 0.0 || !strings.HasPrefix(prefix, "bench-") {
+			t.Fatalf("run %d: exit %d, confirmed %v, prefix %q; failures %v", run+1, code, doc["confirmed"], prefix,
+				doc["failures"])
+		}
+		prefixes = append(prefixes, prefix)
+	}
+	if prefixes[0] == prefixes[1] {
+		t.Fatalf("both runs used the streams %s-*", prefixes[0])
+	}
+	doc, code := benchOnCluster(t, lc, "--keep-streams", "--stream-prefix", "kept")
+	if code != 0 {
+		t.Fatalf("--keep-streams run: exit %d, failures %v", code, doc["failures"])
+	}
+	c, err := client.Dial(ctx, client.Config{Addrs: lc.ClientAddrs(), Cluster: 1, Secret: []byte(lc.Secret())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	list, err := c.ListStreams(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range list {
+		names = append(names, s.Name)
+	}
+	if len(names) != 1 || names[0] != "kept-0" {
+		t.Fatalf("streams left on the cluster %v, want only kept-0 (the other runs delete theirs)", names)
 	}
 }
