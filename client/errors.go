@@ -55,6 +55,7 @@ var (
 	ErrInvalidPolicy     = errors.New("client: invalid confirm policy")
 	ErrInvalidCount      = errors.New("client: invalid count")
 	ErrInvalidSize       = errors.New("client: invalid size")
+	ErrInvalidFormat     = errors.New("client: invalid record format")
 	errUnknownRefusalTxt = "client: node refused the request"
 )
 
@@ -97,12 +98,16 @@ func codeSentinel(c wire.ErrorCode) error {
 		return ErrInvalidCount
 	case wire.CodeBadSize:
 		return ErrInvalidSize
+	case wire.CodeBadFormat:
+		return ErrInvalidFormat
 	}
 	return nil
 }
 
 // ruleCode reports whether c is the refusal of a value that breaks one of wire's rules.
-func ruleCode(c wire.ErrorCode) bool { return c >= wire.CodeBadStreamName && c <= wire.CodeBadSize }
+func ruleCode(c wire.ErrorCode) bool {
+	return c >= wire.CodeBadStreamName && c <= wire.CodeBadSize || c == wire.CodeBadFormat
+}
 
 // Error is a node's refusal of a request (an ErrorReply). errors.Is(err, ErrUnknownStream) and the like
 // match its Code.

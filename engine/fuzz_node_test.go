@@ -258,6 +258,8 @@ func clientSeeds() []frameSeed {
 		wire.AppendFetch(nil, from, &wire.Fetch{RequestID: 6, Stream: 1, BytesMax: 1 << 20, WaitMs: 1}),
 		wire.AppendCommitCursor(nil, from, &wire.CursorRequest{RequestID: 7, Stream: 1, Consumer: []byte("c"), Offset: 5}),
 		wire.AppendGetCursor(nil, from, &wire.CursorRequest{RequestID: 8, Stream: 1, Consumer: []byte("c")}),
+		wire.AppendListCursors(nil, from, &wire.ListCursors{RequestID: 10, Stream: 1, From: []byte("c"), Limit: 10}),
+		wire.AppendDeleteCursor(nil, from, &wire.CursorRequest{RequestID: 11, Stream: 1, Consumer: []byte("c")}),
 		wire.AppendClientHello(nil, &wire.ClientHello{RequestID: 9, Cluster: nodeTestCluster, Revision: wire.Revision}),
 	}
 	var seeds []frameSeed

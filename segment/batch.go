@@ -9,12 +9,12 @@ import (
 	"github.com/ringstream/ringstream/internal/assert"
 )
 
-// Batch format, version 1. Every field is little endian.
+// Batch format. Every field is little endian.
 //
 //	off  size  field
 //	  0     8  header checksum: xxhash64 of bytes 8..BatchHeaderSize
 //	  8     4  magic "RSB1" (batchMagic)
-//	 12     2  format version (batchVersion)
+//	 12     2  version: the payload's record format (1 or 2, checkBatchVersion)
 //	 14     1  codec (opaque to this package; the producer's compression)
 //	 15     1  reserved, zero
 //	 16     8  payload checksum: xxhash64 of the payload
@@ -28,26 +28,44 @@ import (
 //	 72     8  max timestamp (unix ms, caller-supplied)
 //
 // The payload follows the header. The record count says how many offsets the batch takes; the
-// payload's inner structure belongs to the producer.
+// payload's inner structure belongs to the producer. The version names that structure for readers
+// (wire.FormatValues 1: values only; wire.FormatRecords 2: records with key, headers and timestamp);
+// the header layout is the same for every version, and this package stores and returns both without
+// reading a payload. A batch of any other version is refused as corrupt, naming the version: it is not
+// something this build wrote, and it would be read as garbage if taken.
 const (
 	// BatchHeaderSize is the fixed size of a batch header on disk.
 	BatchHeaderSize = 80
 	// BatchPayloadMax bounds one batch's payload. A header that claims more is corrupt.
 	BatchPayloadMax = 4 << 20
 
-	batchMagic   = 0x31425352 // "RSB1" read as a little-endian uint32
-	batchVersion = 1
+	batchMagic = 0x31425352 // "RSB1" read as a little-endian uint32
+	// BatchVersionValues and BatchVersionRecords are the versions a batch may carry.
+	BatchVersionValues  = 1
+	BatchVersionRecords = 2
 )
+
+// checkBatchVersion is the one check of a batch header's version, for every batch this package
+// encodes or decodes.
+func checkBatchVersion(v uint16) error {
+	if v != BatchVersionValues && v != BatchVersionRecords {
+		return fmt.Errorf("%w: batch version %d (versions 1 and 2 are known)", ErrCorrupt, v)
+	}
+	return nil
+}
 
 // BatchHeader is the decoded header of one batch.
 type BatchHeader struct {
-	BaseOffset     uint64
-	RecordCount    uint32
-	PayloadLen     uint32
-	Epoch          uint64
-	ProducerID     uint64
-	ProducerSeq    uint64
-	Codec          uint8
+	BaseOffset  uint64
+	RecordCount uint32
+	PayloadLen  uint32
+	Epoch       uint64
+	ProducerID  uint64
+	ProducerSeq uint64
+	Codec       uint8
+	// Version is the payload's record format; 0 encodes as BatchVersionValues (callers that predate
+	// versions), a decoded header always holds the stored one.
+	Version        uint16
 	FirstTimestamp int64
 	MaxTimestamp   int64
 }
@@ -67,12 +85,17 @@ func appendBatch(dst []byte, h *BatchHeader, payload []byte) []byte {
 func appendBatchSummed(dst []byte, h *BatchHeader, payload []byte, payloadSum uint64) []byte {
 	assert.True(h.RecordCount > 0, "segment: batch without records")
 	assert.True(len(payload) <= BatchPayloadMax, "segment: batch payload too large")
+	version := h.Version
+	if version == 0 {
+		version = BatchVersionValues
+	}
+	assert.True(checkBatchVersion(version) == nil, "segment: batch of an unknown version")
 	start := len(dst)
 	dst = append(dst, make([]byte, BatchHeaderSize)...)
 	b := dst[start : start+BatchHeaderSize]
 	le := binary.LittleEndian
 	le.PutUint32(b[8:], batchMagic)
-	le.PutUint16(b[12:], batchVersion)
+	le.PutUint16(b[12:], version)
 	b[14] = h.Codec
 	b[15] = 0
 	le.PutUint64(b[16:], payloadSum)
@@ -120,8 +143,9 @@ func DecodeBatchHeader(buf []byte) (BatchHeader, []byte, int, error) {
 	if le.Uint32(hb[8:]) != batchMagic {
 		return h, nil, 0, fmt.Errorf("%w: bad magic", ErrCorrupt)
 	}
-	if v := le.Uint16(hb[12:]); v != batchVersion {
-		return h, nil, 0, fmt.Errorf("%w: batch version %d", ErrCorrupt, v)
+	h.Version = le.Uint16(hb[12:])
+	if err := checkBatchVersion(h.Version); err != nil {
+		return h, nil, 0, err
 	}
 	if hb[15] != 0 {
 		return h, nil, 0, fmt.Errorf("%w: reserved byte set", ErrCorrupt)

@@ -191,7 +191,28 @@ func (c *Copy) CommitCursor(token uint64, epoch uint64, name string, off uint64)
 	return at, nil
 }
 
-// AppendCursorEncoded queues a cursor event batch as it came from the owner.
+// DeleteCursor appends a tombstone for consumer name, in epoch: from it on the consumer has no cursor
+// (Cursor reports none, a snapshot leaves it out, a replay forgets it again) until a later commit
+// makes a new one. Like a commit it waits for the next cursor log commit; AppendDone(CursorLog,
+// token, ...) says when it is durable. Deleting a name without a cursor still appends the tombstone.
+func (c *Copy) DeleteCursor(token uint64, epoch uint64, name string) (uint64, error) {
+	if err := c.usable(); err != nil {
+		return 0, err
+	}
+	if len(name) == 0 || len(name) > CursorNameMax {
+		return 0, fmt.Errorf("%w: cursor name of %d bytes", ErrInvalidBatch, len(name))
+	}
+	c.eventBuf = appendCursorDelete(c.eventBuf[:0], name)
+	h := BatchHeader{RecordCount: 1, Epoch: epoch}
+	at, err := c.cursors.Append(token, &h, c.eventBuf)
+	if err != nil {
+		return 0, err
+	}
+	c.cursorMap.delete(name)
+	return at, nil
+}
+
+// AppendCursorEncoded queues a cursor event batch (a commit or a tombstone) as it came from the owner.
 func (c *Copy) AppendCursorEncoded(token uint64, batch []byte) (uint64, error) {
 	if err := c.usable(); err != nil {
 		return 0, err
@@ -200,7 +221,7 @@ func (c *Copy) AppendCursorEncoded(token uint64, batch []byte) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrInvalidBatch, err)
 	}
-	name, off, err := decodeCursorEvent(payload)
+	name, off, deleted, err := decodeCursorEvent(payload)
 	if err != nil || h.RecordCount != 1 {
 		return 0, fmt.Errorf("%w: cursor event", ErrInvalidBatch)
 	}
@@ -208,7 +229,7 @@ func (c *Copy) AppendCursorEncoded(token uint64, batch []byte) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	c.cursorMap.setBytes(name, off)
+	c.cursorMap.apply(name, off, deleted)
 	return at, nil
 }
 

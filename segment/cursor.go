@@ -11,9 +11,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A cursor event is one batch of one record in the cursor log whose payload is, little endian:
+// A cursor event is one batch of one record in the cursor log whose payload is, little endian, a
+// commit:
 //
 //	name length u16 | name | offset u64
+//
+// or a delete (a tombstone: the consumer's cursor is forgotten from that event on):
+//
+//	name length u16 | name
+//
+// The two are told apart by the payload's length. A snapshot holds the cursors left after every event
+// it covers, so it forgets a deleted cursor: nothing older than the snapshot can bring it back, and a
+// replay past the boundary meets the tombstone again.
 //
 // The cursor snapshot "cursors.snap", version 1:
 //
@@ -55,6 +64,24 @@ func (m cursorMap) setBytes(name []byte, off uint64) {
 	m[string(name)] = p
 }
 
+// delete forgets name's cursor.
+func (m cursorMap) delete(name string) { delete(m, name) }
+
+// apply applies one decoded event.
+func (m cursorMap) apply(name []byte, off uint64, deleted bool) {
+	if deleted {
+		delete(m, string(name))
+		return
+	}
+	m.setBytes(name, off)
+}
+
+// appendCursorDelete encodes one tombstone onto dst.
+func appendCursorDelete(dst []byte, name string) []byte {
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(name)))
+	return append(dst, name...)
+}
+
 // appendCursorEvent encodes one event onto dst.
 func appendCursorEvent(dst []byte, name string, offset uint64) []byte {
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(name)))
@@ -62,16 +89,22 @@ func appendCursorEvent(dst []byte, name string, offset uint64) []byte {
 	return binary.LittleEndian.AppendUint64(dst, offset)
 }
 
-// decodeCursorEvent decodes an event payload; name aliases b. Never panics.
-func decodeCursorEvent(b []byte) ([]byte, uint64, error) {
+// decodeCursorEvent decodes an event payload: a commit of name at offset, or a delete of name
+// (deleted, offset 0); name aliases b. Never panics.
+func decodeCursorEvent(b []byte) (name []byte, offset uint64, deleted bool, err error) {
 	if len(b) < 2 {
-		return nil, 0, fmt.Errorf("%w: cursor event of %d bytes", ErrCorrupt, len(b))
+		return nil, 0, false, fmt.Errorf("%w: cursor event of %d bytes", ErrCorrupt, len(b))
 	}
 	n := int(binary.LittleEndian.Uint16(b))
-	if len(b) != 2+n+8 {
-		return nil, 0, fmt.Errorf("%w: cursor event of %d bytes for a %d-byte name", ErrCorrupt, len(b), n)
+	switch {
+	case n == 0 || n > CursorNameMax:
+		return nil, 0, false, fmt.Errorf("%w: cursor event with a %d-byte name", ErrCorrupt, n)
+	case len(b) == 2+n:
+		return b[2:], 0, true, nil
+	case len(b) == 2+n+8:
+		return b[2 : 2+n], binary.LittleEndian.Uint64(b[2+n:]), false, nil
 	}
-	return b[2 : 2+n], binary.LittleEndian.Uint64(b[2+n:]), nil
+	return nil, 0, false, fmt.Errorf("%w: cursor event of %d bytes for a %d-byte name", ErrCorrupt, len(b), n)
 }
 
 // encodeCursorSnapshot encodes boundary and the map, names sorted.
@@ -168,11 +201,11 @@ func (l *Log) replayCursors(from uint64, m cursorMap) (int, error) {
 			if !ok {
 				break
 			}
-			name, off, err := decodeCursorEvent(payload)
+			name, off, deleted, err := decodeCursorEvent(payload)
 			if err != nil || h.RecordCount != 1 {
 				return applied, fmt.Errorf("segment: %s event %d: %w", l.path(s.base), h.BaseOffset, errors.Join(ErrCorrupt, err))
 			}
-			m.setBytes(name, off)
+			m.apply(name, off, deleted)
 			applied++
 		}
 		if err := it.Err(); err != nil {

@@ -227,3 +227,112 @@ func TestRetention_ByBytesAndAge(t *testing.T) {
 		}
 	})
 }
+
+func (e *env) deleteCursor(c *Copy, name string) {
+	e.t.Helper()
+	if _, err := c.DeleteCursor(0, 1, name); err != nil {
+		e.t.Fatalf("DeleteCursor(%s): %v", name, err)
+	}
+}
+
+func (e *env) wantNoCursor(c *Copy, name string) {
+	e.t.Helper()
+	if got, ok := c.Cursor(name); ok {
+		e.t.Fatalf("cursor %s = %d, want none (deleted)", name, got)
+	}
+}
+
+// A delete is a tombstone in the cursor log: a reopen replays it, a snapshot leaves the cursor out
+// (and so does a reopen from that snapshot), and a commit after it makes a new cursor.
+func TestCursor_DeleteReplaysAndSnapshotForgetsIt(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		c := e.open()
+		e.appendBatches(c, 20, 1, 10, 1)
+		e.commitCursor(c, "a", 5)
+		e.commitCursor(c, "b", 10)
+		e.syncCursors(c)
+		e.deleteCursor(c, "a")
+		e.wantNoCursor(c, "a")
+		if c.CursorCount() != 1 {
+			t.Fatalf("%d cursors after a delete, want 1", c.CursorCount())
+		}
+		e.syncCursors(c)
+		e.close(c)
+
+		c, rep := e.openReport()
+		if rep.CursorsReplayed != 3 {
+			t.Fatalf("replayed %d events, want 3 (two commits and the tombstone)", rep.CursorsReplayed)
+		}
+		e.wantNoCursor(c, "a")
+		e.wantCursor(c, "b", 10)
+		if err := c.WriteCursorSnapshotSync(); err != nil {
+			t.Fatal(err)
+		}
+		e.close(c)
+
+		c, rep = e.openReport()
+		if rep.CursorsReplayed != 0 || c.CursorBoundary() != 3 {
+			t.Fatalf("replayed %d events from boundary %d, want none from 3", rep.CursorsReplayed, c.CursorBoundary())
+		}
+		e.wantNoCursor(c, "a")
+		e.wantCursor(c, "b", 10)
+		// A commit after the delete recreates the cursor, and a delete of it again replays past the snapshot.
+		e.commitCursor(c, "a", 2)
+		e.deleteCursor(c, "b")
+		e.syncCursors(c)
+		e.close(c)
+		c = e.open()
+		defer e.close(c)
+		e.wantCursor(c, "a", 2)
+		e.wantNoCursor(c, "b")
+	})
+}
+
+// A follower stores the owner's tombstone as it came and forgets the cursor, on append and on reopen;
+// a cut below the tombstone forgets the delete with the other events past the cut.
+func TestCursor_FollowerTombstoneAndCut(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		c := e.open()
+		e.appendBatches(c, 20, 1, 10, 1)
+		var batch []byte
+		follow := func(event []byte) {
+			t.Helper()
+			h := BatchHeader{BaseOffset: c.Cursors().NextOffset(), RecordCount: 1, Epoch: 1}
+			batch = appendBatch(batch[:0], &h, event)
+			if _, err := c.AppendCursorEncoded(1, batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		follow(appendCursorEvent(nil, "a", 7))
+		follow(appendCursorDelete(nil, "a"))
+		e.wantNoCursor(c, "a")
+		e.syncCursors(c)
+		e.close(c)
+		c = e.open()
+		e.wantNoCursor(c, "a")
+		if err := c.CutSync(20, 1); err != nil {
+			t.Fatal(err)
+		}
+		e.wantCursor(c, "a", 7)
+		e.close(c)
+		c = e.open()
+		defer e.close(c)
+		e.wantCursor(c, "a", 7)
+	})
+}
+
+// A commit may move a cursor backwards (an operator's reset does), and the log keeps the last one.
+func TestCursor_CommitMovesBackwards(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		c := e.open()
+		e.appendBatches(c, 20, 1, 10, 1)
+		e.commitCursor(c, "a", 15)
+		e.commitCursor(c, "a", 3)
+		e.wantCursor(c, "a", 3)
+		e.syncCursors(c)
+		e.close(c)
+		c = e.open()
+		defer e.close(c)
+		e.wantCursor(c, "a", 3)
+	})
+}

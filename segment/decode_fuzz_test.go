@@ -42,7 +42,7 @@ func cursorSnapshotSeeds() [][]byte {
 
 func cursorEventSeeds() [][]byte {
 	v := appendCursorEvent(nil, "reader", 42)
-	return [][]byte{v, v[:3], {0xff, 0xff}}
+	return [][]byte{v, v[:3], {0xff, 0xff}, appendCursorDelete(nil, "reader"), v[:9]}
 }
 
 func flipAt(b []byte, i int) []byte {
@@ -125,11 +125,18 @@ func FuzzDecodeCursorEvent(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		name, off, err := decodeCursorEvent(b)
+		name, off, deleted, err := decodeCursorEvent(b)
 		if err != nil {
 			return
 		}
-		if !bytes.Equal(appendCursorEvent(nil, string(name), off), b) {
+		again := appendCursorEvent(nil, string(name), off)
+		if deleted {
+			again = appendCursorDelete(nil, string(name))
+			if off != 0 {
+				t.Fatalf("a tombstone with offset %d", off)
+			}
+		}
+		if !bytes.Equal(again, b) {
 			t.Fatalf("a decoded cursor event does not re-encode to its bytes")
 		}
 	})

@@ -63,6 +63,11 @@
 //     entry at or below the offset asked for; BatchIter skips to it. Reads see durable bytes only.
 //   - The cursor log commits only when asked (Copy.SyncCursors, a seal, a snapshot) or when
 //     Config.CursorSyncBytes of events are queued: cursor events get no fsync of their own.
+//   - A cursor is deleted by a tombstone event in the cursor log (Copy.DeleteCursor; cursor.go has
+//     the format), replicated and replayed like a commit. A snapshot leaves a deleted cursor out, so
+//     compaction forgets it; a cut below the tombstone forgets the delete with every other event past
+//     the cut (the new owner's history has no delete). Commits may move a cursor backwards: the
+//     last event wins.
 //   - A failed write or fsync fails the log for good (ErrFailed): after a failed fdatasync the
 //     page cache cannot be trusted, so the copy must be reopened (Close, then Open: recovery cuts or
 //     makes durable what the failed group left). None of the group's appends is acknowledged

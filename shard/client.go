@@ -407,6 +407,10 @@ func checkRequest(h *wire.Header, body []byte) error {
 		_, err = wire.DecodeCommitCursor(h, body)
 	case wire.CommandGetCursor:
 		_, err = wire.DecodeGetCursor(h, body)
+	case wire.CommandListCursors:
+		_, err = wire.DecodeListCursors(h, body)
+	case wire.CommandDeleteCursor:
+		_, err = wire.DecodeDeleteCursor(h, body)
 	case wire.CommandLookupStream:
 		_, err = wire.DecodeLookupStream(h, body)
 	default:

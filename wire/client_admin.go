@@ -453,8 +453,10 @@ const (
 	CodeBadPolicy       ErrorCode = 18 // PolicyRule
 	CodeBadCount        ErrorCode = 19 // CountRule
 	CodeBadSize         ErrorCode = 20 // SizeRule
+	CodeBadFormat       ErrorCode = 21 // FormatRule
+	// 22 is left to the offset-for-time request.
 
-	codeMax = CodeBadSize
+	codeMax = CodeBadFormat
 )
 
 // ErrorReply refuses a client request (command 99). Stream is the stream the request addressed, or 0.

@@ -12,10 +12,14 @@ import (
 // Produce appends one batch of records to a stream (command 66). ProducerID and Sequence identify the
 // batch, so a retried batch is answered with its first offset instead of being appended again; producer
 // id 0 opts out of that. Batch is opaque: the producer's possibly compressed records. Codec names the
-// producer's compression (0 none; the node stores it in the batch header and never reads it).
+// producer's compression (0 none; the node stores it in the batch header and never reads it). Format is
+// the records' format (FormatValues or FormatRecords, FormatRule), stored as the batch header's version so
+// a reader knows how to decode the payload; a sender that leaves it 0 (one that predates formats) means
+// FormatValues, and DecodeProduce reads it so.
 //
 // Header: Group is the stream id, Incarnation the stream's incarnation or 0, EntryCount the number of
-// records in Batch. Area: request_id u64 | producer_id u64 | sequence u64 | codec u8. Body: the batch.
+// records in Batch. Area: request_id u64 | producer_id u64 | sequence u64 | codec u8 | format u8. Body:
+// the batch.
 type Produce struct {
 	RequestID   uint64
 	Stream      uint64
@@ -23,6 +27,7 @@ type Produce struct {
 	ProducerID  uint64
 	Sequence    uint64
 	Codec       uint8
+	Format      uint8
 	Count       uint32
 	Batch       []byte
 	// BatchSum is xxhash64 of Batch when BatchSummed: DecodeProduce takes it from the frame's body
@@ -36,7 +41,8 @@ const (
 	produceProducerID = 8
 	produceSequence   = 16
 	produceCodec      = 24
-	produceAreaEnd    = 25
+	produceFormat     = 25
+	produceAreaEnd    = 26
 )
 
 // AppendProduce appends a produce request.
@@ -49,6 +55,7 @@ func AppendProduce(dst []byte, from From, m *Produce) []byte {
 	put64(h.Area[:], produceProducerID, m.ProducerID)
 	put64(h.Area[:], produceSequence, m.Sequence)
 	h.Area[produceCodec] = m.Codec
+	h.Area[produceFormat] = m.Format
 	dst, start := startFrame(dst, from, &h)
 	dst = append(dst, m.Batch...)
 	return endFrame(dst, start, m.Count)
@@ -67,10 +74,17 @@ func DecodeProduce(h *Header, body []byte) (Produce, error) {
 		ProducerID:  get64(h.Area[:], produceProducerID),
 		Sequence:    get64(h.Area[:], produceSequence),
 		Codec:       h.Area[produceCodec],
+		Format:      h.Area[produceFormat],
 		Count:       h.EntryCount,
 		Batch:       body,
 		BatchSum:    h.ChecksumBody,
 		BatchSummed: true,
+	}
+	if m.Format == 0 {
+		m.Format = FormatValues
+	}
+	if err := ValidateFormat(m.Format); err != nil {
+		return Produce{}, err
 	}
 	switch {
 	case m.Stream == 0:

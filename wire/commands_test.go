@@ -38,6 +38,16 @@ func copiesOf(l wire.CopyTails) ([]wire.CopyTail, error) {
 	return out, nil
 }
 
+var testCursors = []wire.CursorInfo{{Consumer: []byte("audit"), Offset: 4160}, {Consumer: []byte("billing"), Offset: 17}}
+
+func cursorsOf(l wire.CursorInfos) []wire.CursorInfo {
+	var out []wire.CursorInfo
+	for c, ok := l.Next(); ok; c, ok = l.Next() {
+		out = append(out, c)
+	}
+	return out
+}
+
 func streamsOf(l wire.StreamInfos) []wire.StreamInfo {
 	var out []wire.StreamInfo
 	for s, ok := l.Next(); ok; s, ok = l.Next() {
@@ -96,7 +106,7 @@ func commandCases() []commandCase {
 	list := wire.ListStreams{RequestID: 3, After: 10, Limit: 100}
 	listReply := wire.ListStreamsReply{RequestID: 3, More: true}
 	lookupReply := wire.LookupStreamReply{RequestID: 4, Stream: 77, Incarnation: 2, Epoch: 6, Owner: 3, OwnerAddr: []byte("127.0.0.1:7003")}
-	produce := wire.Produce{RequestID: 5, Stream: 77, Incarnation: 2, ProducerID: 99, Sequence: 12, Codec: 2, Count: 64, Batch: []byte("zstd frame")}
+	produce := wire.Produce{RequestID: 5, Stream: 77, Incarnation: 2, ProducerID: 99, Sequence: 12, Codec: 2, Format: 2, Count: 64, Batch: []byte("zstd frame")}
 	produce.BatchSum, produce.BatchSummed = xxhash.Sum64(produce.Batch), true // what the decoder adds
 	produceReply := wire.ProduceReply{RequestID: 5, Stream: 77, Incarnation: 2, Epoch: 6, BaseOffset: 4096, Count: 64, Duplicate: true}
 	fetch := wire.Fetch{RequestID: 6, Stream: 77, Incarnation: 2, Offset: 4000, BytesMax: 1 << 20, RecordsMax: 500, WaitMs: 250}
@@ -105,6 +115,10 @@ func commandCases() []commandCase {
 	getCursor := wire.CursorRequest{RequestID: 8, Stream: 77, Incarnation: 2, Consumer: []byte("billing")}
 	commitCursorReply := wire.CursorReply{RequestID: 7, Stream: 77, Incarnation: 2, Offset: 4002, Found: true}
 	getCursorReply := wire.CursorReply{RequestID: 8, Stream: 77, Incarnation: 2}
+	listCursors := wire.ListCursors{RequestID: 10, Stream: 77, Incarnation: 2, From: []byte("billing"), After: true, Limit: 500}
+	listCursorsReply := wire.ListCursorsReply{RequestID: 10, Stream: 77, Incarnation: 2, ConfirmedTail: 4160, Head: 12, Total: 5, More: true}
+	deleteCursor := wire.CursorRequest{RequestID: 11, Stream: 77, Incarnation: 2, Consumer: []byte("billing")}
+	deleteCursorReply := wire.CursorReply{RequestID: 11, Stream: 77, Incarnation: 2, Offset: 4002, Found: true}
 	errReply := wire.ErrorReply{RequestID: 9, Stream: 77, Code: wire.CodeNotOwner, Owner: 3, Message: []byte("node 2 does not own stream 77; owner is node 3")}
 	one := func(f func(h *wire.Header, body []byte) (any, error)) func(h *wire.Header, body []byte) (decoded, error) {
 		return func(h *wire.Header, body []byte) (decoded, error) {
@@ -266,6 +280,27 @@ func commandCases() []commandCase {
 			func(d []byte) []byte { return wire.AppendGetCursorReply(d, fromNode, &getCursorReply) },
 			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeGetCursorReply(h, b) }),
 			decoded{Msg: getCursorReply}, true},
+		{"list cursors", wire.CommandListCursors,
+			func(d []byte) []byte { return wire.AppendListCursors(d, fromClient, &listCursors) },
+			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeListCursors(h, b) }),
+			decoded{Msg: listCursors}, false},
+		{"list cursors reply", wire.CommandListCursorsReply,
+			func(d []byte) []byte {
+				return wire.AppendListCursorsReply(d, fromNode, &listCursorsReply, testCursors)
+			},
+			func(h *wire.Header, b []byte) (decoded, error) {
+				m, l, err := wire.DecodeListCursorsReply(h, b)
+				return decoded{m, cursorsOf(l)}, err
+			},
+			decoded{listCursorsReply, testCursors}, true},
+		{"delete cursor", wire.CommandDeleteCursor,
+			func(d []byte) []byte { return wire.AppendDeleteCursor(d, fromClient, &deleteCursor) },
+			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeDeleteCursor(h, b) }),
+			decoded{Msg: deleteCursor}, false},
+		{"delete cursor reply", wire.CommandDeleteCursorReply,
+			func(d []byte) []byte { return wire.AppendDeleteCursorReply(d, fromNode, &deleteCursorReply) },
+			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeDeleteCursorReply(h, b) }),
+			decoded{Msg: deleteCursorReply}, true},
 		{"error reply", wire.CommandErrorReply,
 			func(d []byte) []byte { return wire.AppendErrorReply(d, fromNode, &errReply) },
 			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeErrorReply(h, b) }),

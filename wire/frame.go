@@ -105,6 +105,10 @@ const (
 	CommandClientHello       Command = 76 // client handshake: the client's nonce
 	CommandClientChallenge   Command = 77 // client handshake: the node's nonce and proof
 	CommandClientProof       Command = 78 // client handshake: the client's proof
+	CommandListCursors       Command = 82 // a stream's consumers and their cursors (cursors.go)
+	CommandListCursorsReply  Command = 83
+	CommandDeleteCursor      Command = 84 // forget one consumer's cursor (cursors.go)
+	CommandDeleteCursorReply Command = 85
 	CommandErrorReply        Command = 99
 
 	clientCommandMin Command = 60
@@ -172,6 +176,14 @@ func (c Command) name() string {
 		return "client_challenge"
 	case CommandClientProof:
 		return "client_proof"
+	case CommandListCursors:
+		return "list_cursors"
+	case CommandListCursorsReply:
+		return "list_cursors_reply"
+	case CommandDeleteCursor:
+		return "delete_cursor"
+	case CommandDeleteCursorReply:
+		return "delete_cursor_reply"
 	case CommandErrorReply:
 		return "error_reply"
 	}

@@ -81,15 +81,25 @@ func reencode(c wire.Command, d decoded, h *wire.Header) []byte {
 	case wire.FetchReply:
 		return wire.AppendFetchReply(nil, from, &m)
 	case wire.CursorRequest:
-		if c == wire.CommandCommitCursor {
+		switch c {
+		case wire.CommandCommitCursor:
 			return wire.AppendCommitCursor(nil, from, &m)
+		case wire.CommandDeleteCursor:
+			return wire.AppendDeleteCursor(nil, from, &m)
 		}
 		return wire.AppendGetCursor(nil, from, &m)
 	case wire.CursorReply:
-		if c == wire.CommandCommitCursorReply {
+		switch c {
+		case wire.CommandCommitCursorReply:
 			return wire.AppendCommitCursorReply(nil, from, &m)
+		case wire.CommandDeleteCursorReply:
+			return wire.AppendDeleteCursorReply(nil, from, &m)
 		}
 		return wire.AppendGetCursorReply(nil, from, &m)
+	case wire.ListCursors:
+		return wire.AppendListCursors(nil, from, &m)
+	case wire.ListCursorsReply:
+		return wire.AppendListCursorsReply(nil, from, &m, d.List.([]wire.CursorInfo))
 	case wire.ErrorReply:
 		return wire.AppendErrorReply(nil, from, &m)
 	}
@@ -176,6 +186,10 @@ func FuzzCommitCursorReply(f *testing.F) { fuzzDecoder(f, wire.CommandCommitCurs
 func FuzzGetCursor(f *testing.F)         { fuzzDecoder(f, wire.CommandGetCursor) }
 func FuzzGetCursorReply(f *testing.F)    { fuzzDecoder(f, wire.CommandGetCursorReply) }
 func FuzzErrorReply(f *testing.F)        { fuzzDecoder(f, wire.CommandErrorReply) }
+func FuzzListCursors(f *testing.F)       { fuzzDecoder(f, wire.CommandListCursors) }
+func FuzzListCursorsReply(f *testing.F)  { fuzzDecoder(f, wire.CommandListCursorsReply) }
+func FuzzDeleteCursor(f *testing.F)      { fuzzDecoder(f, wire.CommandDeleteCursor) }
+func FuzzDeleteCursorReply(f *testing.F) { fuzzDecoder(f, wire.CommandDeleteCursorReply) }
 func FuzzHandshakeProof(f *testing.F)    { fuzzDecoder(f, wire.CommandHandshakeProof) }
 func FuzzClientHello(f *testing.F)       { fuzzDecoder(f, wire.CommandClientHello) }
 func FuzzClientChallenge(f *testing.F)   { fuzzDecoder(f, wire.CommandClientChallenge) }
@@ -273,7 +287,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		"StreamSeal", "StreamSealReply", "StreamAssignment", "NodeHeartbeat", "CreateStream", "CreateStreamReply", "DeleteStream",
 		"DeleteStreamReply", "ListStreams", "ListStreamsReply", "LookupStream", "LookupStreamReply", "Produce",
 		"ProduceReply", "Fetch", "FetchReply", "CommitCursor", "CommitCursorReply", "GetCursor", "GetCursorReply",
-		"ErrorReply", "HandshakeProof", "ClientHello", "ClientChallenge", "ClientProof"} {
+		"ErrorReply", "ListCursors", "ListCursorsReply", "DeleteCursor", "DeleteCursorReply", "HandshakeProof", "ClientHello", "ClientChallenge", "ClientProof"} {
 		targets[commandByFuzzName(name)] = "Fuzz" + name
 	}
 	var all [][]byte

@@ -119,3 +119,27 @@ func TestCountAndSizeRules(t *testing.T) {
 		t.Error("node id rule")
 	}
 }
+
+// TestFormatRule: a produce carries format 1 or 2 to the node; 0 (a sender that predates formats) is
+// read as 1, anything else is refused with CodeBadFormat naming FormatRule.
+func TestFormatRule(t *testing.T) {
+	for _, tc := range []struct{ sent, read uint8 }{{0, wire.FormatValues}, {1, wire.FormatValues}, {2, wire.FormatRecords}} {
+		m := wire.Produce{RequestID: 1, Stream: 3, Format: tc.sent, Count: 1, Batch: []byte("b")}
+		h, body := parse(t, wire.AppendProduce(nil, fromClient, &m))
+		got, err := wire.DecodeProduce(&h, body)
+		if err != nil || got.Format != tc.read {
+			t.Errorf("format %d: decoded format %d, err %v; want %d", tc.sent, got.Format, err, tc.read)
+		}
+	}
+	for _, f := range []uint8{3, 4, 255} {
+		m := wire.Produce{RequestID: 1, Stream: 3, Format: f, Count: 1, Batch: []byte("b")}
+		h, body := parse(t, wire.AppendProduce(nil, fromClient, &m))
+		_, err := wire.DecodeProduce(&h, body)
+		if wire.CodeOf(err) != wire.CodeBadFormat || !errors.Is(err, wire.ErrRule) || !strings.Contains(err.Error(), wire.FormatRule) {
+			t.Errorf("format %d: got %v (code %d), want CodeBadFormat stating the rule", f, err, wire.CodeOf(err))
+		}
+		if wire.CodeOf(wire.ValidateFormat(f)) != wire.CodeBadFormat {
+			t.Errorf("format %d: ValidateFormat took it", f)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ringstream/ringstream/client"
 	"github.com/ringstream/ringstream/engine/adminapi"
 )
 
@@ -31,7 +33,12 @@ type describeDoc struct {
 	// Retention is the owner's node's [storage] retention (the nodes apply their own; they are
 	// normally configured alike). Nil when the owner's node did not answer.
 	Retention *adminapi.Retention `json:"retention,omitempty"`
-	// NotServed names what the nodes' admin listeners do not serve yet, so the document cannot show it.
+	// Consumers are the stream's consumers with their cursor and lag, as the owner answers a cursor
+	// list (client port, the profile's addresses); ConsumersError says why they could not be read
+	// (the owner down, a recovery pending), and Consumers is then empty.
+	Consumers      []cursorJSON `json:"consumers"`
+	ConsumersError string       `json:"consumers_error,omitempty"`
+	// NotServed names what the nodes do not serve yet, so the document cannot show it.
 	NotServed []string `json:"not_served"`
 }
 
@@ -54,20 +61,21 @@ type describeCopy struct {
 	BytesRetained int64 `json:"bytes_retained"`
 }
 
-// notServed is what `stream describe` cannot show: no admin document carries it yet.
-var notServed = []string{"consumers and their cursors"}
+// notServed is what `stream describe` cannot show: nothing the nodes hold is left out now.
+var notServed = []string{}
 
 func newStreamDescribeCommand() *cobra.Command {
 	var f adminFlags
 	cmd := clientCommand(&cobra.Command{
 		Use:   "describe NAME",
-		Short: "Show a stream's owner, followers, epoch and each copy's tails and lag",
+		Short: "Show a stream's owner, followers, epoch, each copy's tails and lag, and its consumers",
 		Long: "Read /v1/status from every node of the admin list (--admin, or the profile's) and print the\n" +
 			"stream as the metadata primary holds it (owner, followers, epoch, policy, pending recovery) with\n" +
 			"each copy of its assignment: its node's state, role, record tails (appended, durable, confirmed),\n" +
 			"cursor log tail, lag behind the stream's confirmed tail, retained head and bytes on disk, and the\n" +
-			"owner's node's retention settings. --json prints one document. Consumers and their cursors are\n" +
-			"not served by the nodes yet (listed as such).",
+			"owner's node's retention settings; then the stream's consumers with their cursor and lag (the\n" +
+			"confirmed tail minus the cursor), read from the owner over the client port (the profile's\n" +
+			"addresses and secret, as `cursor list` reads them). --json prints one document.",
 		Args: streamArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			list, err := f.addrs(cmd)
@@ -87,6 +95,7 @@ func newStreamDescribeCommand() *cobra.Command {
 				return &exitError{code: exitNotFound, err: fmt.Errorf("no stream %q (metadata of node %d)", args[0],
 					h.metaSource.Node)}
 			}
+			readConsumers(cmd, min(f.timeout, 5*time.Second), doc)
 			if f.asJSON {
 				return writeJSON(cmd.OutOrStdout(), doc)
 			}
@@ -95,6 +104,22 @@ func newStreamDescribeCommand() *cobra.Command {
 	})
 	f.register(cmd.Flags())
 	return cmd
+}
+
+// readConsumers fills doc's consumers from the owner's cursor list, or says why it could not.
+func readConsumers(cmd *cobra.Command, timeout time.Duration, doc *describeDoc) {
+	cf := clientFlags{cluster: defaultClusterID, timeout: timeout}
+	err := withClient(cmd, &cf, func(ctx context.Context, c *client.Client) error {
+		l, err := c.ListCursors(ctx, doc.Name)
+		if err != nil {
+			return err
+		}
+		doc.Consumers = toCursorListJSON(doc.Name, l).Consumers
+		return nil
+	})
+	if err != nil {
+		doc.Consumers, doc.ConsumersError = []cursorJSON{}, err.Error()
+	}
 }
 
 // describeStream builds the document of stream name from the health's statuses.
@@ -110,7 +135,7 @@ func describeStream(h *healthDoc, name string) (*describeDoc, bool) {
 	}
 	doc := &describeDoc{Name: s.Name, ID: s.ID, Incarnation: s.Incarnation, CopyCount: s.Copies, Policy: s.Policy,
 		Epoch: s.Epoch, Owner: s.Owner, Followers: s.Followers, Recovery: s.Recovery, MetadataFrom: h.metaSource.Node,
-		NotServed: notServed, Copies: []describeCopy{}}
+		NotServed: notServed, Copies: []describeCopy{}, Consumers: []cursorJSON{}}
 	for _, node := range append([]uint16{s.Owner}, s.Followers...) {
 		if node == 0 {
 			continue
@@ -164,7 +189,25 @@ func printDescribe(w io.Writer, d *describeDoc) error {
 		fmt.Fprintf(w, "\nretention (owner's node): size %s, age %s\n", retentionText(r.Bytes, bytesText(r.Bytes)),
 			retentionText(r.AgeMs, (time.Duration(r.AgeMs)*time.Millisecond).String()))
 	}
-	fmt.Fprintf(w, "\nnot served by the nodes yet: %s\n", strings.Join(d.NotServed, ", "))
+	switch {
+	case d.ConsumersError != "":
+		fmt.Fprintf(w, "\nconsumers: not read: %s\n", d.ConsumersError)
+	case len(d.Consumers) == 0:
+		fmt.Fprintln(w, "\nconsumers: none")
+	default:
+		fmt.Fprintf(w, "\nconsumers: %s\n", consumersText(len(d.Consumers)))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "\nCONSUMER\tCURSOR\tLAG")
+		for _, c := range d.Consumers {
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", c.Consumer, c.Cursor, c.Lag)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(d.NotServed) > 0 {
+		fmt.Fprintf(w, "\nnot served by the nodes yet: %s\n", strings.Join(d.NotServed, ", "))
+	}
 	return nil
 }
 

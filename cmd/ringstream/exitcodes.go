@@ -14,7 +14,7 @@ import (
 const (
 	exitFailure       = 1  // a failure not listed below
 	exitUsage         = 2  // bad flags or arguments, an unknown or a missing subcommand
-	exitNotFound      = 3  // no such stream (or no pending recovery)
+	exitNotFound      = 3  // no such stream, no cursor for the consumer, or no pending recovery
 	exitExists        = 4  // stream create: the name is taken
 	exitUnavailable   = 5  // no node answered, the stream has no owner, or the retries ran out
 	exitAuth          = 6  // the nodes refused the handshake: wrong cluster id or secret
@@ -29,7 +29,7 @@ const exitCodesHelp = `Exit status of every command:
   0  success (and --help, version)
   1  a failure not listed below (a protocol error, a corrupt batch, an I/O error, a node that could not start)
   2  bad flags or arguments, an unknown or a missing subcommand
-  3  no such stream, or no pending recovery to act on
+  3  no such stream, no cursor for the consumer (cursor describe, delete), or no pending recovery to act on
   4  stream create: a stream of that name exists
   5  the cluster is unavailable: no node answered, the stream has no owner, or the retries ran out
   6  the handshake was refused: wrong cluster id or secret

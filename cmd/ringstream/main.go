@@ -63,6 +63,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newStreamCommand())
 	root.AddCommand(newProduceCommand())
 	root.AddCommand(newConsumeCommand())
+	root.AddCommand(newCursorCommand())
 	root.AddCommand(newStatusCommand())
 	root.AddCommand(newAttentionCommand())
 	root.AddCommand(newRecoveryCommand())

@@ -52,6 +52,12 @@ const (
 	readmeStatus  = "node 1 of cluster 1: serving, 1 shard(s), registered true\n"
 	readmeClear   = "node 1 (active controller): nothing needs attention\n"
 	readmeDown    = "node 3 is down (client "
+
+	readmeCursorList        = "stream \"demo\": confirmed tail 3, head 0, 1 consumer\n\nCONSUMER  CURSOR  LAG\nreader    3       0\n"
+	readmeCursorReset       = "reset consumer \"reader\" on stream \"demo\": cursor 3 -> 1, lag 2\n"
+	readmeCursorDescribe    = "consumer \"reader\" on stream \"demo\": cursor 1, lag 2 (confirmed tail 3, head 0)\n"
+	readmeCursorDelete      = "deleted consumer \"audit\" of stream \"demo\" (its cursor was at 1)\n"
+	readmeDescribeConsumers = "consumers: 1 consumer\n\nCONSUMER  CURSOR  LAG\nreader    3       0\n"
 )
 
 // TestREADME_ShowsWhatTheCommandsPrint: README's session holds the lines TestNewUserSession checks.
@@ -61,6 +67,7 @@ func TestREADME_ShowsWhatTheCommandsPrint(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{readmeCreate, readmeProduce, readmeLast2, readmeHealth, readmeStatus, readmeClear, readmeDown,
+		readmeCursorList, readmeCursorReset, readmeCursorDescribe, readmeCursorDelete, readmeDescribeConsumers,
 		`stream "demo" (id 1) under-replicated: owner 1, followers [2 3]: node 3 is down`,
 		"stream \"demo\": id 1, incarnation 1, 3 copies, majority_durable, epoch 1, owner node 1, followers [2 3]\nconfirmed tail 3\n"} {
 		if !strings.Contains(string(b), want) {
@@ -160,7 +167,8 @@ func nodePIDs(t *testing.T, out string) map[uint16]int {
 // and the under-replicated stream; after `cluster up --dir` starts the kept cluster again, both are
 // clear and the records are still there. Along the way: a recovery action follows a backup's
 // refusal to the primary's admin address, a produce interrupted reports what was confirmed, and a
-// consume past the tail says so.
+// consume past the tail says so, and a consume --consumer commits a cursor that cursor list, reset,
+// describe and delete show and act on, and stream describe lists.
 func TestNewUserSession(t *testing.T) {
 	bin := buildBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -190,7 +198,54 @@ func TestNewUserSession(t *testing.T) {
 		t.Fatalf("consume --from 100: %d %q, want a word that it starts past the tail", code, errOut)
 	}
 
+	// A consume with --consumer commits its cursor: cursor list shows it, then a reset, a describe and a
+	// delete act on it.
+	if out, code := cli("", "consume", "demo", "--consumer", "reader"); code != 0 || out != "hello\nworld\nthird line\n" {
+		t.Fatalf("consume --consumer reader: %d %q", code, out)
+	}
+	if out, code := cli("", "cursor", "list", "demo"); code != 0 || out != readmeCursorList {
+		t.Fatalf("cursor list: %d %q", code, out)
+	}
+	if out, code := cli("", "cursor", "reset", "demo", "reader", "--shift-by", "-2"); code != 0 || out != readmeCursorReset {
+		t.Fatalf("cursor reset: %d %q", code, out)
+	}
+	if out, code := cli("", "cursor", "describe", "demo", "reader"); code != 0 || out != readmeCursorDescribe {
+		t.Fatalf("cursor describe: %d %q", code, out)
+	}
+	if out, code := cli("", "consume", "demo", "--consumer", "reader"); code != 0 || out != "world\nthird line\n" {
+		t.Fatalf("consume --consumer reader after the reset: %d %q", code, out)
+	}
+	if out, code := cli("", "cursor", "reset", "demo", "audit", "--to-offset", "1"); code != 0 ||
+		out != "reset consumer \"audit\" on stream \"demo\": cursor none -> 1, lag 2\n" {
+		t.Fatalf("cursor reset of a new consumer: %d %q", code, out)
+	}
+	if out, code := cli("", "cursor", "delete", "demo", "audit"); code != 0 || out != readmeCursorDelete {
+		t.Fatalf("cursor delete: %d %q", code, out)
+	}
+	if out, code := cli("", "cursor", "reset", "demo", "audit", "--to-offset", "99"); code != 0 ||
+		out != "reset consumer \"audit\" on stream \"demo\": cursor none -> 3, lag 0\n" {
+		t.Fatalf("cursor reset past the tail: %d %q, want it lowered to the tail", code, out)
+	}
+	if _, code := cli("", "cursor", "delete", "demo", "audit"); code != 0 {
+		t.Fatalf("delete of the cursor a reset made: exit %d", code)
+	}
+	if _, code := cli("", "cursor", "delete", "demo", "audit"); code != exitNotFound {
+		t.Fatalf("a second cursor delete: exit %d, want %d", code, exitNotFound)
+	}
+	if _, code := cli("", "cursor", "describe", "demo", "bad/name"); code != exitInvalid {
+		t.Fatalf("cursor describe of a bad consumer name: exit %d, want %d", code, exitInvalid)
+	}
+	if _, code := cli("", "cursor", "reset", "demo", "reader"); code != exitUsage {
+		t.Fatalf("cursor reset without a target: exit %d, want %d", code, exitUsage)
+	}
+	if out, code := cli("", "cursor", "list", "demo", "--json"); code != 0 || !strings.Contains(out, `"consumer": "reader"`) {
+		t.Fatalf("cursor list --json: %d %q", code, out)
+	}
+
 	doc := describeUntil(ctx, t, func(d *describeDoc) bool { return copiesServingAt(d, 3) })
+	if len(doc.Consumers) != 1 || doc.Consumers[0] != (cursorJSON{Consumer: "reader", Cursor: 3, Lag: 0}) || doc.ConsumersError != "" {
+		t.Fatalf("describe's consumers: %+v %q", doc.Consumers, doc.ConsumersError)
+	}
 	if len(doc.Followers) != 2 || doc.Owner == 0 || doc.Epoch == 0 || doc.Retention == nil {
 		t.Fatalf("describe: %+v", doc)
 	}
@@ -203,6 +258,9 @@ func TestNewUserSession(t *testing.T) {
 	out, code := cli("", "stream", "describe", "demo")
 	if code != 0 || !strings.HasPrefix(out, fmt.Sprintf("stream \"demo\": id 1, incarnation 1, 3 copies, majority_durable, epoch %d, owner node %d, followers %v\nconfirmed tail 3\n", doc.Epoch, doc.Owner, doc.Followers)) {
 		t.Fatalf("stream describe: %d %q", code, out)
+	}
+	if !strings.Contains(out, readmeDescribeConsumers) {
+		t.Fatalf("stream describe without its consumers: %q", out)
 	}
 	if !strings.Contains(out, "retention (owner's node): size kept, age kept\n") {
 		t.Fatalf("stream describe without the retention settings: %q", out)

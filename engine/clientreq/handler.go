@@ -65,7 +65,8 @@ func (c *Handler) OnClientRequest(s *shard.Shard, req shard.ClientRequest, h *wi
 	switch h.Command {
 	case wire.CommandCreateStream, wire.CommandDeleteStream, wire.CommandListStreams, wire.CommandLookupStream:
 		c.n.metaSvc.submitClient(s, req, h, body)
-	case wire.CommandProduce, wire.CommandFetch, wire.CommandCommitCursor, wire.CommandGetCursor:
+	case wire.CommandProduce, wire.CommandFetch, wire.CommandCommitCursor, wire.CommandGetCursor,
+		wire.CommandListCursors, wire.CommandDeleteCursor:
 		c.data(s, req, h, body)
 	default:
 		c.refuse(s, req, wire.CodeInvalidRequest, 0, fmt.Sprintf("%s is not a client request", h.Command))
@@ -95,6 +96,12 @@ func (c *Handler) data(s *shard.Shard, req shard.ClientRequest, h *wire.Header, 
 	case wire.CommandGetCursor:
 		m.Kind = stream.KindGetCursor
 		m.Cursor, err = wire.DecodeGetCursor(h, body)
+	case wire.CommandListCursors:
+		m.Kind = stream.KindListCursors
+		m.CursorList, err = wire.DecodeListCursors(h, body)
+	case wire.CommandDeleteCursor:
+		m.Kind = stream.KindDeleteCursor
+		m.Cursor, err = wire.DecodeDeleteCursor(h, body)
 	}
 	if err != nil {
 		c.refuse(s, req, wire.CodeOf(err), 0, err.Error())
@@ -179,6 +186,12 @@ func (c *Handler) StreamReply(streamID uint64, r *stream.Reply) {
 	case stream.ReplyGetCursor:
 		r.Cursor.RequestID = rid
 		cs.frame = wire.AppendGetCursorReply(cs.frame[:0], c.n.from, &r.Cursor)
+	case stream.ReplyListCursors:
+		r.CursorList.RequestID = rid
+		cs.frame = wire.AppendListCursorsReply(cs.frame[:0], c.n.from, &r.CursorList, r.Cursors)
+	case stream.ReplyDeleteCursor:
+		r.Cursor.RequestID = rid
+		cs.frame = wire.AppendDeleteCursorReply(cs.frame[:0], c.n.from, &r.Cursor)
 	default:
 		r.Error.RequestID, r.Error.Stream = rid, streamID
 		cs.frame = wire.AppendErrorReply(cs.frame[:0], c.n.from, &r.Error)

@@ -38,7 +38,8 @@ func newMetrics(labels prometheus.Labels) *Metrics {
 	errs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ringstream_client_errors_total",
 		Help: "Client requests answered with an error reply, by code.", ConstLabels: labels}, []string{"code"})
 	for _, c := range []wire.Command{wire.CommandCreateStream, wire.CommandDeleteStream, wire.CommandListStreams,
-		wire.CommandLookupStream, wire.CommandProduce, wire.CommandFetch, wire.CommandCommitCursor, wire.CommandGetCursor} {
+		wire.CommandLookupStream, wire.CommandProduce, wire.CommandFetch, wire.CommandCommitCursor, wire.CommandGetCursor,
+		wire.CommandListCursors, wire.CommandDeleteCursor} {
 		m.byCommand[c] = requests.WithLabelValues(c.String())
 	}
 	for c := wire.CodeNotOwner; c <= wire.CodeLogFailed; c++ {

@@ -13,6 +13,7 @@ type BatchHeader struct {
 	ProducerID uint64 // 0: the producer opted out of deduplication
 	Sequence   uint64
 	Codec      uint8 // the producer's compression, stored and never read here
+	Format     uint8 // the records' format (wire.FormatValues or FormatRecords), stored as the batch version
 }
 
 // End is the offset just past the batch's last record.

@@ -76,14 +76,16 @@ type Copy struct {
 	now           uint64 // ticks
 
 	// Owner state.
-	followers []progress
-	acks      fifo[pendingAck]
-	producers producerTable
-	fetches   []fetchSlot
-	parked    int // fetches waiting for the confirmed tail
-	cursors   map[string]*uint64
-	cursorDue uint64 // tick at which queued cursor events are synced; 0: none queued
-	tails     []uint64
+	followers   []progress
+	acks        fifo[pendingAck]
+	producers   producerTable
+	fetches     []fetchSlot
+	parked      int // fetches waiting for the confirmed tail
+	cursors     map[string]*uint64
+	cursorDue   uint64 // tick at which queued cursor events are synced; 0: none queued
+	deletes     fifo[pendingDelete]
+	cursorNames []string // scratch of onListCursors
+	tails       []uint64
 
 	// Follower state.
 	agreed      uint64 // end of the furthest prepare accepted in this epoch
@@ -239,6 +241,8 @@ func (c *Copy) AppendDone(log wire.LogKind, end uint64) {
 	case RoleOwner:
 		if log == wire.LogRecords {
 			c.updateConfirmed()
+		} else {
+			c.confirmDeletes()
 		}
 		c.kickAll()
 	case RoleFollower:

@@ -10,8 +10,8 @@
 // (through segment) and in engine/sim.
 //
 // Inputs: New, then ObserveBatch and ObserveCursor for the retained log, then OpenDone; Step for
-// replication messages (prepare, prepare-ok) and client requests (produce, fetch, cursor commit and
-// read); Tick; the host's storage reports: EpochDone, AppendDone (a log's durable tail), ReadDone,
+// replication messages (prepare, prepare-ok) and client requests (produce, fetch, cursor commit, read,
+// list and delete); Tick; the host's storage reports: EpochDone, AppendDone (a log's durable tail), ReadDone,
 // LogFailed, Sealed, HeadMoved (retention, never past RetainLimit); and CommitSeen (the owner's
 // commit from its Commit entries, on a follower). Output: Ready's Effects, whose slices keep their
 // capacity. CheckInvariants asserts the whole state; tests and engine/sim run it after every input.
@@ -99,6 +99,21 @@
 //     the host to commit queued cursor events CursorSyncTicks after the first. Followers get cursor
 //     events by reads of the owner's durable cursor log, matched by offset only (no predecessor
 //     epoch), and commit them at once. Only the owner keeps the cursor map (fed on open).
+//   - Commits may move a cursor backwards: the last commit wins (an operator's reset is a commit of the
+//     offset it computed). A cursor list and a cursor read show the owner's cursor map, every commit it
+//     answered, durable or not, so what a list shows is what the consumer's next Cursor read returns.
+//   - A cursor list is served in name order (the map's names sorted per request: lists are rare and
+//     an operator's), at most wire.CursorListMax entries a reply, with the confirmed tail and the head
+//     the lags count from; an owner that has not proven its confirmed tail (readable) refuses it as
+//     unavailable, so a lag is never counted from a tail below one a reader saw.
+//   - A cursor delete appends a tombstone, asks for a cursor sync at once, and is answered once the
+//     W-th highest of the copies' durable cursor tails (the owner's and its followers' acknowledged
+//     ones, capped at the owner's) passes it, as a produce is. At most 64 wait (then CodeOverloaded);
+//     a sealed, failed or reassigned copy refuses those waiting, as it refuses waiting produces. A
+//     delete of a consumer with no cursor writes nothing and answers not found at once. A recovery
+//     picks the longest record log first and the longest cursor log only among equals, so a copy
+//     without the tombstone can still become owner when it holds more records: the delete is then lost
+//     as a commit can be (F18), and the operator sees the cursor again in the list.
 //   - Client refusals carry a constant text copied into the effects' buffer, so refusing allocates
 //     nothing in steady state; replication messages that cannot be used are counted (Stats), never
 //     answered with an error.

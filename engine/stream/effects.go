@@ -38,7 +38,8 @@ type Effects struct {
 	Replies     []Reply
 	Heartbeat   Heartbeat
 
-	text []byte // refusal texts of Replies
+	text        []byte            // refusal texts of Replies, and consumer names of cursor lists
+	cursorInfos []wire.CursorInfo // the entries of cursor list replies
 }
 
 // addText copies s into the effects' text buffer and returns it. Earlier texts stay valid when the
@@ -63,6 +64,8 @@ type Append struct {
 	Encoded       []byte
 	CursorName    []byte
 	CursorOffset  uint64
+	// CursorDelete: the cursor event is a tombstone for CursorName (segment.Copy.DeleteCursor).
+	CursorDelete bool
 }
 
 // Read asks for the batches of Log from offset From on, BytesMax bytes of them counted from From.
@@ -119,6 +122,8 @@ const (
 	ReplyCommitCursor ReplyKind = 3
 	ReplyGetCursor    ReplyKind = 4
 	ReplyError        ReplyKind = 5
+	ReplyListCursors  ReplyKind = 6 // CursorList and Cursors
+	ReplyDeleteCursor ReplyKind = 7 // Cursor: Found says a cursor was deleted, at Offset
 )
 
 // Reply is one answer to the client the host knows as Client (Message.Client of the request).
@@ -129,6 +134,9 @@ type Reply struct {
 	Fetch   wire.FetchReply
 	Cursor  wire.CursorReply
 	Error   wire.ErrorReply // Message is a constant text naming the cause
+	// CursorList and Cursors answer a cursor list; Cursors aliases the effects' buffers.
+	CursorList wire.ListCursorsReply
+	Cursors    []wire.CursorInfo
 	// ProduceBytes is a confirmed produce's batch size as appended (batch header included); 0 for
 	// a duplicate, whose batch was appended by the produce it repeats.
 	ProduceBytes uint32
@@ -161,4 +169,6 @@ func (fx *Effects) reset() {
 	fx.Replies = fx.Replies[:0]
 	fx.Heartbeat.Holders = fx.Heartbeat.Holders[:0]
 	fx.text = fx.text[:0]
+	clear(fx.cursorInfos)
+	fx.cursorInfos = fx.cursorInfos[:0]
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -167,8 +168,7 @@ func (n *node) apply(t tb, fx *stream.Effects) bool {
 		case a.Encoded != nil:
 			raw = bytes.Clone(a.Encoded)
 		case a.Log == wire.LogCursors:
-			payload := binary.LittleEndian.AppendUint64(bytes.Clone(a.CursorName), a.CursorOffset)
-			raw = encode(a.Header, payload)
+			raw = encode(a.Header, cursorEvent(a))
 		default:
 			raw = encode(a.Header, a.Payload)
 		}
@@ -212,6 +212,10 @@ func (n *node) apply(t tb, fx *stream.Effects) bool {
 	for _, r := range fx.Replies {
 		r.Fetch.Batches = bytes.Clone(r.Fetch.Batches)
 		r.Error.Message = bytes.Clone(r.Error.Message)
+		r.Cursors = slices.Clone(r.Cursors)
+		for i := range r.Cursors {
+			r.Cursors[i].Consumer = bytes.Clone(r.Cursors[i].Consumer)
+		}
 		n.replies = append(n.replies, r)
 	}
 	if len(fx.Reads) > 0 {
@@ -430,6 +434,17 @@ func payload(i int, size int) []byte {
 
 // reassign applies a newer assignment in place as a host does after a seal or for a role change
 // without a cut: appends made durable, Reassign, the cursors storage holds fed again, OpenDone.
+// cursorEvent is an owner's cursor append as segment encodes it: name length u16 | name, then the
+// offset unless it is a delete.
+func cursorEvent(a stream.Append) []byte {
+	b := binary.LittleEndian.AppendUint16(nil, uint16(len(a.CursorName)))
+	b = append(b, a.CursorName...)
+	if a.CursorDelete {
+		return b
+	}
+	return binary.LittleEndian.AppendUint64(b, a.CursorOffset)
+}
+
 func (n *node) reassign(t tb, a meta.Assignment) {
 	t.Helper()
 	n.sync(t)
@@ -437,13 +452,22 @@ func (n *node) reassign(t tb, a meta.Assignment) {
 	if err := n.c.Reassign(a, nil); err != nil {
 		t.Fatal(err)
 	}
+	cursors := map[string]uint64{} // what storage's cursor map holds: the last event of each name
 	for _, raw := range n.cur[:n.curSync] {
 		_, payload, _, err := segment.DecodeBatch(raw)
-		if err != nil || len(payload) < 8 {
+		if err != nil || len(payload) < 2 {
 			t.Fatalf("node %d: cursor event does not decode: %v", n.id, err)
 		}
-		name := payload[:len(payload)-8]
-		n.c.ObserveCursor(name, binary.LittleEndian.Uint64(payload[len(payload)-8:]))
+		name := payload[2 : 2+binary.LittleEndian.Uint16(payload)]
+		if len(payload) == 2+len(name) {
+			delete(cursors, string(name))
+			continue
+		}
+		cursors[string(name)] = binary.LittleEndian.Uint64(payload[2+len(name):])
+	}
+	names := slices.Sorted(maps.Keys(cursors))
+	for _, name := range names {
+		n.c.ObserveCursor([]byte(name), cursors[name])
 	}
 	n.c.OpenDone(stream.OpenState{RecordTail: n.recTail(), CursorTail: n.curTail(), LogEpochs: n.epochs})
 	n.ready(t)

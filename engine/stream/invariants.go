@@ -12,6 +12,8 @@ func (c *Copy) CheckInvariants() {
 	case RoleOwner:
 		assert.True(c.confirmed <= c.rec.durable, "stream: confirmed past the owner's durable tail")
 		assert.True(c.acks.len() <= c.cfg.ProducesMax, "stream: more produces waiting than ProducesMax")
+		assert.True(c.deletes.len() <= cursorDeletesMax, "stream: more cursor deletes waiting than cursorDeletesMax")
+		assert.True(c.deletes.len() == 0 || c.deletes.front().end <= c.cur.appended, "stream: a cursor delete waits past the cursor log")
 		assert.True(c.readFloor <= c.rec.durable, "stream: read floor past the owner's durable tail")
 		for i := range c.fetches {
 			f := &c.fetches[i]

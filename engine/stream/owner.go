@@ -105,7 +105,8 @@ func (c *Copy) onProduce(client uint64, m *wire.Produce) {
 		}
 	}
 	h := BatchHeader{BaseOffset: c.rec.appended, Count: m.Count, PayloadLen: uint32(len(m.Batch)),
-		Epoch: c.asg.Epoch, ProducerID: m.ProducerID, Sequence: m.Sequence, Codec: m.Codec}
+		Epoch: c.asg.Epoch, ProducerID: m.ProducerID, Sequence: m.Sequence, Codec: m.Codec,
+		Format: m.Format}
 	c.appendRecords(&h, m, size)
 	c.queueAck(pendingAck{client: client, requestID: m.RequestID, base: h.BaseOffset, end: h.End(), count: h.Count,
 		bytes: uint32(size)})
@@ -171,6 +172,7 @@ func (c *Copy) updateConfirmed() {
 // confirm them (its log failed, or it was sealed). A produce refused here may still be confirmed by
 // a later owner; its producer retries with the same sequence and is answered from the table.
 func (c *Copy) refuseWaiting(code wire.ErrorCode, msg string) {
+	c.refuseDeletes(code, msg)
 	for c.acks.len() > 0 {
 		a := c.acks.front()
 		c.refuse(a.client, a.requestID, code, msg)

@@ -386,6 +386,7 @@ func (c *Copy) onMismatch(i int, m *wire.StreamPrepareOK) {
 func (c *Copy) onCursorOK(p *progress, m *wire.StreamPrepareOK) {
 	if m.Status == wire.PrepareAppended {
 		p.cmatch = max(p.cmatch, min(m.CursorTail, c.cur.durable))
+		c.confirmDeletes()
 		return
 	}
 	if !p.creading {

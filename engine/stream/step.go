@@ -14,21 +14,24 @@ const (
 	KindFetch        Kind = 4
 	KindCommitCursor Kind = 5
 	KindGetCursor    Kind = 6
+	KindListCursors  Kind = 7 // wire.ListCursors in CursorList
+	KindDeleteCursor Kind = 8 // wire.CursorRequest in Cursor
 )
 
 // Message is one input for Step: a replication message from node From, or a client request whose
 // replies go to the host's Client. Only the field of Kind is read. Byte slices alias the frame the
 // host received: it keeps them until it has carried out the next Ready's Appends.
 type Message struct {
-	Kind      Kind
-	From      uint16
-	Client    uint64
-	Prepare   wire.StreamPrepare
-	PrepareOK wire.StreamPrepareOK
-	Epochs    wire.LogEpochs
-	Produce   wire.Produce
-	Fetch     wire.Fetch
-	Cursor    wire.CursorRequest
+	Kind       Kind
+	From       uint16
+	Client     uint64
+	Prepare    wire.StreamPrepare
+	PrepareOK  wire.StreamPrepareOK
+	Epochs     wire.LogEpochs
+	Produce    wire.Produce
+	Fetch      wire.Fetch
+	Cursor     wire.CursorRequest
+	CursorList wire.ListCursors
 }
 
 // Step takes one message. A message the copy cannot use (stale, for another copy, from a node that
@@ -48,6 +51,10 @@ func (c *Copy) Step(m *Message) {
 		c.onCommitCursor(m.Client, &m.Cursor)
 	case KindGetCursor:
 		c.onGetCursor(m.Client, &m.Cursor)
+	case KindListCursors:
+		c.onListCursors(m.Client, &m.CursorList)
+	case KindDeleteCursor:
+		c.onDeleteCursor(m.Client, &m.Cursor)
 	default:
 		c.stats.Ignored[IgnoreUnknownKind]++
 	}
@@ -74,6 +81,7 @@ const (
 	msgFetchesFull    = "too many fetches wait on this stream"
 	msgBelowHead      = "offset below the retained head"
 	msgCursorTooFar   = "cursor past the confirmed tail"
+	msgDeletesFull    = "too many cursor deletes wait for their copies"
 	msgReadFailed     = "reading the log failed"
 	msgPendingTooMany = "too many bytes wait for the log"
 )

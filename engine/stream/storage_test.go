@@ -108,6 +108,7 @@ func (n *diskNode) open() {
 	for _, e := range n.seg.Epochs() {
 		epochs = append(epochs, wire.LogEpoch{Epoch: uint32(e.Epoch), RecordStart: e.RecordStart, CursorStart: e.CursorStart})
 	}
+	n.seg.EachCursor(func(name string, off uint64) { c.ObserveCursor([]byte(name), off) })
 	n.c = c
 	c.OpenDone(stream.OpenState{RecordHead: n.seg.Records().Head(), RecordTail: rec, CursorTail: cur, LogEpochs: epochs})
 }
@@ -170,6 +171,8 @@ func (n *diskNode) effects() {
 		case a.Log == wire.LogRecords:
 			encoded[i] = a.Encoded
 			base, err = n.seg.AppendEncoded(n.token, a.Encoded)
+		case a.Encoded == nil && a.CursorDelete:
+			base, err = n.seg.DeleteCursor(n.token, uint64(a.Header.Epoch), string(a.CursorName))
 		case a.Encoded == nil:
 			base, err = n.seg.CommitCursor(n.token, uint64(a.Header.Epoch), string(a.CursorName), a.CursorOffset)
 		default:
@@ -213,6 +216,10 @@ func (n *diskNode) effects() {
 	}
 	for _, r := range fx.Replies {
 		r.Fetch.Batches = bytes.Clone(r.Fetch.Batches)
+		r.Cursors = slices.Clone(r.Cursors)
+		for i := range r.Cursors {
+			r.Cursors[i].Consumer = bytes.Clone(r.Cursors[i].Consumer)
+		}
 		n.reps = append(n.reps, r)
 	}
 }

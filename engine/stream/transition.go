@@ -62,6 +62,7 @@ func (c *Copy) Reassign(a meta.Assignment, starts []meta.HistoryStart) error {
 	c.followers = c.followers[:0]
 	c.tails = c.tails[:0]
 	c.acks.reset()
+	c.deletes.reset()
 	c.parked, c.cursorDue, c.confirmed = 0, 0, 0
 	clear(c.cursors)
 	c.agreed, c.ackBase, c.ackDue, c.cursorAck, c.ownerCommit = 0, 0, false, false, 0

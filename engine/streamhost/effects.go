@@ -103,6 +103,7 @@ func (cg *copyGroup) appendAll(fx *stream.Effects) (ob *buffer, err error) {
 		case a.Log == wire.LogRecords && a.Encoded == nil:
 			h := segment.BatchHeader{BaseOffset: a.Header.BaseOffset, RecordCount: a.Header.Count, Epoch: uint64(a.Header.Epoch),
 				ProducerID: a.Header.ProducerID, ProducerSeq: a.Header.Sequence, Codec: a.Header.Codec,
+				Version:        uint16(a.Header.Format),
 				FirstTimestamp: sh.nowMs, MaxTimestamp: sh.nowMs}
 			from := len(ob.b)
 			if a.PayloadSummed {
@@ -118,6 +119,9 @@ func (cg *copyGroup) appendAll(fx *stream.Effects) (ob *buffer, err error) {
 		case a.Log == wire.LogRecords:
 			cg.spanOf = append(cg.spanOf, -1)
 			base, err = cg.seg.AppendEncoded(cg.token, a.Encoded)
+		case a.Encoded == nil && a.CursorDelete:
+			cg.spanOf = append(cg.spanOf, -1)
+			base, err = cg.seg.DeleteCursor(cg.token, uint64(a.Header.Epoch), string(a.CursorName))
 		case a.Encoded == nil:
 			cg.spanOf = append(cg.spanOf, -1)
 			base, err = cg.seg.CommitCursor(cg.token, uint64(a.Header.Epoch), string(a.CursorName), a.CursorOffset)

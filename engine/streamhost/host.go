@@ -360,5 +360,6 @@ func checkedHeader(h *segment.BatchHeader, n int, err error) (stream.BatchHeader
 
 func headerOf(h *segment.BatchHeader) stream.BatchHeader {
 	return stream.BatchHeader{BaseOffset: h.BaseOffset, Count: h.RecordCount, PayloadLen: h.PayloadLen,
-		Epoch: uint32(h.Epoch), ProducerID: h.ProducerID, Sequence: h.ProducerSeq, Codec: h.Codec}
+		Epoch: uint32(h.Epoch), ProducerID: h.ProducerID, Sequence: h.ProducerSeq, Codec: h.Codec,
+		Format: uint8(h.Version)}
 }

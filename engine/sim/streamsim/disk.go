@@ -23,13 +23,14 @@ func decodeBatch(b []byte) (stream.BatchHeader, int, error) {
 		return stream.BatchHeader{}, 0, errors.New("streamsim: batch epoch above 32 bits")
 	}
 	return stream.BatchHeader{BaseOffset: h.BaseOffset, Count: h.RecordCount, PayloadLen: h.PayloadLen,
-		Epoch: uint32(h.Epoch), ProducerID: h.ProducerID, Sequence: h.ProducerSeq, Codec: h.Codec}, n, nil
+		Epoch: uint32(h.Epoch), ProducerID: h.ProducerID, Sequence: h.ProducerSeq, Codec: h.Codec,
+		Format: uint8(h.Version)}, n, nil
 }
 
 // encodeBatch is the host's encoding of an owner append (segment.Copy.Append does the same).
 func encodeBatch(h stream.BatchHeader, payload []byte) []byte {
 	sh := segment.BatchHeader{BaseOffset: h.BaseOffset, RecordCount: h.Count, Epoch: uint64(h.Epoch),
-		ProducerID: h.ProducerID, ProducerSeq: h.Sequence, Codec: h.Codec}
+		ProducerID: h.ProducerID, ProducerSeq: h.Sequence, Codec: h.Codec, Version: uint16(h.Format)}
 	return segment.AppendBatch(nil, &sh, payload)
 }
 
