@@ -48,17 +48,11 @@ func (q *createRequest) appendTo(dst []byte, from wire.From, id uint64, _ *Route
 	return wire.AppendCreateStream(dst, from, &q.m)
 }
 
-type nameRequest struct {
-	m       wire.StreamNameRequest
-	command wire.Command
-}
+type deleteRequest struct{ m wire.StreamNameRequest }
 
-func (q *nameRequest) appendTo(dst []byte, from wire.From, id uint64, _ *Route) []byte {
+func (q *deleteRequest) appendTo(dst []byte, from wire.From, id uint64, _ *Route) []byte {
 	q.m.RequestID = id
-	if q.command == wire.CommandDeleteStream {
-		return wire.AppendDeleteStream(dst, from, &q.m)
-	}
-	return wire.AppendLookupStream(dst, from, &q.m)
+	return wire.AppendDeleteStream(dst, from, &q.m)
 }
 
 type listRequest struct{ m wire.ListStreams }
@@ -104,7 +98,7 @@ func (c *Client) DeleteStream(ctx context.Context, name string) error {
 	if err := checkName("stream", name); err != nil {
 		return err
 	}
-	q := &nameRequest{m: wire.StreamNameRequest{Name: []byte(name)}, command: wire.CommandDeleteStream}
+	q := &deleteRequest{m: wire.StreamNameRequest{Name: []byte(name)}}
 	cl := newCall()
 	if err := c.exchange(ctx, "", q, cl, wire.CommandDeleteStreamReply, 0); err != nil {
 		return fmt.Errorf("client: delete stream %q: %w", name, err)
@@ -162,7 +156,7 @@ func (c *Client) Lookup(ctx context.Context, name string) (Route, error) {
 				return Route{}, fmt.Errorf("client: lookup %q: %w (last error: %w)", name, err, last)
 			}
 		}
-		r, err := c.route(ctx, name, cl, attempt)
+		r, err := c.route(ctx, name, cl, attempt, 0)
 		if err == nil {
 			return r, nil
 		}

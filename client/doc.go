@@ -13,7 +13,8 @@
 // (CodeNotOwner, CodeFenced, CodeStaleIncarnation, CodeLogFailed, CodeUnavailable, CodeOverloaded,
 // CodeNotYet), a lost connection, a node silent for RequestTimeout and a stream without an owner are
 // retried up to Config.Retries times, waiting BackoffMin doubled per attempt up to BackoffMax (with
-// jitter); all but CodeOverloaded and CodeNotYet look the owner up again first. CodeNotYet is a passing
+// jitter), except right after the owner was lost (below); all but CodeOverloaded and CodeNotYet look
+// the owner up again first. CodeNotYet is a passing
 // state the node names (a new incarnation's copy opening, a metadata primary being elected), retried
 // on the same route and returned as ErrNotYet only when the retries run out. Other refusals return at
 // once as *Error, which matches its sentinel (ErrUnknownStream, ErrStreamExists, ...) with errors.Is;
@@ -53,6 +54,12 @@
 //     stream. The producer id is random unless set; sequences start at 1 for each Producer.
 //   - A record is at most BatchBytes (1 MiB by default, the nodes' default batch limit) with its
 //     length prefix; a larger one is ErrRecordTooLarge before anything is sent.
+//   - The owner moving is waited on, not polled. After a request failed on the owner of epoch E (its
+//     connection lost or silent, a refusal saying it is not or no longer the owner, or no owner at
+//     E), the next attempt skips its backoff and sends a lookup asking for an assignment newer than E
+//     (wire.LookupStream's AfterEpoch, waiting up to 2 s at the metadata primary), which is answered
+//     the moment the new assignment commits. Once per epoch: if that lookup ends with nothing newer,
+//     the backoff applies as before, so a stream whose owner did not move is never asked in a loop.
 //   - Requests that name no stream (create, delete, list, lookup) go to any node: the node forwards
 //     metadata requests to the metadata primary. The client starts at the next seed address after a
 //     lost connection, and at the node a refusal named when it knows that node's address.

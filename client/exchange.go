@@ -24,20 +24,23 @@ func (c *Client) exchange(ctx context.Context, stream string, req request, cl *c
 	wait time.Duration) error {
 	var last error
 	var prefer string // a node an earlier refusal named
+	var moved ownerMoved
 	for attempt := 0; attempt <= c.cfg.Retries; attempt++ {
-		if attempt > 0 {
+		if attempt > 0 && !moved.askNow {
 			if err := c.backoff(ctx, cl.timer, attempt); err != nil {
 				return fmt.Errorf("%w (last error: %w)", err, last)
 			}
 		}
+		moved.askNow = false
 		r := &cl.route // in the call, not on the heap per request
 		*r = Route{}
-		cn, err := c.target(ctx, stream, cl, attempt, &prefer, r)
+		cn, err := c.target(ctx, stream, cl, attempt, &prefer, r, moved.after)
 		if err != nil {
 			if !mayRetry(ctx, err) {
 				return err
 			}
 			c.forget(stream) // the owner may have moved while it could not be reached
+			moved.failed(stream, r)
 			last = c.unreachable(stream, r, err)
 			continue
 		}
@@ -60,6 +63,7 @@ func (c *Client) exchange(ctx context.Context, stream string, req request, cl *c
 		if errors.As(err, &refused) {
 			if _, relookup := retryable(refused.Code); relookup {
 				c.forget(stream)
+				moved.failed(stream, r)
 			}
 			if addr, ok := c.nodeAddr(refused.Owner); ok && stream == "" {
 				prefer = addr
@@ -67,6 +71,7 @@ func (c *Client) exchange(ctx context.Context, stream string, req request, cl *c
 		} else {
 			c.dropConn(cn, err)
 			c.forget(stream)
+			moved.failed(stream, r)
 			err = c.unreachable(stream, r, err)
 		}
 		c.log.Debug("client: retrying", "stream", stream, "attempt", attempt+1, "err", err)
@@ -75,9 +80,30 @@ func (c *Client) exchange(ctx context.Context, stream string, req request, cl *c
 	return fmt.Errorf("client: gave up after %d attempts: %w", c.cfg.Retries+1, last)
 }
 
+// ownerMoved is what exchange knows of a stream's owner having moved: after a request failed on the
+// owner of epoch E (its connection lost, a refusal saying it is not or no longer the owner, or no
+// owner at E), the next attempt asks at once, without a backoff, for an assignment newer than E, and
+// the metadata primary answers when that commits (a long-poll lookup). Only once per epoch: when that
+// lookup ends without a newer owner, the backoff applies as before, so nothing spins.
+type ownerMoved struct {
+	after  uint32 // the epoch the next lookup waits past (0: a plain lookup)
+	polled uint32 // the highest epoch a lookup already waited past
+	askNow bool   // skip the next backoff
+}
+
+// failed notes that an attempt on route r of stream failed in a way that says the owner may have
+// moved.
+func (o *ownerMoved) failed(stream string, r *Route) {
+	if stream == "" || r.Epoch == 0 || r.Epoch <= o.polled {
+		return
+	}
+	o.after, o.polled, o.askNow = r.Epoch, r.Epoch, true
+}
+
 // target picks the connection of one attempt and fills r: the owner's for a stream, else any node's.
+// after, if above 0, makes the stream's lookup wait for an assignment newer than that epoch.
 func (c *Client) target(ctx context.Context, stream string, cl *call, attempt int, prefer *string,
-	r *Route) (*conn, error) {
+	r *Route, after uint32) (*conn, error) {
 	if stream == "" {
 		if *prefer != "" {
 			addr := *prefer
@@ -89,7 +115,7 @@ func (c *Client) target(ctx context.Context, stream string, cl *call, attempt in
 		return c.anyConn(ctx, attempt)
 	}
 	var err error
-	*r, err = c.route(ctx, stream, cl, attempt)
+	*r, err = c.route(ctx, stream, cl, attempt, after)
 	if err != nil {
 		return nil, err
 	}
@@ -147,23 +173,41 @@ func (c *Client) checkReply(cn *conn, cl *call, want wire.Command) error {
 	return err
 }
 
-// route returns the stream's owner: from the last lookup, or from a new one sent to any node. A
-// stream without an owner is ErrNoOwner, retried by the caller.
-func (c *Client) route(ctx context.Context, name string, cl *call, attempt int) (Route, error) {
+// ownerWaitMax is how long a lookup for a newer owner waits at the metadata primary: about ten times
+// a failover here, so one long poll covers a failover and its view change, and well within the
+// node's cap (clientreq's lookupWaitMax).
+const ownerWaitMax = 2 * time.Second
+
+// route returns the stream's owner: from the last lookup, or from a new one sent to any node. With
+// after above 0 the lookup waits (up to ownerWaitMax, within ctx) for an assignment newer than epoch
+// after; if none comes, the answer is the assignment as it stands. A stream without an owner is
+// ErrNoOwner, retried by the caller.
+func (c *Client) route(ctx context.Context, name string, cl *call, attempt int, after uint32) (Route, error) {
 	c.mu.Lock()
 	r, ok := c.routes[name]
 	c.mu.Unlock()
-	if ok {
+	if ok && r.Epoch > after {
 		return r, nil
 	}
 	cn, err := c.anyConn(ctx, attempt)
 	if err != nil {
 		return Route{}, err
 	}
+	req := wire.LookupStream{Name: []byte(name)}
+	var wait time.Duration
+	if after > 0 {
+		wait = ownerWaitMax
+		if dl, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(dl)/2)
+		}
+		if wait >= time.Millisecond {
+			req.AfterEpoch, req.WaitMs = after, uint32(wait/time.Millisecond)
+		}
+	}
 	cl.id = c.id()
-	cl.out = wire.AppendLookupStream(cl.out[:0], wire.From{Cluster: c.cfg.Cluster},
-		&wire.StreamNameRequest{RequestID: cl.id, Name: []byte(name)})
-	err = cn.roundTrip(ctx, cl, c.cfg.RequestTimeout)
+	req.RequestID = cl.id
+	cl.out = wire.AppendLookupStream(cl.out[:0], wire.From{Cluster: c.cfg.Cluster}, &req)
+	err = cn.roundTrip(ctx, cl, c.cfg.RequestTimeout+wait)
 	if err == nil {
 		err = c.checkReply(cn, cl, wire.CommandLookupStreamReply)
 	}

@@ -152,7 +152,7 @@ func (p *Producer) fill(w *window, free *[][]byte) (time.Duration, bool) {
 
 // launch sends s's request on its stream owner's connection without waiting for the answer.
 func (p *Producer) launch(s *slot) error {
-	r, err := p.c.route(p.ctx, p.cfg.Stream, s.cl, 0)
+	r, err := p.c.route(p.ctx, p.cfg.Stream, s.cl, 0, 0)
 	if err != nil {
 		return err
 	}

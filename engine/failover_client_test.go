@@ -71,7 +71,7 @@ func lookupOwner(via netip.AddrPort, name string) (wire.LookupStreamReply, error
 	}
 	defer cn.close()
 	if err := cn.write(wire.AppendLookupStream(nil, wire.From{Cluster: nodeTestCluster},
-		&wire.StreamNameRequest{RequestID: 3, Name: []byte(name)})); err != nil {
+		&wire.LookupStream{RequestID: 3, Name: []byte(name)})); err != nil {
 		return wire.LookupStreamReply{}, err
 	}
 	h, body, err := cn.read(time.Second)

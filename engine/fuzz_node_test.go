@@ -94,7 +94,7 @@ func (fc *fuzzCluster) lookupAnswered(t *testing.T) {
 	t.Helper()
 	fc.rid++
 	h, body := roundTrip(t, fc.good.c, "the reference lookup", wire.AppendLookupStream(nil, wire.From{Cluster: nodeTestCluster},
-		&wire.StreamNameRequest{RequestID: fc.rid, Name: []byte(referenceStream)}))
+		&wire.LookupStream{RequestID: fc.rid, Name: []byte(referenceStream)}))
 	if e := errorOf(t, h, body); e != nil {
 		t.Fatalf("lookup of the reference stream after the input: %v %s", e.Code, e.Message)
 	}
@@ -185,7 +185,7 @@ func answeredOrClosed(t *testing.T, c net.Conn) bool {
 	const rid = 1<<63 + 12345
 	_ = c.SetWriteDeadline(time.Now().Add(fuzzAnswerBound))
 	if _, err := c.Write(wire.AppendLookupStream(nil, wire.From{Cluster: nodeTestCluster},
-		&wire.StreamNameRequest{RequestID: rid, Name: []byte(referenceStream)})); err != nil {
+		&wire.LookupStream{RequestID: rid, Name: []byte(referenceStream)})); err != nil {
 		return false // closed already
 	}
 	_ = c.SetReadDeadline(time.Now().Add(fuzzAnswerBound))
@@ -253,7 +253,7 @@ func clientSeeds() []frameSeed {
 		wire.AppendCreateStream(nil, from, &wire.CreateStream{RequestID: 1, Name: []byte("seed"), Copies: 3, Policy: wire.PolicyMajority}),
 		wire.AppendDeleteStream(nil, from, &wire.StreamNameRequest{RequestID: 2, Name: []byte("seed")}),
 		wire.AppendListStreams(nil, from, &wire.ListStreams{RequestID: 3, Limit: 10}),
-		wire.AppendLookupStream(nil, from, &wire.StreamNameRequest{RequestID: 4, Name: []byte("seed")}),
+		wire.AppendLookupStream(nil, from, &wire.LookupStream{RequestID: 4, Name: []byte("seed")}),
 		wire.AppendProduce(nil, from, &wire.Produce{RequestID: 5, Stream: 1, ProducerID: 9, Sequence: 1, Count: 1, Batch: []byte("x")}),
 		wire.AppendFetch(nil, from, &wire.Fetch{RequestID: 6, Stream: 1, BytesMax: 1 << 20, WaitMs: 1}),
 		wire.AppendCommitCursor(nil, from, &wire.CursorRequest{RequestID: 7, Stream: 1, Consumer: []byte("c"), Offset: 5}),

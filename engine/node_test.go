@@ -323,7 +323,7 @@ func (tc *testClient) createLooked(name string) (wire.StreamIDReply, wire.Lookup
 func (tc *testClient) lookup(name string) (wire.LookupStreamReply, *wire.ErrorReply) {
 	tc.t.Helper()
 	rid := tc.next()
-	tc.write(wire.AppendLookupStream(nil, wire.From{Cluster: nodeTestCluster}, &wire.StreamNameRequest{RequestID: rid,
+	tc.write(wire.AppendLookupStream(nil, wire.From{Cluster: nodeTestCluster}, &wire.LookupStream{RequestID: rid,
 		Name: []byte(name)}))
 	h, body := tc.read()
 	if e := errorOf(tc.t, h, body); e != nil {

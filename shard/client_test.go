@@ -208,7 +208,7 @@ func TestClientReachesStreamOnAnotherShard(t *testing.T) {
 				request(t, c, stream*100+uint64(conn), stream, shards)
 			}
 			// A request naming no stream is served on the connection's own shard.
-			lookup := wire.AppendLookupStream(nil, wire.From{Cluster: testCluster}, &wire.StreamNameRequest{RequestID: 7, Name: []byte("s")})
+			lookup := wire.AppendLookupStream(nil, wire.From{Cluster: testCluster}, &wire.LookupStream{RequestID: 7, Name: []byte("s")})
 			if _, err := c.Write(lookup); err != nil {
 				t.Fatal(err)
 			}

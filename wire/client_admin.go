@@ -153,8 +153,8 @@ func decodeStreamIDReply(h *Header, body []byte, c Command) (StreamIDReply, erro
 	return m, nil
 }
 
-// StreamNameRequest names one stream: a delete-stream request (command 62) or a lookup of the stream's
-// owner (command 74). Area: request_id u64. Body: the name.
+// StreamNameRequest names one stream: a delete-stream request (command 62). Area: request_id u64.
+// Body: the name.
 type StreamNameRequest struct {
 	RequestID uint64
 	Name      []byte
@@ -163,11 +163,6 @@ type StreamNameRequest struct {
 // AppendDeleteStream appends a delete-stream request.
 func AppendDeleteStream(dst []byte, from From, m *StreamNameRequest) []byte {
 	return appendStreamNameRequest(dst, from, CommandDeleteStream, m)
-}
-
-// AppendLookupStream appends a request for a stream's owner and metadata.
-func AppendLookupStream(dst []byte, from From, m *StreamNameRequest) []byte {
-	return appendStreamNameRequest(dst, from, CommandLookupStream, m)
 }
 
 func appendStreamNameRequest(dst []byte, from From, c Command, m *StreamNameRequest) []byte {
@@ -184,9 +179,47 @@ func DecodeDeleteStream(h *Header, body []byte) (StreamNameRequest, error) {
 	return decodeStreamNameRequest(h, body, CommandDeleteStream)
 }
 
+// LookupStream asks who owns the stream named Name (command 74). With AfterEpoch above 0 it is a long
+// poll: the metadata primary answers once the stream's assignment is newer than AfterEpoch and has an
+// owner (no recovery pending), or when WaitMs has passed (then with what it holds), whichever comes
+// first; a client that lost the owner of epoch E asks for one after E and learns the new owner the
+// moment it commits, instead of polling. The node caps the wait (clientreq's lookupWaitMax).
+// Area: request_id u64 | after_epoch u32 | wait_ms u32. Body: the name.
+type LookupStream struct {
+	RequestID  uint64
+	Name       []byte
+	AfterEpoch uint32
+	WaitMs     uint32
+}
+
+const (
+	lookupAfterEpoch = 8
+	lookupWaitMs     = 12
+	lookupReqAreaEnd = 16
+)
+
+// AppendLookupStream appends a request for a stream's owner and metadata.
+func AppendLookupStream(dst []byte, from From, m *LookupStream) []byte {
+	assert.True(validStreamName(m.Name), "wire: lookup with an invalid name")
+	h := Header{Command: CommandLookupStream}
+	put64(h.Area[:], clientRequestID, m.RequestID)
+	put32(h.Area[:], lookupAfterEpoch, m.AfterEpoch)
+	put32(h.Area[:], lookupWaitMs, m.WaitMs)
+	dst, start := startFrame(dst, from, &h)
+	dst = append(dst, m.Name...)
+	return endFrame(dst, start, 0)
+}
+
 // DecodeLookupStream reads a parsed lookup request; Name aliases body.
-func DecodeLookupStream(h *Header, body []byte) (StreamNameRequest, error) {
-	return decodeStreamNameRequest(h, body, CommandLookupStream)
+func DecodeLookupStream(h *Header, body []byte) (LookupStream, error) {
+	if err := checkHeader(h, CommandLookupStream, lookupReqAreaEnd); err != nil {
+		return LookupStream{}, err
+	}
+	if err := validateName(body, "stream", CodeBadStreamName, StreamNameRule); err != nil {
+		return LookupStream{}, err
+	}
+	return LookupStream{RequestID: get64(h.Area[:], clientRequestID), Name: body,
+		AfterEpoch: get32(h.Area[:], lookupAfterEpoch), WaitMs: get32(h.Area[:], lookupWaitMs)}, nil
 }
 
 func decodeStreamNameRequest(h *Header, body []byte, c Command) (StreamNameRequest, error) {

@@ -103,6 +103,7 @@ func commandCases() []commandCase {
 	create := wire.CreateStream{RequestID: 1, Name: []byte("orders"), Copies: 3, Policy: wire.PolicyCount, ConfirmCount: 2}
 	idReply := wire.StreamIDReply{RequestID: 1, Stream: 77, Incarnation: 2}
 	nameReq := wire.StreamNameRequest{RequestID: 2, Name: []byte("orders")}
+	lookup := wire.LookupStream{RequestID: 2, Name: []byte("orders"), AfterEpoch: 6, WaitMs: 2000}
 	list := wire.ListStreams{RequestID: 3, After: 10, Limit: 100}
 	listReply := wire.ListStreamsReply{RequestID: 3, More: true}
 	lookupReply := wire.LookupStreamReply{RequestID: 4, Stream: 77, Incarnation: 2, Epoch: 6, Owner: 3, OwnerAddr: []byte("127.0.0.1:7003")}
@@ -241,9 +242,9 @@ func commandCases() []commandCase {
 			},
 			decoded{listReply, testStreams}, true},
 		{"lookup stream", wire.CommandLookupStream,
-			func(d []byte) []byte { return wire.AppendLookupStream(d, fromClient, &nameReq) },
+			func(d []byte) []byte { return wire.AppendLookupStream(d, fromClient, &lookup) },
 			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeLookupStream(h, b) }),
-			decoded{Msg: nameReq}, false},
+			decoded{Msg: lookup}, false},
 		{"lookup stream reply", wire.CommandLookupStreamReply,
 			func(d []byte) []byte { return wire.AppendLookupStreamReply(d, fromNode, &lookupReply) },
 			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeLookupStreamReply(h, b) }),

@@ -62,9 +62,8 @@ func reencode(c wire.Command, d decoded, h *wire.Header) []byte {
 		}
 		return wire.AppendDeleteStreamReply(nil, from, &m)
 	case wire.StreamNameRequest:
-		if c == wire.CommandDeleteStream {
-			return wire.AppendDeleteStream(nil, from, &m)
-		}
+		return wire.AppendDeleteStream(nil, from, &m)
+	case wire.LookupStream:
 		return wire.AppendLookupStream(nil, from, &m)
 	case wire.ListStreams:
 		return wire.AppendListStreams(nil, from, &m)

@@ -17,7 +17,7 @@ func TestStreamNameRule(t *testing.T) {
 		strings.Repeat("n", wire.NameSizeMax+1)}
 	create := wire.CreateStream{RequestID: 1, Name: []byte("x"), Copies: 1, Policy: wire.PolicyMajority}
 	hc, _ := parse(t, wire.AppendCreateStream(nil, fromClient, &create))
-	hl, _ := parse(t, wire.AppendLookupStream(nil, fromClient, &wire.StreamNameRequest{RequestID: 2, Name: []byte("x")}))
+	hl, _ := parse(t, wire.AppendLookupStream(nil, fromClient, &wire.LookupStream{RequestID: 2, Name: []byte("x")}))
 	check := func(name string, want bool) {
 		t.Helper()
 		errs := []error{wire.ValidateStreamName(name)}

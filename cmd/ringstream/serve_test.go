@@ -152,7 +152,7 @@ func TestServe_ThreeProcessesFormClusterAndStopOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, body = w.retry("lookup", func(rid uint64) []byte {
-		return wire.AppendLookupStream(nil, from, &wire.StreamNameRequest{RequestID: rid, Name: []byte("orders")})
+		return wire.AppendLookupStream(nil, from, &wire.LookupStream{RequestID: rid, Name: []byte("orders")})
 	})
 	look, err := wire.DecodeLookupStreamReply(&h, body)
 	if err != nil || look.Owner == 0 {

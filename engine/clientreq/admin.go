@@ -24,7 +24,7 @@ func (m *Service) local(ctx context.Context, j *metaJob) []byte {
 		if err != nil {
 			return m.refusal(rid, wire.CodeOf(err), err.Error())
 		}
-		return m.lookup(ctx, rid, string(req.Name))
+		return m.lookup(ctx, &req)
 	case wire.CommandListStreams:
 		req, err := wire.DecodeListStreams(&j.h, j.body)
 		if err != nil {
@@ -47,30 +47,84 @@ func (m *Service) local(ctx context.Context, j *metaJob) []byte {
 	return m.refusal(rid, wire.CodeInvalidRequest, fmt.Sprintf("%s is not a metadata request", j.h.Command))
 }
 
-// lookup answers who owns the stream named name, with the owner's client address.
-func (m *Service) lookup(ctx context.Context, rid uint64, name string) []byte {
-	var frame []byte
-	err := m.OnShard0(ctx, func() {
-		st := m.n.meta.State()
-		s, ok := st.StreamByName(name)
-		if !ok {
-			frame = m.refusal(rid, wire.CodeUnknownStream, fmt.Sprintf("no stream is named %q", name))
-			return
-		}
-		a, _ := st.Assignment(s.ID)
-		r := wire.LookupStreamReply{RequestID: rid, Stream: s.ID, Incarnation: s.Incarnation, Epoch: a.Epoch}
-		if _, recovering := st.RecoveryOf(s.ID); !recovering {
-			r.Owner = a.Owner
-			if addr, ok := m.n.clientAddrOf(a.Owner); ok {
-				r.OwnerAddr = []byte(addr)
-			}
-		}
-		frame = wire.AppendLookupStreamReply(nil, m.n.from, &r)
-	})
-	if err != nil {
-		return m.proposeRefusal(rid, err)
+// lookup answers who owns the stream req names, with the owner's client address. A long poll
+// (req.AfterEpoch above 0) is answered once the stream's assignment is newer than AfterEpoch and has
+// an owner, or when its wait (capped at lookupWaitMax) ends, with what the state holds then; it
+// wakes on each change of the replica (metahost.Group.Changed), never on a timer of its own.
+func (m *Service) lookup(ctx context.Context, req *wire.LookupStream) []byte {
+	rid, name := req.RequestID, string(req.Name)
+	var expired <-chan time.Time
+	if req.AfterEpoch > 0 {
+		t := time.NewTimer(m.lookupWait(req))
+		defer t.Stop()
+		expired = t.C
 	}
-	return frame
+	last := req.AfterEpoch == 0
+	for {
+		var frame []byte
+		var changed <-chan struct{}
+		err := m.OnShard0(ctx, func() {
+			if !m.n.meta.Status().Primary {
+				frame = m.refusal(rid, wire.CodeNotYet, fmt.Sprintf("node %d is no longer the metadata primary; retry", m.n.id))
+				return
+			}
+			st := m.n.meta.State()
+			s, ok := st.StreamByName(name)
+			if !ok {
+				frame = m.refusal(rid, wire.CodeUnknownStream, fmt.Sprintf("no stream is named %q", name))
+				return
+			}
+			a, _ := st.Assignment(s.ID)
+			r := wire.LookupStreamReply{RequestID: rid, Stream: s.ID, Incarnation: s.Incarnation, Epoch: a.Epoch}
+			if _, recovering := st.RecoveryOf(s.ID); !recovering {
+				r.Owner = a.Owner
+				if addr, ok := m.n.clientAddrOf(a.Owner); ok {
+					r.OwnerAddr = []byte(addr)
+				}
+			}
+			if last || (r.Epoch > req.AfterEpoch && r.Owner != 0) {
+				frame = wire.AppendLookupStreamReply(nil, m.n.from, &r)
+				return
+			}
+			changed = m.n.meta.Changed()
+		})
+		if err != nil {
+			return m.proposeRefusal(rid, err)
+		}
+		if frame != nil {
+			return frame
+		}
+		select {
+		case <-changed:
+		case <-expired:
+			last = true
+		case <-ctx.Done():
+			return m.refusal(rid, wire.CodeUnavailable, "the lookup's wait was cut short; retry")
+		}
+	}
+}
+
+// lookupWaitMax caps a long-poll lookup's wait. It is also kept below half the node's
+// MetaRequestTimeout, so that a forwarded lookup is answered by the primary before its forwarder
+// gives up on it.
+const lookupWaitMax = 5 * time.Second
+
+// lookupWait is how long a long-poll lookup may wait here.
+func (m *Service) lookupWait(req *wire.LookupStream) time.Duration {
+	return min(time.Duration(req.WaitMs)*time.Millisecond, lookupWaitMax, m.n.metaRequestTimeout/2)
+}
+
+// longPollLookup reports how long j may wait on this node for a primary to serve it: a long-poll
+// lookup on a node with a metadata replica (whose changes it can wait on); 0 for anything else.
+func (m *Service) longPollLookup(j *metaJob) time.Duration {
+	if j.h.Command != wire.CommandLookupStream || m.n.meta == nil {
+		return 0
+	}
+	req, err := wire.DecodeLookupStream(&j.h, j.body)
+	if err != nil || req.AfterEpoch == 0 {
+		return 0
+	}
+	return m.lookupWait(&req)
 }
 
 // clientAddrOf is node id's client address: as registered in the metadata state, else as configured.

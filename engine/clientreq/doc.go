@@ -20,6 +20,15 @@
 //     answer; a forward never takes a second hop from a replica. A request that found no primary, or
 //     whose answer did not come within Config.MetaRequestTimeout (engine.NodeOptions.MetaRequestTimeout), is answered CodeUnavailable:
 //     the client retries. At most metaRequestsMax run at once per node; more are CodeOverloaded.
+//   - A lookup may be a long poll (wire.LookupStream.AfterEpoch): the primary answers once the
+//     stream's assignment is newer than that epoch and has an owner, or when the wait ends (at most
+//     lookupWaitMax, 5 s, and half of MetaRequestTimeout), with what it holds then. It wakes on the
+//     replica's changes (metahost.Group.Changed), never on a timer of its own. A forwarding node
+//     holds such a lookup through a view change: while its replica knows no primary, or the one it
+//     forwarded to stopped being primary, it waits for the replica's next change and tries again.
+//   - A forwarded request stops waiting once the forwarding replica's view has moved past the node it
+//     was sent to (that node may be dead): it is answered CodeUnavailable at once, not after
+//     MetaRequestTimeout.
 //   - A create places the copies on the registered nodes the primary's node reaches (shard 0 link
 //     up) holding the fewest copies, then the lowest ids; the first is the owner. Too few reachable
 //     nodes is CodeUnavailable. A replicated stream's assignment carries the cluster's

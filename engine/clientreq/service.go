@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ringstream/ringstream/engine/controlhost"
 	"github.com/ringstream/ringstream/engine/meta"
@@ -121,18 +122,62 @@ func (m *Service) answer(j *metaJob, frame []byte) {
 	})
 }
 
-// serve answers j: locally on the metadata primary, else through the primary's node.
+// serve answers j: locally on the metadata primary, else through the primary's node. A long-poll
+// lookup that finds no primary to ask (the group electing one, or the one it names unreachable)
+// waits here for the replica's next change and tries again, within its wait: the client learns the
+// new owner when it commits instead of retrying on a backoff through the view change.
 func (m *Service) serve(ctx context.Context, j *metaJob) []byte {
+	var expired <-chan time.Time
+	for {
+		frame, again := m.serveOnce(ctx, j)
+		if !again {
+			return frame
+		}
+		if expired == nil {
+			d := m.longPollLookup(j)
+			if d == 0 {
+				return frame
+			}
+			t := time.NewTimer(d)
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case <-m.changes(ctx):
+		case <-expired:
+			return frame
+		case <-ctx.Done():
+			return frame
+		}
+	}
+}
+
+// changes is the local metadata replica's next-change channel (metahost.Group.Changed); nil, which
+// never fires, on a node without a replica or when shard 0 did not answer.
+func (m *Service) changes(ctx context.Context) <-chan struct{} {
+	if m.n.meta == nil {
+		return nil
+	}
+	var ch <-chan struct{}
+	if m.OnShard0(ctx, func() { ch = m.n.meta.Changed() }) != nil {
+		return nil
+	}
+	return ch
+}
+
+// serveOnce is one try of serve; again reports a refusal that a change of the local replica may
+// clear (no primary known, or the one named did not take the forward).
+func (m *Service) serveOnce(ctx context.Context, j *metaJob) (frame []byte, again bool) {
 	rid := j.requestID()
 	if g := m.n.meta; g != nil && g.Status().Primary {
-		return m.local(ctx, j)
+		return m.local(ctx, j), false
 	}
 	if j.from != 0 && (rid&forwardedOnce != 0 || m.n.meta == nil) {
-		return m.refusal(rid, wire.CodeNotYet, fmt.Sprintf("node %d is not the metadata primary; retry", m.n.id))
+		return m.refusal(rid, wire.CodeNotYet, fmt.Sprintf("node %d is not the metadata primary; retry", m.n.id)), false
 	}
 	target := m.primaryGuess()
 	if target == 0 {
-		return m.refusal(rid, wire.CodeNotYet, "the metadata group is electing a primary; retry")
+		return m.refusal(rid, wire.CodeNotYet, "the metadata group is electing a primary; retry"), true
 	}
 	return m.forward(ctx, j, target)
 }
@@ -151,8 +196,9 @@ func (m *Service) primaryGuess() uint16 {
 	return reps[int(m.guess.Load())%len(reps)]
 }
 
-// forward sends j to target under a request id of this node's and waits for the answer.
-func (m *Service) forward(ctx context.Context, j *metaJob, target uint16) []byte {
+// forward sends j to target under a request id of this node's and waits for the answer; again
+// reports that target could not be reached (not that it refused).
+func (m *Service) forward(ctx context.Context, j *metaJob, target uint16) (frame []byte, again bool) {
 	rid := j.requestID()
 	id := m.fwdNext.Add(1)
 	if m.n.meta != nil {
@@ -167,28 +213,40 @@ func (m *Service) forward(ctx context.Context, j *metaJob, target uint16) []byte
 		delete(m.fwd, id)
 		m.mu.Unlock()
 	}()
-	frame := reframe(nil, &j.h, j.body, m.n.id, id)
+	out := reframe(nil, &j.h, j.body, m.n.id, id)
 	err := m.n.shard.Run(0, func(s *shard.Shard) {
-		if err := s.SendFrame(target, frame); err != nil {
+		if err := s.SendFrame(target, out); err != nil {
 			done <- nil
 		}
 	})
 	if err != nil {
-		return m.refusal(rid, wire.CodeUnavailable, fmt.Sprintf("node %d is stopping", m.n.id))
+		return m.refusal(rid, wire.CodeUnavailable, fmt.Sprintf("node %d is stopping", m.n.id)), false
 	}
 	m.n.metrics.forwards.Inc()
-	select {
-	case reply := <-done:
-		if reply != nil {
-			h, body, err := wire.ParseFrame(reply)
-			if err == nil {
-				return reframe(nil, &h, body, m.n.id, rid)
+	changed := m.changes(ctx)
+	for {
+		select {
+		case reply := <-done:
+			if reply != nil {
+				h, body, err := wire.ParseFrame(reply)
+				if err == nil {
+					return reframe(nil, &h, body, m.n.id, rid), false
+				}
 			}
+		case <-changed:
+			if m.primaryGuess() == target {
+				changed = m.changes(ctx) // the commit moved: target is still the primary
+				continue
+			}
+			// The view moved on: target is no longer the primary (it may be dead), so waiting out
+			// MetaRequestTimeout for its answer would only hold the client.
+			return m.refusal(rid, wire.CodeUnavailable, fmt.Sprintf("node %d stopped being the metadata primary; retry", target)), true
+		case <-ctx.Done():
 		}
-	case <-ctx.Done():
+		break
 	}
 	m.guess.Add(1)
-	return m.refusal(rid, wire.CodeUnavailable, fmt.Sprintf("the metadata primary (node %d) did not answer; retry", target))
+	return m.refusal(rid, wire.CodeUnavailable, fmt.Sprintf("the metadata primary (node %d) did not answer; retry", target)), ctx.Err() == nil
 }
 
 // OnPeerFrame takes a node-level client frame from a peer: a forwarded request to serve, or the answer

@@ -98,6 +98,9 @@ type Group struct {
 	// commitHeard and heardPrimary are Status's CommitHeard and HeardPrimary (shard 0 only).
 	commitHeard  uint64
 	heardPrimary bool
+	// changed is closed by publish when the view, the primary, the normal status or the applied
+	// commit moved; nil until Changed asks for one (shard 0 only).
+	changed chan struct{}
 
 	mu           sync.Mutex
 	inbox        []proposal
@@ -467,6 +470,23 @@ func (g *Group) publish() {
 		Recovering: g.replica.Recovering(), PersistErr: g.persistErr, EagerFailovers: g.stats.EagerFailovers,
 		CommitHeard: g.commitHeard, HeardPrimary: g.heardPrimary}
 	g.mu.Lock()
+	prev := g.status
 	g.status = st
 	g.mu.Unlock()
+	if g.changed != nil && (st.View != prev.View || st.Commit != prev.Commit || st.Primary != prev.Primary ||
+		st.Normal != prev.Normal) {
+		close(g.changed)
+		g.changed = nil
+	}
+}
+
+// Changed returns a channel that is closed the next time the replica's view, primary, normal status
+// or applied commit moves: a long-poll reader of the metadata state (a lookup waiting for a newer
+// assignment) waits on it instead of polling. Shard 0 only; every caller until that change gets the
+// same channel.
+func (g *Group) Changed() <-chan struct{} {
+	if g.changed == nil {
+		g.changed = make(chan struct{})
+	}
+	return g.changed
 }
