@@ -156,7 +156,7 @@ func (c *Client) Lookup(ctx context.Context, name string) (Route, error) {
 				return Route{}, fmt.Errorf("client: lookup %q: %w (last error: %w)", name, err, last)
 			}
 		}
-		r, err := c.route(ctx, name, cl, attempt, 0)
+		r, err := c.route(ctx, name, cl, attempt)
 		if err == nil {
 			return r, nil
 		}

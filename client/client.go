@@ -28,6 +28,7 @@ type Client struct {
 	conns   map[string]*conn  // live connections by client address
 	nodes   map[uint16]string // node id -> client address, learned from handshakes and lookups
 	routes  map[string]Route  // stream name -> its owner, from the last lookup
+	lost    map[string]uint32 // stream name -> the epoch whose owner a request lost (see lostOwner)
 	seed    int               // where the next "any node" request starts among cfg.Addrs
 	workers sync.WaitGroup    // connection readers and producers
 	prods   map[*Producer]struct{}
@@ -54,7 +55,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger, conns: make(map[string]*conn), nodes: make(map[uint16]string),
-		routes: make(map[string]Route), prods: make(map[*Producer]struct{})}
+		routes: make(map[string]Route), lost: make(map[string]uint32), prods: make(map[*Producer]struct{})}
 	if _, err := c.anyConn(ctx, 0); err != nil {
 		c.Close()
 		return nil, err

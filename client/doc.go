@@ -56,10 +56,12 @@
 //     length prefix; a larger one is ErrRecordTooLarge before anything is sent.
 //   - The owner moving is waited on, not polled. After a request failed on the owner of epoch E (its
 //     connection lost or silent, a refusal saying it is not or no longer the owner, or no owner at
-//     E), the next attempt skips its backoff and sends a lookup asking for an assignment newer than E
-//     (wire.LookupStream's AfterEpoch, waiting up to 2 s at the metadata primary), which is answered
-//     the moment the new assignment commits. Once per epoch: if that lookup ends with nothing newer,
-//     the backoff applies as before, so a stream whose owner did not move is never asked in a loop.
+//     E), the client remembers E for the stream, and its next lookup (a retry's, or a pipelined
+//     producer's resend) asks for an assignment newer than E (wire.LookupStream's AfterEpoch, waiting
+//     up to 2 s at the metadata primary): it is answered the moment the new assignment commits. The
+//     first retry after such a failure skips its backoff, once per epoch; the memory is dropped by the
+//     first answer at or past E, so if the wait ends with nothing newer the backoff applies as
+//     before, and a stream whose owner did not move is never asked in a loop.
 //   - Requests that name no stream (create, delete, list, lookup) go to any node: the node forwards
 //     metadata requests to the metadata primary. The client starts at the next seed address after a
 //     lost connection, and at the node a refusal named when it knows that node's address.

@@ -34,13 +34,13 @@ func (c *Client) exchange(ctx context.Context, stream string, req request, cl *c
 		moved.askNow = false
 		r := &cl.route // in the call, not on the heap per request
 		*r = Route{}
-		cn, err := c.target(ctx, stream, cl, attempt, &prefer, r, moved.after)
+		cn, err := c.target(ctx, stream, cl, attempt, &prefer, r)
 		if err != nil {
 			if !mayRetry(ctx, err) {
 				return err
 			}
 			c.forget(stream) // the owner may have moved while it could not be reached
-			moved.failed(stream, r)
+			moved.failed(c, stream, r)
 			last = c.unreachable(stream, r, err)
 			continue
 		}
@@ -63,7 +63,7 @@ func (c *Client) exchange(ctx context.Context, stream string, req request, cl *c
 		if errors.As(err, &refused) {
 			if _, relookup := retryable(refused.Code); relookup {
 				c.forget(stream)
-				moved.failed(stream, r)
+				moved.failed(c, stream, r)
 			}
 			if addr, ok := c.nodeAddr(refused.Owner); ok && stream == "" {
 				prefer = addr
@@ -71,7 +71,7 @@ func (c *Client) exchange(ctx context.Context, stream string, req request, cl *c
 		} else {
 			c.dropConn(cn, err)
 			c.forget(stream)
-			moved.failed(stream, r)
+			moved.failed(c, stream, r)
 			err = c.unreachable(stream, r, err)
 		}
 		c.log.Debug("client: retrying", "stream", stream, "attempt", attempt+1, "err", err)
@@ -86,24 +86,49 @@ func (c *Client) exchange(ctx context.Context, stream string, req request, cl *c
 // the metadata primary answers when that commits (a long-poll lookup). Only once per epoch: when that
 // lookup ends without a newer owner, the backoff applies as before, so nothing spins.
 type ownerMoved struct {
-	after  uint32 // the epoch the next lookup waits past (0: a plain lookup)
 	polled uint32 // the highest epoch a lookup already waited past
 	askNow bool   // skip the next backoff
 }
 
 // failed notes that an attempt on route r of stream failed in a way that says the owner may have
-// moved.
-func (o *ownerMoved) failed(stream string, r *Route) {
-	if stream == "" || r.Epoch == 0 || r.Epoch <= o.polled {
+// moved: the client remembers the epoch (lostOwner), and the next attempt asks at once.
+func (o *ownerMoved) failed(c *Client, stream string, r *Route) {
+	if stream == "" || r.Epoch == 0 {
 		return
 	}
-	o.after, o.polled, o.askNow = r.Epoch, r.Epoch, true
+	c.lostOwner(stream, r.Epoch)
+	if r.Epoch <= o.polled {
+		return
+	}
+	o.polled, o.askNow = r.Epoch, true
+}
+
+// lostOwner remembers that the owner of stream at epoch was lost: every lookup of the stream until
+// one answers with a newer assignment asks for one newer than epoch (a long poll).
+func (c *Client) lostOwner(stream string, epoch uint32) {
+	if stream == "" || epoch == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.lost[stream] = max(c.lost[stream], epoch)
+	c.mu.Unlock()
+}
+
+// ownerLost reports whether err, a request's failure on a stream's owner, says the owner may have
+// moved: its connection was lost or went silent, or it refused as not (or no longer) the owner.
+func ownerLost(err error) bool {
+	var refused *Error
+	if errors.As(err, &refused) {
+		_, relookup := retryable(refused.Code)
+		return relookup
+	}
+	return !errors.Is(err, ErrProtocol) && !errors.Is(err, ErrClosed) && !errors.Is(err, context.Canceled) &&
+		!errors.Is(err, context.DeadlineExceeded)
 }
 
 // target picks the connection of one attempt and fills r: the owner's for a stream, else any node's.
-// after, if above 0, makes the stream's lookup wait for an assignment newer than that epoch.
 func (c *Client) target(ctx context.Context, stream string, cl *call, attempt int, prefer *string,
-	r *Route, after uint32) (*conn, error) {
+	r *Route) (*conn, error) {
 	if stream == "" {
 		if *prefer != "" {
 			addr := *prefer
@@ -115,7 +140,7 @@ func (c *Client) target(ctx context.Context, stream string, cl *call, attempt in
 		return c.anyConn(ctx, attempt)
 	}
 	var err error
-	*r, err = c.route(ctx, stream, cl, attempt, after)
+	*r, err = c.route(ctx, stream, cl, attempt)
 	if err != nil {
 		return nil, err
 	}
@@ -178,15 +203,16 @@ func (c *Client) checkReply(cn *conn, cl *call, want wire.Command) error {
 // node's cap (clientreq's lookupWaitMax).
 const ownerWaitMax = 2 * time.Second
 
-// route returns the stream's owner: from the last lookup, or from a new one sent to any node. With
-// after above 0 the lookup waits (up to ownerWaitMax, within ctx) for an assignment newer than epoch
-// after; if none comes, the answer is the assignment as it stands. A stream without an owner is
-// ErrNoOwner, retried by the caller.
-func (c *Client) route(ctx context.Context, name string, cl *call, attempt int, after uint32) (Route, error) {
+// route returns the stream's owner: from the last lookup, or from a new one sent to any node. When
+// the client lost the stream's owner at some epoch (lostOwner), the lookup waits (up to ownerWaitMax,
+// within ctx) for an assignment newer than that; if none comes, the answer is the assignment as it
+// stands. A stream without an owner is ErrNoOwner, retried by the caller.
+func (c *Client) route(ctx context.Context, name string, cl *call, attempt int) (Route, error) {
 	c.mu.Lock()
 	r, ok := c.routes[name]
+	after := c.lost[name]
 	c.mu.Unlock()
-	if ok && r.Epoch > after {
+	if ok {
 		return r, nil
 	}
 	cn, err := c.anyConn(ctx, attempt)
@@ -226,6 +252,14 @@ func (c *Client) route(ctx context.Context, name string, cl *call, attempt int, 
 	}
 	r = Route{Name: name, Stream: m.Stream, Incarnation: m.Incarnation, Epoch: m.Epoch, Owner: m.Owner,
 		OwnerAddr: string(m.OwnerAddr)}
+	c.mu.Lock()
+	if r.Epoch >= c.lost[name] {
+		// Answered at or past the epoch lost: a newer owner, or the long poll's wait ended with the
+		// same one. Either way the next lookup asks plainly, and a request that fails on this route
+		// notes its epoch again.
+		delete(c.lost, name)
+	}
+	c.mu.Unlock()
 	if r.Owner != 0 && r.OwnerAddr == "" {
 		r.OwnerAddr, _ = c.nodeAddr(r.Owner)
 	}

@@ -24,8 +24,17 @@ type movedCluster struct {
 }
 
 func newMovedCluster(t *testing.T, newOwnerKnown bool) *movedCluster {
+	return newMovedClusterDropping(t, newOwnerKnown, false)
+}
+
+// newMovedClusterDropping is newMovedCluster whose old owner, if dies, closes the connection of a
+// produce instead of refusing it (its node was killed).
+func newMovedClusterDropping(t *testing.T, newOwnerKnown, dies bool) *movedCluster {
 	mc := &movedCluster{newOwnerKnown: newOwnerKnown}
 	mc.old = startFake(t, 1, func(h *wire.Header, body []byte) ([]byte, bool) {
+		if dies {
+			return nil, true
+		}
 		return mc.old.refuse(h, wire.CodeNotOwner, "node 1 does not own stream 7"), false
 	})
 	mc.fresh = startFake(t, 2, func(h *wire.Header, body []byte) ([]byte, bool) { return mc.stream.handle(h, body) })
@@ -87,6 +96,13 @@ func TestOwnerMoved_NextLookupWaitsForANewerOwnerWithoutBackoff(t *testing.T) {
 		t.Fatalf("produces: old owner %d, new owner %d; want 1 each", mc.old.count(wire.CommandProduce),
 			mc.fresh.count(wire.CommandProduce))
 	}
+	// The new owner is known: a later lookup asks plainly again.
+	if _, err := c.Lookup(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if got := mc.seenLookups(); len(got) != 3 || got[2].AfterEpoch != 0 {
+		t.Fatalf("lookups %+v: the one after the new owner was learned still waits for a newer one", got)
+	}
 }
 
 // TestOwnerMoved_NoNewerOwnerFallsBackToTheBackoff: when the long poll ends without a newer owner,
@@ -103,5 +119,31 @@ func TestOwnerMoved_NoNewerOwnerFallsBackToTheBackoff(t *testing.T) {
 	}
 	if got := mc.seenLookups(); len(got) != 2 || got[1].AfterEpoch != 1 {
 		t.Fatalf("lookups %+v: want a plain one and one long poll, then the backoff", got)
+	}
+}
+
+// TestOwnerMoved_PipelinedResendAsksForTheNextOwner: a pipelined producer (InFlight 4) whose owner's
+// connection dies resends its window through a lookup that already asks for an owner newer than the
+// lost one's epoch: its first lookup after the loss is the long poll, with no backoff before it.
+func TestOwnerMoved_PipelinedResendAsksForTheNextOwner(t *testing.T) {
+	mc := newMovedClusterDropping(t, true, true)
+	c := dialTest(t, noBackoffConfig(mc.meta.addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := c.Producer(ProducerConfig{Stream: "orders", Linger: -1, InFlight: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"a", "b", "c"} {
+		if err := p.Append(ctx, []byte(r)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("produce across the owner's death: %v", err)
+	}
+	got := mc.seenLookups()
+	if len(got) != 2 || got[0].AfterEpoch != 0 || got[1].AfterEpoch != 1 {
+		t.Fatalf("lookups %+v: want a plain one, then the resend's for an owner after epoch 1", got)
 	}
 }

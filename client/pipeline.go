@@ -152,7 +152,7 @@ func (p *Producer) fill(w *window, free *[][]byte) (time.Duration, bool) {
 
 // launch sends s's request on its stream owner's connection without waiting for the answer.
 func (p *Producer) launch(s *slot) error {
-	r, err := p.c.route(p.ctx, p.cfg.Stream, s.cl, 0, 0)
+	r, err := p.c.route(p.ctx, p.cfg.Stream, s.cl, 0)
 	if err != nil {
 		return err
 	}
@@ -181,6 +181,9 @@ func (p *Producer) recover(w *window, free *[][]byte) bool {
 				return false
 			}
 		}
+	}
+	if f := w.front(); f.err != nil && ownerLost(f.err) {
+		p.c.lostOwner(p.cfg.Stream, f.cl.route.Epoch) // the resend's lookup waits for the next owner
 	}
 	p.c.forget(p.cfg.Stream)
 	for w.n > 0 {
