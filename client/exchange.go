@@ -39,8 +39,8 @@ func (c *Client) exchange(ctx context.Context, stream string, req request, cl *c
 			if !mayRetry(ctx, err) {
 				return err
 			}
-			c.forget(stream) // the owner may have moved while it could not be reached
-			moved.failed(c, stream, r)
+			c.forget(stream)           // the owner may have moved while it could not be reached
+			moved.failed(c, stream, r) // r.Epoch is set when no owner was named or it was unreachable
 			last = c.unreachable(stream, r, err)
 			continue
 		}
@@ -63,15 +63,19 @@ func (c *Client) exchange(ctx context.Context, stream string, req request, cl *c
 		if errors.As(err, &refused) {
 			if _, relookup := retryable(refused.Code); relookup {
 				c.forget(stream)
+			}
+			if ownerGone(refused.Code) {
 				moved.failed(c, stream, r)
 			}
 			if addr, ok := c.nodeAddr(refused.Owner); ok && stream == "" {
 				prefer = addr
 			}
 		} else {
+			// The connection was lost or went silent: the owner may have died, or only the
+			// connection did. The next attempt reconnects to the same owner at once; if that fails,
+			// the owner is unreachable and the attempt after it waits for the next owner.
 			c.dropConn(cn, err)
-			c.forget(stream)
-			moved.failed(c, stream, r)
+			moved.reconnect(stream, r)
 			err = c.unreachable(stream, r, err)
 		}
 		c.log.Debug("client: retrying", "stream", stream, "attempt", attempt+1, "err", err)
@@ -80,14 +84,38 @@ func (c *Client) exchange(ctx context.Context, stream string, req request, cl *c
 	return fmt.Errorf("client: gave up after %d attempts: %w", c.cfg.Retries+1, last)
 }
 
-// ownerMoved is what exchange knows of a stream's owner having moved: after a request failed on the
-// owner of epoch E (its connection lost, a refusal saying it is not or no longer the owner, or no
-// owner at E), the next attempt asks at once, without a backoff, for an assignment newer than E, and
-// the metadata primary answers when that commits (a long-poll lookup). Only once per epoch: when that
-// lookup ends without a newer owner, the backoff applies as before, so nothing spins.
+// ownerMoved is what exchange knows of a stream's owner having moved: after a request found the
+// owner of epoch E gone (unreachable, a refusal saying it is not or no longer the owner, or no owner
+// at E), the next attempt asks at once, without a backoff, for an assignment newer than E, and the
+// metadata primary answers when that commits (a long-poll lookup). After a lost connection the next
+// attempt first reconnects to the same owner at once. Each only once per epoch: when it does not
+// help, the backoff applies as before, so nothing spins.
 type ownerMoved struct {
-	polled uint32 // the highest epoch a lookup already waited past
-	askNow bool   // skip the next backoff
+	polled      uint32 // the highest epoch a lookup already waited past
+	reconnected uint32 // the highest epoch whose owner was reconnected to without a backoff
+	askNow      bool   // skip the next backoff
+}
+
+// reconnect notes that the connection to the owner of route r was lost: the route is kept, and the
+// next attempt reconnects to it without a backoff (once per epoch; else the route is forgotten and
+// the backoff applies).
+func (o *ownerMoved) reconnect(stream string, r *Route) {
+	if stream == "" || r.Epoch == 0 || r.Epoch <= o.reconnected {
+		return
+	}
+	o.reconnected, o.askNow = r.Epoch, true
+}
+
+// ownerGone reports whether a refusal by a stream's owner says that it is not, or no longer, the
+// owner, or that it cannot go on as one (its log failed): a newer assignment is coming or here.
+// CodeUnavailable is not among them: it is a passing state of the owner (a copy opening, a new owner
+// proving its tail), looked up again plainly after a backoff.
+func ownerGone(code wire.ErrorCode) bool {
+	switch code {
+	case wire.CodeNotOwner, wire.CodeFenced, wire.CodeStaleIncarnation, wire.CodeLogFailed:
+		return true
+	}
+	return false
 }
 
 // failed notes that an attempt on route r of stream failed in a way that says the owner may have
@@ -112,18 +140,6 @@ func (c *Client) lostOwner(stream string, epoch uint32) {
 	c.mu.Lock()
 	c.lost[stream] = max(c.lost[stream], epoch)
 	c.mu.Unlock()
-}
-
-// ownerLost reports whether err, a request's failure on a stream's owner, says the owner may have
-// moved: its connection was lost or went silent, or it refused as not (or no longer) the owner.
-func ownerLost(err error) bool {
-	var refused *Error
-	if errors.As(err, &refused) {
-		_, relookup := retryable(refused.Code)
-		return relookup
-	}
-	return !errors.Is(err, ErrProtocol) && !errors.Is(err, ErrClosed) && !errors.Is(err, context.Canceled) &&
-		!errors.Is(err, context.DeadlineExceeded)
 }
 
 // target picks the connection of one attempt and fills r: the owner's for a stream, else any node's.

@@ -28,11 +28,12 @@ func newMovedCluster(t *testing.T, newOwnerKnown bool) *movedCluster {
 }
 
 // newMovedClusterDropping is newMovedCluster whose old owner, if dies, closes the connection of a
-// produce instead of refusing it (its node was killed).
+// produce and its listener instead of refusing it (its node was killed).
 func newMovedClusterDropping(t *testing.T, newOwnerKnown, dies bool) *movedCluster {
 	mc := &movedCluster{newOwnerKnown: newOwnerKnown}
 	mc.old = startFake(t, 1, func(h *wire.Header, body []byte) ([]byte, bool) {
 		if dies {
+			_ = mc.old.ln.Close() // killed: the connection closes and no new one is taken
 			return nil, true
 		}
 		return mc.old.refuse(h, wire.CodeNotOwner, "node 1 does not own stream 7"), false
@@ -123,8 +124,8 @@ func TestOwnerMoved_NoNewerOwnerFallsBackToTheBackoff(t *testing.T) {
 }
 
 // TestOwnerMoved_PipelinedResendAsksForTheNextOwner: a pipelined producer (InFlight 4) whose owner's
-// connection dies resends its window through a lookup that already asks for an owner newer than the
-// lost one's epoch: its first lookup after the loss is the long poll, with no backoff before it.
+// node dies reconnects to it at once, finds it unreachable, and asks at once for an owner newer than
+// the lost one's epoch: its only lookup after the loss is that long poll, with no backoff before it.
 func TestOwnerMoved_PipelinedResendAsksForTheNextOwner(t *testing.T) {
 	mc := newMovedClusterDropping(t, true, true)
 	c := dialTest(t, noBackoffConfig(mc.meta.addr))
@@ -145,5 +146,43 @@ func TestOwnerMoved_PipelinedResendAsksForTheNextOwner(t *testing.T) {
 	got := mc.seenLookups()
 	if len(got) != 2 || got[0].AfterEpoch != 0 || got[1].AfterEpoch != 1 {
 		t.Fatalf("lookups %+v: want a plain one, then the resend's for an owner after epoch 1", got)
+	}
+}
+
+// TestOwnerMoved_LostConnectionReconnectsToTheSameOwner: a connection to a live owner that closes
+// under a produce is not taken for the owner's death: the next attempt reconnects to the same owner
+// at once, with no lookup and no backoff, and the produce is confirmed there.
+func TestOwnerMoved_LostConnectionReconnectsToTheSameOwner(t *testing.T) {
+	var s *fakeStream
+	var n *fakeNode
+	var dropped sync.Once
+	n = startFake(t, 1, func(h *wire.Header, body []byte) ([]byte, bool) {
+		switch h.Command {
+		case wire.CommandLookupStream:
+			return n.lookupReply(h, 1, n.addr), false
+		case wire.CommandProduce:
+			drop := false
+			dropped.Do(func() { drop = true })
+			if drop {
+				return nil, true
+			}
+		}
+		return s.handle(h, body)
+	})
+	s = newFakeStream(n)
+	c := dialTest(t, noBackoffConfig(n.addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.CommitCursor(ctx, "orders", "reader", 0); err != nil {
+		t.Fatal(err) // a route to the owner, before the produce
+	}
+	if _, err := produceOne(t, c, ProducerConfig{Stream: "orders", Linger: -1}, "a"); err != nil {
+		t.Fatalf("produce after a lost connection: %v (a backoff of an hour would show as the deadline)", err)
+	}
+	if got := n.count(wire.CommandLookupStream); got != 1 {
+		t.Fatalf("%d lookups, want 1: a lost connection to a live owner needs none", got)
+	}
+	if got := n.count(wire.CommandProduce); got != 2 {
+		t.Fatalf("%d produces, want 2", got)
 	}
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"time"
 
 	"github.com/ringstream/ringstream/wire"
@@ -182,10 +183,15 @@ func (p *Producer) recover(w *window, free *[][]byte) bool {
 			}
 		}
 	}
-	if f := w.front(); f.err != nil && ownerLost(f.err) {
-		p.c.lostOwner(p.cfg.Stream, f.cl.route.Epoch) // the resend's lookup waits for the next owner
+	var refused *Error
+	if f := w.front(); errors.As(f.err, &refused) {
+		if ownerGone(refused.Code) {
+			p.c.lostOwner(p.cfg.Stream, f.cl.route.Epoch) // the resend's lookup waits for the next owner
+		}
+		p.c.forget(p.cfg.Stream)
 	}
-	p.c.forget(p.cfg.Stream)
+	// A lost connection keeps the route: the resend reconnects to the same owner, and if that fails
+	// it waits for the next one (exchange).
 	for w.n > 0 {
 		s := w.front()
 		err := p.c.exchange(p.ctx, p.cfg.Stream, &s.q, s.cl, wire.CommandProduceReply, 0)

@@ -38,7 +38,8 @@ func readLookup(t *testing.T, cn *conn) wire.LookupStreamReply {
 // assignment newer than the current epoch waits at the metadata primary, through the owner's death
 // and the view change it causes when that node held the primary too, and is answered with the new
 // owner at the newer epoch; a client that lost its owner learns the new one the moment it commits,
-// without polling on a backoff. A long poll whose wait ends with nothing newer is answered with the
+// without polling on a backoff. A plain lookup sent as the primary dies is held through the view
+// change and answered. A long poll whose wait ends with nothing newer is answered with the
 // assignment as it stands, and one asking past an older epoch is answered at once.
 func TestLookup_LongPollAnsweredWhenTheNewOwnerCommits(t *testing.T) {
 	c := newFailoverCluster(t, 50)
@@ -73,7 +74,18 @@ func TestLookup_LongPollAnsweredWhenTheNewOwnerCommits(t *testing.T) {
 	}
 	defer waiting.close()
 	longPollLookup(t, waiting, "orders", before.Epoch, 5000)
+	plain, err := dialConn(c.client[survivor])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.close()
 	c.nodes[before.Owner].Kill()
+	// A plain lookup sent as the metadata primary dies is held through the view change and served by
+	// the next primary, not refused into the client's backoff.
+	longPollLookup(t, plain, "orders", 0, 0)
+	if r := readLookup(t, plain); r.Stream != before.Stream {
+		t.Fatalf("a plain lookup through the view change answered %+v", r)
+	}
 	r := readLookup(t, waiting)
 	if r.Epoch <= before.Epoch || r.Owner == 0 || r.Owner == before.Owner || len(r.OwnerAddr) == 0 {
 		t.Fatalf("the long poll answered %+v after node %d (owner at epoch %d) was killed, want a new owner at a newer epoch",

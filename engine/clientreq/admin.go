@@ -114,17 +114,25 @@ func (m *Service) lookupWait(req *wire.LookupStream) time.Duration {
 	return min(time.Duration(req.WaitMs)*time.Millisecond, lookupWaitMax, m.n.metaRequestTimeout/2)
 }
 
-// longPollLookup reports how long j may wait on this node for a primary to serve it: a long-poll
-// lookup on a node with a metadata replica (whose changes it can wait on); 0 for anything else.
-func (m *Service) longPollLookup(j *metaJob) time.Duration {
-	if j.h.Command != wire.CommandLookupStream || m.n.meta == nil {
+// primaryWaitMax bounds how long a metadata request waits on a node that knows no primary to send it
+// to (the group electing one, or the one it named gone) before it is refused: about four view changes
+// here, so a request that meets a failover of the metadata primary is served by the next one instead
+// of being refused into the client's backoff.
+const primaryWaitMax = time.Second
+
+// primaryWait reports how long j may wait on this node for a primary to serve it: a long-poll lookup
+// its own wait, any other request primaryWaitMax (both within half of MetaRequestTimeout); 0 on a node
+// without a metadata replica, which has no changes to wait on.
+func (m *Service) primaryWait(j *metaJob) time.Duration {
+	if m.n.meta == nil {
 		return 0
 	}
-	req, err := wire.DecodeLookupStream(&j.h, j.body)
-	if err != nil || req.AfterEpoch == 0 {
-		return 0
+	if j.h.Command == wire.CommandLookupStream {
+		if req, err := wire.DecodeLookupStream(&j.h, j.body); err == nil && req.AfterEpoch > 0 {
+			return max(m.lookupWait(&req), min(primaryWaitMax, m.n.metaRequestTimeout/2))
+		}
 	}
-	return m.lookupWait(&req)
+	return min(primaryWaitMax, m.n.metaRequestTimeout/2)
 }
 
 // clientAddrOf is node id's client address: as registered in the metadata state, else as configured.

@@ -23,9 +23,11 @@
 //   - A lookup may be a long poll (wire.LookupStream.AfterEpoch): the primary answers once the
 //     stream's assignment is newer than that epoch and has an owner, or when the wait ends (at most
 //     lookupWaitMax, 5 s, and half of MetaRequestTimeout), with what it holds then. It wakes on the
-//     replica's changes (metahost.Group.Changed), never on a timer of its own. A forwarding node
-//     holds such a lookup through a view change: while its replica knows no primary, or the one it
-//     forwarded to stopped being primary, it waits for the replica's next change and tries again.
+//     replica's changes (metahost.Group.Changed), never on a timer of its own.
+//   - A forwarding node holds a metadata request through a view change: while its replica knows no
+//     primary, or the one it forwarded to stopped being primary, it waits for the replica's next
+//     change and tries again, for up to 1 s (primaryWaitMax; a long-poll lookup its own wait), then
+//     refuses it (CodeNotYet or CodeUnavailable) as before. A node without a replica forwards once.
 //   - A forwarded request stops waiting once the forwarding replica's view has moved past the node it
 //     was sent to (that node may be dead): it is answered CodeUnavailable at once, not after
 //     MetaRequestTimeout.

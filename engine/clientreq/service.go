@@ -122,10 +122,10 @@ func (m *Service) answer(j *metaJob, frame []byte) {
 	})
 }
 
-// serve answers j: locally on the metadata primary, else through the primary's node. A long-poll
-// lookup that finds no primary to ask (the group electing one, or the one it names unreachable)
-// waits here for the replica's next change and tries again, within its wait: the client learns the
-// new owner when it commits instead of retrying on a backoff through the view change.
+// serve answers j: locally on the metadata primary, else through the primary's node. A request that
+// finds no primary to ask (the group electing one, or the one it named gone) waits here for the
+// replica's next change and tries again, within primaryWait: a client meets a view change as a
+// slower answer, not as a refusal into its backoff.
 func (m *Service) serve(ctx context.Context, j *metaJob) []byte {
 	var expired <-chan time.Time
 	for {
@@ -134,7 +134,7 @@ func (m *Service) serve(ctx context.Context, j *metaJob) []byte {
 			return frame
 		}
 		if expired == nil {
-			d := m.longPollLookup(j)
+			d := m.primaryWait(j)
 			if d == 0 {
 				return frame
 			}
@@ -197,7 +197,7 @@ func (m *Service) primaryGuess() uint16 {
 }
 
 // forward sends j to target under a request id of this node's and waits for the answer; again
-// reports that target could not be reached (not that it refused).
+// reports that target could not be reached, or answered that it could not serve as the primary.
 func (m *Service) forward(ctx context.Context, j *metaJob, target uint16) (frame []byte, again bool) {
 	rid := j.requestID()
 	id := m.fwdNext.Add(1)
@@ -230,7 +230,7 @@ func (m *Service) forward(ctx context.Context, j *metaJob, target uint16) (frame
 			if reply != nil {
 				h, body, err := wire.ParseFrame(reply)
 				if err == nil {
-					return reframe(nil, &h, body, m.n.id, rid), false
+					return reframe(nil, &h, body, m.n.id, rid), primaryCouldNotServe(&h, body)
 				}
 			}
 		case <-changed:
@@ -247,6 +247,17 @@ func (m *Service) forward(ctx context.Context, j *metaJob, target uint16) (frame
 	}
 	m.guess.Add(1)
 	return m.refusal(rid, wire.CodeUnavailable, fmt.Sprintf("the metadata primary (node %d) did not answer; retry", target)), ctx.Err() == nil
+}
+
+// primaryCouldNotServe reports a forwarded request's answer that says the node was not, or stopped
+// being, the primary that could serve it (CodeNotYet, CodeUnavailable): the request may be tried
+// again once the forwarding replica's view moves.
+func primaryCouldNotServe(h *wire.Header, body []byte) bool {
+	if h.Command != wire.CommandErrorReply {
+		return false
+	}
+	e, err := wire.DecodeErrorReply(h, body)
+	return err == nil && (e.Code == wire.CodeNotYet || e.Code == wire.CodeUnavailable)
 }
 
 // OnPeerFrame takes a node-level client frame from a peer: a forwarded request to serve, or the answer
