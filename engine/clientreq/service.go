@@ -72,29 +72,38 @@ func newService(n *node) *Service {
 
 // submitClient takes a client's metadata request on shard s (its connection's shard).
 func (m *Service) submitClient(s *shard.Shard, req shard.ClientRequest, h *wire.Header, body []byte) {
-	if !m.start(metaJob{h: *h, body: append([]byte(nil), body...), client: req}) {
-		m.n.clients.refuse(s, req, wire.CodeOverloaded, 0,
-			fmt.Sprintf("node %d serves %d metadata requests already; retry", m.n.id, metaRequestsMax))
+	if err := m.start(metaJob{h: *h, body: append([]byte(nil), body...), client: req}); err != nil {
+		m.n.clients.refuse(s, req, err.code, 0, err.msg)
 	}
 }
 
-// start runs j on a goroutine of its own; false when metaRequestsMax are running or the service closed.
-func (m *Service) start(j metaJob) bool {
+// notStarted says why a metadata request was not taken: the node is stopping (CodeUnavailable: the
+// client goes elsewhere, a forwarder waits for the next primary) or serves metaRequestsMax already
+// (CodeOverloaded).
+type notStarted struct {
+	code wire.ErrorCode
+	msg  string
+}
+
+// start runs j on a goroutine of its own, or says why not: the service closed, or metaRequestsMax
+// are running.
+func (m *Service) start(j metaJob) *notStarted {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		return false
+		return &notStarted{wire.CodeUnavailable, fmt.Sprintf("node %d is stopping; retry", m.n.id)}
 	}
 	select {
 	case m.sem <- struct{}{}:
 	default:
 		m.mu.Unlock()
-		return false
+		return &notStarted{wire.CodeOverloaded, fmt.Sprintf("node %d serves %d metadata requests already; retry",
+			m.n.id, metaRequestsMax)}
 	}
 	m.wg.Add(1)
 	m.mu.Unlock()
 	go m.run(j)
-	return true
+	return nil
 }
 
 func (m *Service) run(j metaJob) {
@@ -266,9 +275,8 @@ func (m *Service) OnPeerFrame(s *shard.Shard, from uint16, h *wire.Header, body 
 	switch h.Command {
 	case wire.CommandCreateStream, wire.CommandDeleteStream, wire.CommandListStreams, wire.CommandLookupStream:
 		j := metaJob{h: *h, body: append([]byte(nil), body...), from: from}
-		if !m.start(j) {
-			frame := m.refusal(j.requestID(), wire.CodeOverloaded, fmt.Sprintf("node %d serves %d metadata requests already; retry", m.n.id, metaRequestsMax))
-			_ = s.SendFrame(from, frame)
+		if err := m.start(j); err != nil {
+			_ = s.SendFrame(from, m.refusal(j.requestID(), err.code, err.msg))
 		}
 	case wire.CommandCreateStreamReply, wire.CommandDeleteStreamReply, wire.CommandListStreamsReply,
 		wire.CommandLookupStreamReply, wire.CommandErrorReply:
