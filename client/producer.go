@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -32,6 +33,10 @@ type ProducerConfig struct {
 	Linger time.Duration
 	// Codec compresses each batch (CodecNone, CodecZstd, CodecS2).
 	Codec Codec
+	// Format is the batches' record format (0: FormatRecords, with keys, headers and timestamps).
+	// FormatValues writes values only, for readers that predate FormatRecords; AppendRecord then refuses
+	// a record with a key or headers, and its records' timestamps are their batch's append time.
+	Format Format
 	// ProducerID names this producer to the stream's owner, which answers a retried batch (same id and
 	// sequence) with its first offset instead of appending it again. 0 draws a random id. Sequences
 	// start at 1 in each Producer, so an id set here must not be reused by another Producer of the
@@ -70,6 +75,9 @@ func (c ProducerConfig) withDefaults() ProducerConfig {
 	if c.InFlight == 0 {
 		c.InFlight = 1
 	}
+	if c.Format == 0 {
+		c.Format = FormatRecords
+	}
 	if c.ProducerID == 0 {
 		for c.ProducerID == 0 {
 			c.ProducerID = rand.Uint64()
@@ -92,6 +100,9 @@ func (c ProducerConfig) validate() error {
 	case c.Codec > CodecS2:
 		return fmt.Errorf("%w: ProducerConfig.Codec %d", ErrConfig, c.Codec)
 	}
+	if err := wire.ValidateFormat(uint8(c.Format)); err != nil {
+		return fmt.Errorf("%w: ProducerConfig.Format: %w", ErrConfig, err)
+	}
 	return nil
 }
 
@@ -109,9 +120,10 @@ type Producer struct {
 	kick   chan struct{} // one token: the open batch changed
 
 	mu        sync.Mutex
-	open      []byte // records of the batch being filled
+	open      []byte // records of the batch being filled (FormatRecords: after its base timestamp)
 	openCount uint32
 	openSince time.Time
+	openBase  int64  // FormatRecords: the open batch's base timestamp, unix ms
 	openFull  bool   // a record waits for room: send the open batch now
 	spare     []byte // the other buffer, free while no batch is in flight
 	seq       uint64 // the sequence of the next batch sent
@@ -148,7 +160,7 @@ func (c *Client) Producer(cfg ProducerConfig) (*Producer, error) {
 	p := &Producer{c: c, cfg: cfg, ctx: ctx, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1),
 		open: make([]byte, 0, cfg.BatchBytes), spare: make([]byte, 0, cfg.BatchBytes), seq: 1,
 		changed: make(chan struct{}), cl: newCall()}
-	p.q.m = wire.Produce{ProducerID: cfg.ProducerID, Codec: uint8(cfg.Codec)}
+	p.q.m = wire.Produce{ProducerID: cfg.ProducerID, Codec: uint8(cfg.Codec), Format: uint8(cfg.Format)}
 	if cfg.Codec == CodecZstd {
 		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedFastest))
 		if err != nil {
@@ -177,13 +189,74 @@ func (c *Client) Producer(cfg ProducerConfig) (*Producer, error) {
 // ID is the producer id the batches carry.
 func (p *Producer) ID() uint64 { return p.cfg.ProducerID }
 
-// Append adds one record (copied) to the open batch. It waits while both the open batch is full and
-// another is in flight, and returns the producer's error once a batch failed or it was closed.
+// Append adds one record (copied) to the open batch: the value rec, with a null key, no headers and
+// the time of the call as its timestamp. It waits while both the open batch is full and another is in
+// flight, and returns the producer's error once a batch failed or it was closed.
 func (p *Producer) Append(ctx context.Context, rec []byte) error {
+	if p.cfg.Format == FormatValues {
+		return p.appendValue(ctx, rec)
+	}
+	r := Record{Value: rec}
+	return p.appendRecord(ctx, &r)
+}
+
+// AppendRecord adds one record (its bytes copied) to the open batch, as Append does.
+func (p *Producer) AppendRecord(ctx context.Context, r Record) error {
+	if p.cfg.Format == FormatValues {
+		if r.Key != nil || len(r.Headers) != 0 {
+			return fmt.Errorf("%w: produce to %q: a record with a key or headers in a producer of FormatValues",
+				ErrConfig, p.cfg.Stream)
+		}
+		return p.appendValue(ctx, r.Value)
+	}
+	return p.appendRecord(ctx, &r)
+}
+
+// appendValue appends one FormatValues record.
+func (p *Producer) appendValue(ctx context.Context, rec []byte) error {
 	size := recordSize(len(rec))
 	if size > p.cfg.BatchBytes {
 		return fmt.Errorf("%w: %d bytes, a batch holds at most %d", ErrRecordTooLarge, len(rec), p.cfg.BatchBytes)
 	}
+	if err := p.waitRoom(ctx, func() int { return size }); err != nil {
+		return err
+	}
+	if p.openCount == 0 {
+		p.openSince = time.Now()
+	}
+	p.open = appendRecord(p.open, rec)
+	p.added()
+	return nil
+}
+
+// appendRecord appends one FormatRecords record. Its size is counted as encoded: as the first of a
+// batch (no deltas) with the batch's base timestamp, it must fit in BatchBytes.
+func (p *Producer) appendRecord(ctx context.Context, r *Record) error {
+	ts := r.Timestamp
+	if ts.IsZero() {
+		ts = time.Now()
+	}
+	ms := ts.UnixMilli()
+	if first := baseTimestampSize + record2Size(r, 0, 0); first > p.cfg.BatchBytes {
+		return fmt.Errorf("%w: a record of %d bytes encoded (key %d, value %d, %d headers), a batch holds at most %d",
+			ErrRecordTooLarge, first-baseTimestampSize, len(r.Key), len(r.Value), len(r.Headers), p.cfg.BatchBytes)
+	}
+	if err := p.waitRoom(ctx, func() int { return record2Size(r, ms-p.openBase, p.openCount) }); err != nil {
+		return err
+	}
+	if p.openCount == 0 {
+		p.openSince = time.Now()
+		p.openBase = ms
+		p.open = binary.LittleEndian.AppendUint64(p.open, uint64(ms))
+	}
+	p.open = appendRecord2(p.open, r, ms-p.openBase, p.openCount)
+	p.added()
+	return nil
+}
+
+// waitRoom waits until the open batch is empty or has room for a record of size() bytes (called with
+// p.mu held), and returns with p.mu held; or returns the producer's error, or ctx's, without it.
+func (p *Producer) waitRoom(ctx context.Context, size func() int) error {
 	p.mu.Lock()
 	for {
 		if p.err != nil {
@@ -195,8 +268,8 @@ func (p *Producer) Append(ctx context.Context, rec []byte) error {
 			p.mu.Unlock()
 			return fmt.Errorf("client: produce to %q: %w", p.cfg.Stream, ErrClosed)
 		}
-		if p.openCount == 0 || !p.fullLocked(size) {
-			break
+		if p.openCount == 0 || !p.fullLocked(size()) {
+			return nil
 		}
 		p.openFull = true
 		ch := p.changed
@@ -209,10 +282,11 @@ func (p *Producer) Append(ctx context.Context, rec []byte) error {
 		}
 		p.mu.Lock()
 	}
-	if p.openCount == 0 {
-		p.openSince = time.Now()
-	}
-	p.open = appendRecord(p.open, rec)
+}
+
+// added counts the record just appended to the open batch, releases p.mu and wakes the sender when
+// the batch became due.
+func (p *Producer) added() {
 	p.openCount++
 	p.appended++
 	first, full := p.openCount == 1, p.fullLocked(0)
@@ -220,7 +294,6 @@ func (p *Producer) Append(ctx context.Context, rec []byte) error {
 	if first || full {
 		p.poke()
 	}
-	return nil
 }
 
 // fullLocked reports whether the open batch has no room for one more record of size bytes (0: whether
@@ -386,18 +459,24 @@ func (p *Producer) send(batch []byte, count uint32) bool {
 }
 
 // encode fills q with one batch: its records compressed by the codec into zbuf (returned, grown as
-// needed), its count and its sequence.
+// needed), its count and its sequence. A FormatRecords batch's base timestamp stays in front,
+// uncompressed.
 func (p *Producer) encode(q *produceRequest, batch []byte, count uint32, seq uint64, zbuf []byte) []byte {
 	payload := batch
+	prefix := 0
+	if p.cfg.Format == FormatRecords {
+		prefix = baseTimestampSize
+	}
 	switch p.cfg.Codec {
 	case CodecZstd:
-		zbuf = p.zenc.EncodeAll(batch, zbuf[:0])
+		zbuf = p.zenc.EncodeAll(batch[prefix:], append(zbuf[:0], batch[:prefix]...))
 		payload = zbuf
 	case CodecS2:
-		if n := s2.MaxEncodedLen(len(batch)); cap(zbuf) < n {
+		if n := prefix + s2.MaxEncodedLen(len(batch)-prefix); cap(zbuf) < n {
 			zbuf = make([]byte, n)
 		}
-		payload = s2.Encode(zbuf[:cap(zbuf)], batch)
+		copy(zbuf[:prefix], batch[:prefix])
+		payload = zbuf[:prefix+len(s2.Encode(zbuf[prefix:cap(zbuf)], batch[prefix:]))]
 	}
 	q.m.Sequence, q.m.Count, q.m.Batch = seq, count, payload
 	return zbuf
