@@ -336,6 +336,9 @@ func (r *Records) Headers() HeaderIter {
 	return HeaderIter{d: fieldReader{b: r.rec2.headers}, left: r.rec2.hcount}
 }
 
+// HeaderCount is how many headers the record Next moved to has.
+func (r *Records) HeaderCount() int { return r.rec2.hcount }
+
 // AppendHeaders appends the current record's headers to dst (aliasing the fetch's buffers) and
 // returns it: no allocation once dst has room.
 func (r *Records) AppendHeaders(dst []Header) []Header {
