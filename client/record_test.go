@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,5 +278,70 @@ func TestRecordTooLargeCountsEncoding(t *testing.T) {
 	}
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// OffsetForTime finds the first batch appended at or after t by the batches' append times (the
+// owner's, not the records' timestamps): before every batch it is the head, after every batch the
+// tail, between two batches the later one's base, and a t within a millisecond rounds up.
+func TestOffsetForTime(t *testing.T) {
+	n, st := ownerCluster(t)
+	c := dialTest(t, testConfig(n.addr))
+	ctx := testCtx(t)
+	// Batches of 3 records appended at these times (ms); the records' own timestamps run backwards.
+	appendAt := []int64{100, 100, 200, 300, 300, 300, 400, 500}
+	var clock atomic.Int64
+	st.now = clock.Load
+	p, err := c.Producer(ProducerConfig{Stream: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, at := range appendAt {
+		clock.Store(at)
+		for j := range 3 {
+			r := Record{Value: []byte{byte(i), byte(j)}, Timestamp: time.UnixMilli(10_000 - at)}
+			if err := p.AppendRecord(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.bases) != len(appendAt) {
+		t.Fatalf("%d batches, want one per Flush", len(st.bases))
+	}
+	for _, c2 := range []struct {
+		t    time.Time
+		want uint64
+	}{
+		{time.UnixMilli(0), 0}, {time.UnixMilli(100), 0}, {time.UnixMilli(101), 6}, {time.UnixMilli(200), 6},
+		{time.UnixMilli(250), 9}, {time.UnixMilli(300), 9}, {time.UnixMilli(301), 18}, {time.UnixMilli(500), 21},
+		{time.UnixMilli(501), 24}, {time.UnixMilli(9_000), 24},
+		{time.UnixMilli(200).Add(time.Microsecond), 9}, {time.UnixMilli(200).Add(-time.Microsecond), 6},
+	} {
+		got, err := c.OffsetForTime(ctx, "orders", c2.t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c2.want {
+			t.Errorf("OffsetForTime(%d µs) = %d, want %d", c2.t.UnixMicro(), got, c2.want)
+		}
+	}
+	if _, err := c.OffsetForTime(ctx, "bad/name", time.Now()); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("a bad stream name: %v", err)
+	}
+}
+
+// On an empty stream OffsetForTime is the tail, 0, without a fetch.
+func TestOffsetForTimeEmpty(t *testing.T) {
+	n, _ := ownerCluster(t)
+	c := dialTest(t, testConfig(n.addr))
+	got, err := c.OffsetForTime(testCtx(t), "orders", time.Now())
+	if err != nil || got != 0 || n.count(wire.CommandFetch) != 0 {
+		t.Fatalf("OffsetForTime of an empty stream: %d %v after %d fetches", got, err, n.count(wire.CommandFetch))
 	}
 }
