@@ -18,8 +18,8 @@ import (
 type ProducerConfig struct {
 	// Stream is the stream's name.
 	Stream string
-	// BatchBytes is when a batch is full and sent without waiting for Linger: once its records (each
-	// with a length prefix, before compression) reach this many bytes. It is also the largest record
+	// BatchBytes is when a batch is full and sent without waiting for Linger: once its records (as
+	// encoded, before compression) reach this many bytes. It is also the largest encoded record
 	// (default and maximum 1 MiB, the nodes' default batch limit).
 	BatchBytes int
 	// BatchRecords, if above 0, also makes a batch full once it holds this many records, whatever
