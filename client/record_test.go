@@ -345,3 +345,36 @@ func TestOffsetForTimeEmpty(t *testing.T) {
 		t.Fatalf("OffsetForTime of an empty stream: %d %v after %d fetches", got, err, n.count(wire.CommandFetch))
 	}
 }
+
+// A fetch during the search that answers no batch, or a batch that does not hold the offset asked for,
+// fails OffsetForTime instead of steering the search with a wrong time.
+func TestOffsetForTimeRefusesWrongBatches(t *testing.T) {
+	for name, c := range map[string]struct {
+		count   uint32
+		batches []byte
+		want    error
+	}{
+		"no batch":           {0, nil, ErrProtocol},
+		"batch without mid":  {10, appendTestBatchAt(nil, 0, 1, CodecNone, FormatValues, 1, 1, 5, []byte{0}), ErrCorruptBatch},
+		"batch of a bad sum": {10, []byte("not a batch at all, not a batch at all, not a batch at all, not a batch at all!!"), ErrCorruptBatch},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var n *fakeNode
+			n = startFake(t, 1, func(h *wire.Header, body []byte) ([]byte, bool) {
+				switch h.Command {
+				case wire.CommandLookupStream:
+					return n.lookupReply(h, 1, n.addr), false
+				case wire.CommandListCursors:
+					return wire.AppendListCursorsReply(nil, n.from(), &wire.ListCursorsReply{RequestID: reqID(h), Stream: 7,
+						Incarnation: 1, ConfirmedTail: 10}, nil), false
+				}
+				return wire.AppendFetchReply(nil, n.from(), &wire.FetchReply{RequestID: reqID(h), Stream: 7,
+					Incarnation: 1, Count: c.count, ConfirmedTail: 10, Batches: c.batches}), false
+			})
+			cl := dialTest(t, testConfig(n.addr))
+			if off, err := cl.OffsetForTime(testCtx(t), "orders", time.UnixMilli(1)); !errors.Is(err, c.want) {
+				t.Fatalf("OffsetForTime: %d %v, want %v", off, err, c.want)
+			}
+		})
+	}
+}
