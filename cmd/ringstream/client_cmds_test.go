@@ -154,7 +154,7 @@ func TestClientCommands_AgainstRealCluster(t *testing.T) {
 		t.Fatalf("consume --follow interrupted: exit %d, want 0", code)
 	}
 
-	checkRecordCommands(t, ctx, cli, flags)
+	checkRecordCommands(t, ctx, c, cli, flags)
 
 	out, code = cli("", "stream", "list", "--json")
 	var list []streamJSON
@@ -369,7 +369,8 @@ func soloStreamOn(ctx context.Context, t *testing.T, c *client.Client, node uint
 // checkRecordCommands runs the record options of produce and consume against stream "demo", which
 // holds 5 records (offsets 0..4, the last "late"): produce --key-separator and --header, consume
 // --format, --json with keys and headers, --from-time, --record-format values, and their refusals.
-func checkRecordCommands(t *testing.T, ctx context.Context, cli func(string, ...string) (string, int), flags []string) {
+func checkRecordCommands(t *testing.T, ctx context.Context, c *client.Client, cli func(string, ...string) (string, int),
+	flags []string) {
 	t.Helper()
 	time.Sleep(5 * time.Millisecond)
 	mark := time.Now()
@@ -413,6 +414,21 @@ func checkRecordCommands(t *testing.T, ctx context.Context, cli func(string, ...
 	if out, code := cli("", "consume", "demo", "--from", "7", "--format", `%K %v %T\n`); code != 0 ||
 		!regexp.MustCompile(`^-1 plain \d{13}\n$`).MatchString(out) {
 		t.Fatalf("consume of a format 1 record: %d %q", code, out)
+	}
+	// Null values (the value, a header's) from the Go client: %S is -1, %h prints a null header's key alone.
+	p, err := c.Producer(client.ProducerConfig{Stream: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendRecord(ctx, client.Record{Key: []byte("k"), Headers: []client.Header{{Key: []byte("a")},
+		{Key: []byte("b"), Value: []byte{}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := cli("", "consume", "demo", "--from", "8", "--format", `%h|%K|%S|%v\n`); code != 0 || out != "a,b=|1|-1|\n" {
+		t.Fatalf("consume --format of null values: %d %q", code, out)
 	}
 	for _, c := range []struct {
 		stdin string
