@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/binary"
 	"io"
 	"net"
 	"testing"
@@ -44,6 +45,17 @@ func TestAppendAllocatesNothing(t *testing.T) {
 	if got != 0 {
 		t.Fatalf("%d allocations in 2000 appends, want 0", got)
 	}
+	// FormatRecords with a key, headers and a timestamp: the same.
+	r := Record{Key: []byte("user-1"), Value: rec, Timestamp: time.UnixMilli(1_700_000_000_000),
+		Headers: []Header{{Key: []byte("src"), Value: []byte("web")}, {Key: []byte("trace"), Value: nil}}}
+	got = allocs.In(t, 2000, func() {
+		if err := p.AppendRecord(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got != 0 {
+		t.Fatalf("%d allocations in 2000 appends of keyed records with headers, want 0", got)
+	}
 }
 
 // BenchmarkProduce sends 100-byte records through a producer to the in-test owner (whose own
@@ -82,6 +94,34 @@ func BenchmarkProduce(b *testing.B) {
 	}
 }
 
+// BenchmarkProduceRecord is BenchmarkProduce with FormatRecords records of a 10-byte key, two headers
+// and the 100-byte value.
+func BenchmarkProduceRecord(b *testing.B) {
+	n, _ := ownerClusterB(b)
+	c, err := Dial(context.Background(), testConfig(n.addr))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	p, err := c.Producer(ProducerConfig{Stream: "orders", BatchBytes: 64 << 10})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	r := Record{Key: []byte("user-00042"), Value: make([]byte, 100),
+		Headers: []Header{{Key: []byte("src"), Value: []byte("web")}, {Key: []byte("v"), Value: []byte("2")}}}
+	b.SetBytes(int64(len(r.Value)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.AppendRecord(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // A Consumer's Poll allocates nothing in steady state: the request is built in the call's buffer, the
 // reply lands in the call's body, and the records are read in place. The node here answers from
 // prebuilt frames without allocating, so every allocation counted is the client's.
@@ -89,16 +129,67 @@ func TestPollAllocatesNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not meaningful under the race detector")
 	}
-	var n *fakeNode
-	n = startFake(t, 1, nil)
+	c := prebuiltFetchNode(t, pollBatches())
+	cs, err := c.Consumer("orders", 0, FetchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	poll := func() {
+		cs.Seek(0)
+		recs, err := cs.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, keys, headers := 0, 0, 0
+		for recs.Next() {
+			k++
+			keys += len(recs.Key())
+			for it := recs.Headers(); it.Next(); {
+				headers += len(it.Header().Key)
+			}
+			_ = recs.Timestamp()
+		}
+		if k != 32 || recs.Err() != nil || keys != 16*6 || headers != 16*4 {
+			t.Fatalf("%d records, %d key bytes, %d header key bytes, err %v", k, keys, headers, recs.Err())
+		}
+	}
+	if got := allocs.In(t, 200, poll); got != 0 {
+		t.Fatalf("%d allocations in 200 polls, want 0", got)
+	}
+}
+
+// pollBatches is 32 records in 4 batches: 2 of FormatValues, 2 of FormatRecords whose records have a
+// 6-byte key and headers "src" and "v".
+func pollBatches() []byte {
 	var batches []byte
 	for i := range 4 {
 		var payload []byte
-		for j := range 8 {
-			payload = appendRecord(payload, []byte{byte('a' + i), byte('0' + j)})
+		format := FormatValues
+		if i%2 == 1 {
+			format = FormatRecords
+			payload = binary.LittleEndian.AppendUint64(payload, 1_700_000_000_000)
 		}
-		batches = appendTestBatch(batches, uint64(8*i), 8, CodecNone, 1, uint64(i+1), payload)
+		for j := range 8 {
+			v := []byte{byte('a' + i), byte('0' + j)}
+			if format == FormatValues {
+				payload = appendRecord(payload, v)
+				continue
+			}
+			r := Record{Key: []byte("user-1"), Value: v,
+				Headers: []Header{{Key: []byte("src"), Value: []byte("web")}, {Key: []byte("v"), Value: nil}}}
+			payload = appendRecord2(payload, &r, int64(j), uint32(j))
+		}
+		batches = appendTestBatchAt(batches, uint64(8*i), 8, CodecNone, format, 1, uint64(i+1), 0, payload)
 	}
+	return batches
+}
+
+// prebuiltFetchNode is a client of a node that answers every fetch with the 32 records of batches from
+// prebuilt frames, allocating nothing itself.
+func prebuiltFetchNode(t testing.TB, batches []byte) *Client {
+	var n *fakeNode
+	n = startFake(t, 1, nil)
 	lookup := n.lookupReply(&wire.Header{}, 1, n.addr)
 	fetch := wire.AppendFetchReply(nil, n.from(), &wire.FetchReply{RequestID: 1, Stream: 7, Incarnation: 1,
 		Count: 32, ConfirmedTail: 32, Batches: batches})
@@ -126,27 +217,30 @@ func TestPollAllocatesNothing(t *testing.T) {
 			}
 		}
 	}
-	c := dialTest(t, testConfig(n.addr))
+	return dialTest(t, testConfig(n.addr))
+}
+
+// BenchmarkPoll reads 32 records (half of them keyed, with headers) from a prebuilt fetch reply.
+func BenchmarkPoll(b *testing.B) {
+	c := prebuiltFetchNode(b, pollBatches())
 	cs, err := c.Consumer("orders", 0, FetchOptions{})
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	ctx := context.Background()
-	poll := func() {
+	b.ReportAllocs()
+	for b.Loop() {
 		cs.Seek(0)
 		recs, err := cs.Poll(ctx)
 		if err != nil {
-			t.Fatal(err)
+			b.Fatal(err)
 		}
-		k := 0
 		for recs.Next() {
-			k++
+			for it := recs.Headers(); it.Next(); {
+			}
 		}
-		if k != 32 || recs.Err() != nil {
-			t.Fatalf("%d records, err %v", k, recs.Err())
+		if recs.Err() != nil {
+			b.Fatal(recs.Err())
 		}
-	}
-	if got := allocs.In(t, 200, poll); got != 0 {
-		t.Fatalf("%d allocations in 200 polls, want 0", got)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/ringstream/ringstream/wire"
 )
 
-func dialTest(t *testing.T, cfg Config) *Client {
+func dialTest(t testing.TB, cfg Config) *Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

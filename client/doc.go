@@ -25,12 +25,36 @@
 // reach (its node is down and the stream was not moved, as a one-copy stream waits for its node) is
 // ErrOwnerUnreachable. Both name the stream.
 //
-// Batches. A produce's body is a batch payload the nodes store without reading: the producer's
-// records, each a uvarint length and its bytes, compressed whole by the batch's codec (CodecNone,
-// CodecZstd, CodecS2; the codec travels in the request and is stored in the batch header). Fetch
-// replies carry batches in the nodes' storage format (an 80-byte header with checksums, then that
-// payload); the client checks both checksums, the offsets and the record framing, and reports any
-// mismatch as ErrCorruptBatch from Records.Err.
+// Batches. A produce's body is a batch payload the nodes store without reading, and its record format
+// (Format), which they store as the batch header's version. Fetch replies carry batches in the nodes'
+// storage format (an 80-byte header with checksums, then that payload); the client checks both
+// checksums, the offsets, the version and every record's framing, and reports a mismatch as
+// ErrCorruptBatch from Records.Err, and a version it does not know as ErrUnknownFormat.
+//
+// Record format 1, FormatValues: the records, each a uvarint length and its bytes, compressed whole by
+// the batch's codec (CodecNone, CodecZstd, CodecS2; the codec travels in the request and is stored in
+// the batch header). A record is a value; its timestamp is its batch's append time.
+//
+// Record format 2, FormatRecords (the default): eight bytes, the batch's base timestamp (unix ms,
+// little endian, the first record's timestamp), left uncompressed; then the records section,
+// compressed whole by the codec. The records are laid out as the records inside a Kafka RecordBatch
+// of magic 2, so that a Kafka-speaking reader can be served them without re-encoding. Every integer is
+// a zigzag varint (encoding/binary's AppendVarint). Each record is:
+//
+//	length                (varint: the bytes of the record after this field)
+//	attributes            (one byte, always 0)
+//	timestamp delta       (varint: the record's timestamp minus the base timestamp, in ms; may be negative)
+//	offset delta          (varint: the record's index in its batch, 0 first)
+//	key length, key       (varint, then that many bytes; length -1 is a null key with no bytes)
+//	value length, value   (the same; -1 is a null value)
+//	header count          (varint, 0 or more)
+//	headers               (each: key length varint and key bytes, never null; value length varint, -1
+//	                      for null, and value bytes)
+//
+// A reader checks every field: attributes 0, the offset delta equal to the record's index, lengths of
+// -1 (where null is allowed) or within the record, a header count no larger than the record's bytes could
+// hold, and no byte left over in a record or after the batch's last. A record that breaks one is
+// ErrCorruptBatch naming the field; the decoder never panics (FuzzRecords).
 //
 // Decisions where the design is silent:
 //   - A Producer keeps one batch in flight while the next one fills, unless InFlight allows up to
@@ -52,8 +76,21 @@
 //     (Confirmed.Duplicate) rather than appended twice. When the retries run out the Producer fails
 //     for good: its error says the batch was not confirmed, and its records may or may not be in the
 //     stream. The producer id is random unless set; sequences start at 1 for each Producer.
-//   - A record is at most BatchBytes (1 MiB by default, the nodes' default batch limit) with its
-//     length prefix; a larger one is ErrRecordTooLarge before anything is sent.
+//   - A record is at most BatchBytes (1 MiB by default, the nodes' default batch limit) as encoded:
+//     for FormatValues its value with its length prefix, for FormatRecords the whole record (key,
+//     headers and framing) as the first of a batch plus the batch's 8-byte base timestamp. A larger one
+//     is ErrRecordTooLarge before anything is sent.
+//   - Append of a value alone is a record with a null key, no headers and the time of the call. A nil
+//     Record.Value is null (Kafka's tombstone), and an empty non-nil one an empty value; the same for
+//     keys and header values, so a reader sees exactly what was written.
+//   - The base timestamp of a FormatRecords batch is left outside the compression so that a reader (and
+//     a later Kafka listener, whose batch header carries it) has it without decompressing.
+//   - Records.Timestamp of a FormatValues record is its batch's append time on the owner (the batch
+//     header's first timestamp), the only time such a record has. Client.OffsetForTime searches append
+//     times, never record timestamps: producers choose those and need not keep them in order.
+//   - A batch of a version this client does not know is ErrUnknownFormat, not ErrCorruptBatch: its
+//     checksums hold, it was written by a newer producer, and reading it as either known format would
+//     return garbage. Records before it in the fetch are read; Next stops at it.
 //   - The owner moving is waited on, not polled. After a request failed on the owner of epoch E (its
 //     connection lost or silent, a refusal saying it is not or no longer the owner, or no owner at
 //     E), the client remembers E for the stream, and its next lookup (a retry's, or a pipelined
@@ -72,8 +109,9 @@
 //     longer be trusted, and retrying elsewhere would hide the fault.
 //   - Records of a fetch alias the client's buffers and stay valid until the Consumer's next Poll;
 //     compressed batches are decoded into one buffer per Consumer that keeps its capacity, so Poll
-//     allocates nothing in steady state (TestPollAllocatesNothing), nor does Producer.Append per
-//     record. Decompressed payloads are capped at 64 MiB per batch.
+//     allocates nothing in steady state (TestPollAllocatesNothing), keys and headers included: Key,
+//     Value and the HeaderIter of Headers alias the buffers. Nor does Producer.Append or AppendRecord
+//     per record (TestAppendAllocatesNothing). Decompressed payloads are capped at 64 MiB per batch.
 //   - RequestTimeout is enforced by one watchdog per connection that checks its pending requests
 //     every RequestTimeout/10 (10 to 500 ms), not by a timer per request; a request past it fails
 //     its whole connection, since a node that stopped answering one request answers none.

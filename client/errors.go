@@ -26,6 +26,10 @@ var (
 	ErrProtocol = errors.New("client: protocol error from the node")
 	// ErrCorruptBatch: a fetched batch or its records do not decode (checksum, framing, codec).
 	ErrCorruptBatch = errors.New("client: corrupt record batch")
+	// ErrUnknownFormat: a fetched batch's header names a record format (its version) this client does
+	// not read; the message names it. The batch is intact, so it is not ErrCorruptBatch: it was written by
+	// a newer producer, and reading it as either known format would return garbage.
+	ErrUnknownFormat = errors.New("client: batch of an unknown record format")
 	// ErrRecordTooLarge: a record does not fit in one batch of ProducerConfig.BatchBytesMax.
 	ErrRecordTooLarge = errors.New("client: record too large")
 	// ErrInvalidName: a stream or consumer name breaks wire.StreamNameRule or wire.ConsumerNameRule

@@ -86,3 +86,44 @@ func ExampleConsumer_Poll() {
 		}
 	}
 }
+
+// Records with a key, headers and a timestamp, read back from the first one appended in the last hour
+// (by the nodes' append time).
+func ExampleProducer_AppendRecord() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, client.Config{Addrs: []string{"127.0.0.1:7002"}, Cluster: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	p, err := c.Producer(client.ProducerConfig{Stream: "orders"}) // FormatRecords by default
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = p.AppendRecord(ctx, client.Record{Key: []byte("user-1"), Value: []byte("signed up"),
+		Headers: []client.Header{{Key: []byte("src"), Value: []byte("web")}}}) // Timestamp: now
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := p.Close(ctx); err != nil {
+		log.Fatal(err)
+	}
+	from, err := c.OffsetForTime(ctx, "orders", time.Now().Add(-time.Hour))
+	if err != nil {
+		log.Fatal(err)
+	}
+	recs, err := c.Fetch(ctx, "orders", from, client.FetchOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for recs.Next() {
+		fmt.Printf("%d %s=%s at %s", recs.Offset(), recs.Key(), recs.Value(), recs.Timestamp().Format(time.RFC3339))
+		for h := recs.Headers(); h.Next(); {
+			fmt.Printf(" %s=%s", h.Header().Key, h.Header().Value)
+		}
+		fmt.Println()
+	}
+	if err := recs.Err(); err != nil {
+		log.Fatal(err) // ErrCorruptBatch, or ErrUnknownFormat for a batch of a newer record format
+	}
+}

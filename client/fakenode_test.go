@@ -215,14 +215,20 @@ func (n *fakeNode) lookupReply(h *wire.Header, owner uint16, addr string) []byte
 		Incarnation: 1, Epoch: 1, Owner: owner, OwnerAddr: []byte(addr)})
 }
 
-// appendTestBatch encodes one batch in the nodes' format (segment's), as an owner stores it.
+// appendTestBatch encodes one FormatValues batch in the nodes' format (segment's), as an owner stores it.
 func appendTestBatch(dst []byte, base uint64, count uint32, codec Codec, pid, seq uint64, payload []byte) []byte {
+	return appendTestBatchAt(dst, base, count, codec, FormatValues, pid, seq, 0, payload)
+}
+
+// appendTestBatchAt is appendTestBatch with a record format and an append time (unix ms).
+func appendTestBatchAt(dst []byte, base uint64, count uint32, codec Codec, format Format, pid, seq uint64, ts int64,
+	payload []byte) []byte {
 	le := binary.LittleEndian
 	start := len(dst)
 	dst = append(dst, make([]byte, batchHeaderSize)...)
 	b := dst[start:]
 	le.PutUint32(b[8:], batchMagic)
-	le.PutUint16(b[12:], batchVersion)
+	le.PutUint16(b[12:], uint16(format))
 	b[14] = uint8(codec)
 	le.PutUint64(b[16:], xxhash.Sum64(payload))
 	le.PutUint64(b[24:], base)
@@ -231,6 +237,8 @@ func appendTestBatch(dst []byte, base uint64, count uint32, codec Codec, pid, se
 	le.PutUint64(b[40:], 1)
 	le.PutUint64(b[48:], pid)
 	le.PutUint64(b[56:], seq)
+	le.PutUint64(b[64:], uint64(ts))
+	le.PutUint64(b[72:], uint64(ts))
 	le.PutUint64(b[0:], xxhash.Sum64(b[8:batchHeaderSize]))
 	return append(dst, payload...)
 }
@@ -255,6 +263,8 @@ type fakeStream struct {
 	dropAfterAppend int
 	// overloadAt refuses the produce with this sequence once with CodeOverloaded (0: never).
 	overloadAt uint64
+	// now is the append time of a batch, unix ms (nil: the clock).
+	now func() int64
 }
 
 func newFakeStream(n *fakeNode) *fakeStream {
@@ -277,6 +287,15 @@ func (s *fakeStream) handle(h *wire.Header, body []byte) ([]byte, bool) {
 			return n.refuse(h, wire.CodeInvalidRequest, err.Error()), false
 		}
 		return s.fetch(m), false
+	case wire.CommandListCursors:
+		m, err := wire.DecodeListCursors(h, body)
+		if err != nil {
+			return n.refuse(h, wire.CodeInvalidRequest, err.Error()), false
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		r := wire.ListCursorsReply{RequestID: m.RequestID, Stream: 7, Incarnation: 1, ConfirmedTail: s.tail}
+		return wire.AppendListCursorsReply(nil, n.from(), &r, nil), false
 	case wire.CommandCommitCursor, wire.CommandGetCursor:
 		var m wire.CursorRequest
 		var err error
@@ -323,7 +342,12 @@ func (s *fakeStream) produce(h *wire.Header, m wire.Produce) ([]byte, bool) {
 	}
 	s.bases = append(s.bases, s.tail)
 	s.starts = append(s.starts, len(s.log))
-	s.log = appendTestBatch(s.log, s.tail, m.Count, Codec(m.Codec), m.ProducerID, m.Sequence, m.Batch)
+	ts := time.Now().UnixMilli()
+	if s.now != nil {
+		ts = s.now()
+	}
+	s.log = appendTestBatchAt(s.log, s.tail, m.Count, Codec(m.Codec), Format(m.Format), m.ProducerID, m.Sequence, ts,
+		m.Batch)
 	s.batchAt[key] = s.tail
 	s.lastSeq[m.ProducerID] = m.Sequence
 	reply.BaseOffset = s.tail

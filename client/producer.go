@@ -17,8 +17,8 @@ import (
 type ProducerConfig struct {
 	// Stream is the stream's name.
 	Stream string
-	// BatchBytes is when a batch is full and sent without waiting for Linger: once its records (each
-	// with a length prefix, before compression) reach this many bytes. It is also the largest record
+	// BatchBytes is when a batch is full and sent without waiting for Linger: once its records (as
+	// encoded, before compression) reach this many bytes. It is also the largest encoded record
 	// (default and maximum 1 MiB, the nodes' default batch limit).
 	BatchBytes int
 	// BatchRecords, if above 0, also makes a batch full once it holds this many records, whatever
@@ -32,6 +32,10 @@ type ProducerConfig struct {
 	Linger time.Duration
 	// Codec compresses each batch (CodecNone, CodecZstd, CodecS2).
 	Codec Codec
+	// Format is the batches' record format (0: FormatRecords, with keys, headers and timestamps).
+	// FormatValues writes values only, for readers that predate FormatRecords; AppendRecord then refuses
+	// a record with a key or headers, and its records' timestamps are their batch's append time.
+	Format Format
 	// ProducerID names this producer to the stream's owner, which answers a retried batch (same id and
 	// sequence) with its first offset instead of appending it again. 0 draws a random id. Sequences
 	// start at 1 in each Producer, so an id set here must not be reused by another Producer of the
@@ -70,6 +74,9 @@ func (c ProducerConfig) withDefaults() ProducerConfig {
 	if c.InFlight == 0 {
 		c.InFlight = 1
 	}
+	if c.Format == 0 {
+		c.Format = FormatRecords
+	}
 	if c.ProducerID == 0 {
 		for c.ProducerID == 0 {
 			c.ProducerID = rand.Uint64()
@@ -92,6 +99,9 @@ func (c ProducerConfig) validate() error {
 	case c.Codec > CodecS2:
 		return fmt.Errorf("%w: ProducerConfig.Codec %d", ErrConfig, c.Codec)
 	}
+	if err := wire.ValidateFormat(uint8(c.Format)); err != nil {
+		return fmt.Errorf("%w: ProducerConfig.Format: %w", ErrConfig, err)
+	}
 	return nil
 }
 
@@ -109,9 +119,10 @@ type Producer struct {
 	kick   chan struct{} // one token: the open batch changed
 
 	mu        sync.Mutex
-	open      []byte // records of the batch being filled
+	open      []byte // records of the batch being filled (FormatRecords: after its base timestamp)
 	openCount uint32
 	openSince time.Time
+	openBase  int64  // FormatRecords: the open batch's base timestamp, unix ms
 	openFull  bool   // a record waits for room: send the open batch now
 	spare     []byte // the other buffer, free while no batch is in flight
 	seq       uint64 // the sequence of the next batch sent
@@ -148,7 +159,7 @@ func (c *Client) Producer(cfg ProducerConfig) (*Producer, error) {
 	p := &Producer{c: c, cfg: cfg, ctx: ctx, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1),
 		open: make([]byte, 0, cfg.BatchBytes), spare: make([]byte, 0, cfg.BatchBytes), seq: 1,
 		changed: make(chan struct{}), cl: newCall()}
-	p.q.m = wire.Produce{ProducerID: cfg.ProducerID, Codec: uint8(cfg.Codec)}
+	p.q.m = wire.Produce{ProducerID: cfg.ProducerID, Codec: uint8(cfg.Codec), Format: uint8(cfg.Format)}
 	if cfg.Codec == CodecZstd {
 		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedFastest))
 		if err != nil {
@@ -176,52 +187,6 @@ func (c *Client) Producer(cfg ProducerConfig) (*Producer, error) {
 
 // ID is the producer id the batches carry.
 func (p *Producer) ID() uint64 { return p.cfg.ProducerID }
-
-// Append adds one record (copied) to the open batch. It waits while both the open batch is full and
-// another is in flight, and returns the producer's error once a batch failed or it was closed.
-func (p *Producer) Append(ctx context.Context, rec []byte) error {
-	size := recordSize(len(rec))
-	if size > p.cfg.BatchBytes {
-		return fmt.Errorf("%w: %d bytes, a batch holds at most %d", ErrRecordTooLarge, len(rec), p.cfg.BatchBytes)
-	}
-	p.mu.Lock()
-	for {
-		if p.err != nil {
-			err := p.err
-			p.mu.Unlock()
-			return err
-		}
-		if p.closing {
-			p.mu.Unlock()
-			return fmt.Errorf("client: produce to %q: %w", p.cfg.Stream, ErrClosed)
-		}
-		if p.openCount == 0 || !p.fullLocked(size) {
-			break
-		}
-		p.openFull = true
-		ch := p.changed
-		p.mu.Unlock()
-		p.poke()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		p.mu.Lock()
-	}
-	if p.openCount == 0 {
-		p.openSince = time.Now()
-	}
-	p.open = appendRecord(p.open, rec)
-	p.openCount++
-	p.appended++
-	first, full := p.openCount == 1, p.fullLocked(0)
-	p.mu.Unlock()
-	if first || full {
-		p.poke()
-	}
-	return nil
-}
 
 // fullLocked reports whether the open batch has no room for one more record of size bytes (0: whether
 // it is full now); p.mu is held.
@@ -386,18 +351,24 @@ func (p *Producer) send(batch []byte, count uint32) bool {
 }
 
 // encode fills q with one batch: its records compressed by the codec into zbuf (returned, grown as
-// needed), its count and its sequence.
+// needed), its count and its sequence. A FormatRecords batch's base timestamp stays in front,
+// uncompressed.
 func (p *Producer) encode(q *produceRequest, batch []byte, count uint32, seq uint64, zbuf []byte) []byte {
 	payload := batch
+	prefix := 0
+	if p.cfg.Format == FormatRecords {
+		prefix = baseTimestampSize
+	}
 	switch p.cfg.Codec {
 	case CodecZstd:
-		zbuf = p.zenc.EncodeAll(batch, zbuf[:0])
+		zbuf = p.zenc.EncodeAll(batch[prefix:], append(zbuf[:0], batch[:prefix]...))
 		payload = zbuf
 	case CodecS2:
-		if n := s2.MaxEncodedLen(len(batch)); cap(zbuf) < n {
+		if n := prefix + s2.MaxEncodedLen(len(batch)-prefix); cap(zbuf) < n {
 			zbuf = make([]byte, n)
 		}
-		payload = s2.Encode(zbuf[:cap(zbuf)], batch)
+		copy(zbuf[:prefix], batch[:prefix])
+		payload = zbuf[:prefix+len(s2.Encode(zbuf[prefix:cap(zbuf)], batch[prefix:]))]
 	}
 	q.m.Sequence, q.m.Count, q.m.Batch = seq, count, payload
 	return zbuf

@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/s2"
@@ -46,15 +47,16 @@ func ParseCodec(s string) (Codec, error) {
 	return 0, fmt.Errorf("%w: codec %q: want none, zstd or s2", ErrConfig, s)
 }
 
-// The batch format the nodes store and fetch returns (segment's, version 1, little endian): an 80-byte
-// header (checksum of bytes 8..80 | magic "RSB1" | version u16 | codec u8 | reserved u8 | payload
-// checksum | base offset u64 | count u32 | payload length u32 | epoch u64 | producer id u64 | sequence
-// u64 | first and max timestamps) and the payload. The payload is the producer's records, each a uvarint
-// length and its bytes, compressed whole by the codec.
+// The batch format the nodes store and fetch returns (segment's, little endian): an 80-byte header
+// (checksum of bytes 8..80 | magic "RSB1" | version u16 | codec u8 | reserved u8 | payload checksum |
+// base offset u64 | count u32 | payload length u32 | epoch u64 | producer id u64 | sequence u64 | first
+// and max timestamps, the owner's append time in unix ms) and the payload. The version is the payload's
+// record format (Format): FormatValues, each record a uvarint length and its bytes, compressed whole by
+// the codec; FormatRecords, the base timestamp and the records section compressed by the codec.
 const (
 	batchHeaderSize = 80
 	batchMagic      = 0x31425352
-	batchVersion    = 1
+	batchVersion    = 1 // the version appendTestBatch writes
 	// payloadMax bounds a batch payload after decompression: a fetched batch that claims more is corrupt.
 	payloadMax = 64 << 20
 )
@@ -67,6 +69,9 @@ type batchHeader struct {
 	producerID uint64
 	sequence   uint64
 	codec      Codec
+	format     Format
+	firstTs    int64 // the owner's append time, unix ms
+	maxTs      int64
 }
 
 // decodeBatch decodes the batch at the start of buf: its header, its payload (aliasing buf) and its
@@ -82,13 +87,15 @@ func decodeBatch(buf []byte) (batchHeader, []byte, int, error) {
 		return batchHeader{}, nil, 0, fmt.Errorf("%w: header checksum", ErrCorruptBatch)
 	case le.Uint32(hb[8:]) != batchMagic:
 		return batchHeader{}, nil, 0, fmt.Errorf("%w: bad magic", ErrCorruptBatch)
-	case le.Uint16(hb[12:]) != batchVersion:
-		return batchHeader{}, nil, 0, fmt.Errorf("%w: batch version %d", ErrCorruptBatch, le.Uint16(hb[12:]))
+	case le.Uint16(hb[12:]) != uint16(FormatValues) && le.Uint16(hb[12:]) != uint16(FormatRecords):
+		return batchHeader{}, nil, 0, fmt.Errorf("%w: batch version %d (this client reads formats %d and %d)",
+			ErrUnknownFormat, le.Uint16(hb[12:]), FormatValues, FormatRecords)
 	case hb[15] != 0:
 		return batchHeader{}, nil, 0, fmt.Errorf("%w: reserved byte set", ErrCorruptBatch)
 	}
 	h := batchHeader{base: le.Uint64(hb[24:]), count: le.Uint32(hb[32:]), epoch: le.Uint64(hb[40:]),
-		producerID: le.Uint64(hb[48:]), sequence: le.Uint64(hb[56:]), codec: Codec(hb[14])}
+		producerID: le.Uint64(hb[48:]), sequence: le.Uint64(hb[56:]), codec: Codec(hb[14]),
+		format: Format(hb[12]), firstTs: int64(le.Uint64(hb[64:])), maxTs: int64(le.Uint64(hb[72:]))}
 	n := le.Uint32(hb[36:])
 	switch {
 	case h.count == 0:
@@ -189,7 +196,12 @@ type Records struct {
 	payload []byte // records left in the current batch
 	left    uint32 // how many
 	off     uint64 // offset of the current batch's next record
+	format  Format // the current batch's
+	count   uint32 // its record count
+	firstTs int64  // its header's first timestamp (the owner's append time)
+	baseTs  int64  // FormatRecords: its payload's base timestamp
 	rec     []byte
+	rec2    record2 // FormatRecords: the current record's fields (rec is its value)
 	recOff  uint64
 	err     error
 	dbuf    []byte
@@ -226,6 +238,9 @@ func (r *Records) Next() bool {
 }
 
 func (r *Records) nextRecord() bool {
+	if r.format == FormatRecords {
+		return r.nextRecord2()
+	}
 	n, k := binary.Uvarint(r.payload)
 	if k <= 0 || n > uint64(len(r.payload)-k) {
 		r.err = fmt.Errorf("%w: record at offset %d overruns its batch", ErrCorruptBatch, r.off)
@@ -256,6 +271,16 @@ func (r *Records) nextBatch() {
 		return
 	}
 	r.batches = r.batches[size:]
+	r.format, r.count, r.firstTs, r.rec2 = h.format, h.count, h.firstTs, record2{}
+	if h.format == FormatRecords {
+		if len(payload) < baseTimestampSize {
+			r.err = fmt.Errorf("%w: batch at offset %d: a payload of %d bytes, without its base timestamp",
+				ErrCorruptBatch, h.base, len(payload))
+			return
+		}
+		r.baseTs = int64(binary.LittleEndian.Uint64(payload))
+		payload = payload[baseTimestampSize:]
+	}
 	var zdec *zstd.Decoder
 	if h.codec == CodecZstd && r.zdec != nil {
 		zdec = r.zdec()
@@ -269,13 +294,75 @@ func (r *Records) nextBatch() {
 	r.payload, r.left = out, h.count
 }
 
+// nextRecord2 moves to the next FormatRecords record, checking all of it (parseRecord2).
+func (r *Records) nextRecord2() bool {
+	n, k := binary.Varint(r.payload)
+	if k <= 0 || n < 0 || n > int64(len(r.payload)-k) {
+		r.err = fmt.Errorf("%w: record at offset %d overruns its batch", ErrCorruptBatch, r.off)
+		return false
+	}
+	body := r.payload[k : k+int(n) : k+int(n)]
+	if bad := parseRecord2(body, r.count-r.left, &r.rec2); bad != "" {
+		r.err = fmt.Errorf("%w: record at offset %d: bad %s", ErrCorruptBatch, r.off, bad)
+		return false
+	}
+	r.rec = r.rec2.value
+	r.payload = r.payload[k+int(n):]
+	r.recOff = r.off
+	r.off++
+	r.left--
+	if r.left == 0 && len(r.payload) != 0 {
+		r.err = fmt.Errorf("%w: %d bytes past the last record of the batch ending at %d", ErrCorruptBatch,
+			len(r.payload), r.off)
+		return false
+	}
+	return true
+}
+
 // Offset is the offset of the record Next moved to.
 func (r *Records) Offset() uint64 { return r.recOff }
 
-// Value is the record Next moved to; it aliases the fetch's buffer.
+// Value is the value of the record Next moved to; it aliases the fetch's buffer. A null value
+// (FormatRecords) is nil.
 func (r *Records) Value() []byte { return r.rec }
 
-// Err is the corruption that stopped Next, if any (ErrCorruptBatch).
+// Key is the key of the record Next moved to, aliasing the fetch's buffer; nil when it is null, and
+// for every FormatValues record.
+func (r *Records) Key() []byte { return r.rec2.key }
+
+// Headers iterates over the headers of the record Next moved to (none for FormatValues). The iterator
+// and its headers alias the fetch's buffers.
+func (r *Records) Headers() HeaderIter {
+	return HeaderIter{d: fieldReader{b: r.rec2.headers}, left: r.rec2.hcount}
+}
+
+// HeaderCount is how many headers the record Next moved to has.
+func (r *Records) HeaderCount() int { return r.rec2.hcount }
+
+// AppendHeaders appends the current record's headers to dst (aliasing the fetch's buffers) and
+// returns it: no allocation once dst has room.
+func (r *Records) AppendHeaders(dst []Header) []Header {
+	for it := r.Headers(); it.Next(); {
+		dst = append(dst, it.Header())
+	}
+	return dst
+}
+
+// Timestamp is the timestamp of the record Next moved to: for FormatRecords the producer's (the
+// batch's base timestamp plus the record's delta), for FormatValues the owner's append time of its
+// batch (the batch header's first timestamp), which is all such a record has.
+func (r *Records) Timestamp() time.Time {
+	if r.format == FormatRecords {
+		return time.UnixMilli(r.baseTs + r.rec2.tsDelta)
+	}
+	return time.UnixMilli(r.firstTs)
+}
+
+// Format is the record format of the batch holding the record Next moved to.
+func (r *Records) Format() Format { return r.format }
+
+// Err is what stopped Next, if anything: ErrCorruptBatch, or ErrUnknownFormat for a batch of a record
+// format this client does not read.
 func (r *Records) Err() error { return r.err }
 
 // NextOffset is the offset to fetch from after these records.

@@ -40,7 +40,7 @@ const (
 // fetches both and never reads a payload; the format tells a reader how to decode it.
 const (
 	FormatValues  uint8 = 1 // each record a uvarint length and its bytes, compressed whole by the codec
-	FormatRecords uint8 = 2 // an 8-byte base timestamp, then Kafka v2 records compressed whole by the codec
+	FormatRecords uint8 = 2 // an 8-byte base timestamp (not compressed), then Kafka v2 records compressed whole by the codec
 	FormatMax           = FormatRecords
 )
 

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -124,7 +126,7 @@ func TestClientCommands_AgainstRealCluster(t *testing.T) {
 		t.Fatalf("consume --consumer: %d %q", code, out)
 	}
 	if out, code := cli("", "consume", "demo", "--consumer", "c1", "--json"); code != 0 ||
-		out != "{\"offset\":2,\"value\":\"\"}\n{\"offset\":3,\"value\":\"last\"}\n" {
+		!regexp.MustCompile(`^\{"offset":2,"timestamp":\d+,"value":""\}\n\{"offset":3,"timestamp":\d+,"value":"last"\}\n$`).MatchString(out) {
 		t.Fatalf("consume from the cursor: %d %q", code, out)
 	}
 	// consume --follow prints records as they are confirmed, and an interrupt ends it with status 0.
@@ -151,6 +153,8 @@ func TestClientCommands_AgainstRealCluster(t *testing.T) {
 	if code := <-followed; code != 0 {
 		t.Fatalf("consume --follow interrupted: exit %d, want 0", code)
 	}
+
+	checkRecordCommands(t, ctx, c, cli, flags)
 
 	out, code = cli("", "stream", "list", "--json")
 	var list []streamJSON
@@ -360,4 +364,95 @@ func soloStreamOn(ctx context.Context, t *testing.T, c *client.Client, node uint
 	}
 	t.Fatalf("no one-copy stream of 20 was placed on node %d", node)
 	return ""
+}
+
+// checkRecordCommands runs the record options of produce and consume against stream "demo", which
+// holds 5 records (offsets 0..4, the last "late"): produce --key-separator and --header, consume
+// --format, --json with keys and headers, --from-time, --record-format values, and their refusals.
+func checkRecordCommands(t *testing.T, ctx context.Context, c *client.Client, cli func(string, ...string) (string, int),
+	flags []string) {
+	t.Helper()
+	time.Sleep(5 * time.Millisecond)
+	mark := time.Now()
+	time.Sleep(5 * time.Millisecond)
+	out, code := cli("user-1:signed up\nuser-2:a:b\n", "produce", "demo", "--key-separator", ":", "--header", "src=web",
+		"--header", "v=2=3")
+	if code != 0 || !sameButBatches(out, "produced 2 records to \"demo\" at offsets 5..6 (1 batch(es), all confirmed)\n") {
+		t.Fatalf("produce --key-separator --header: %d %q", code, out)
+	}
+	end := time.Now()
+	if out, code := cli("", "consume", "demo", "--from", "4", "--format", `%o|%k|%K|%v|%s|%S|%h|%%\t.\n`); code != 0 ||
+		out != "4||-1|late|late|4||%\t.\n5|user-1|6|signed up|signed up|9|src=web,v=2=3|%\t.\n6|user-2|6|a:b|a:b|3|src=web,v=2=3|%\t.\n" {
+		t.Fatalf("consume --format: %d %q", code, out)
+	}
+	out, code = cli("", "consume", "demo", "--from", "5", "--format", `%T\n`)
+	for _, line := range strings.Fields(out) {
+		ms, err := strconv.ParseInt(line, 10, 64)
+		if code != 0 || err != nil || ms < mark.UnixMilli() || ms > end.UnixMilli() {
+			t.Fatalf("consume --format %%T: %d %q, want times between %d and %d", code, out, mark.UnixMilli(), end.UnixMilli())
+		}
+	}
+	out, code = cli("", "consume", "demo", "--from", "5", "--count", "1", "--json")
+	var doc recordJSON
+	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil || doc.Key == nil || *doc.Key != "user-1" ||
+		doc.Value == nil || *doc.Value != "signed up" || len(doc.Headers) != 2 || *doc.Headers[1].Key != "v" ||
+		*doc.Headers[1].Value != "2=3" || doc.Timestamp < mark.UnixMilli() {
+		t.Fatalf("consume --json of a keyed record: %d %q", code, out)
+	}
+	for _, from := range []string{strconv.FormatInt(mark.UnixMilli(), 10), mark.Format(time.RFC3339Nano)} {
+		if out, code := cli("", "consume", "demo", "--from-time", from, "--format", `%o %k\n`); code != 0 ||
+			out != "5 user-1\n6 user-2\n" {
+			t.Fatalf("consume --from-time %s: %d %q", from, code, out)
+		}
+	}
+	if out, code := cli("", "consume", "demo", "--from-time", "2100-01-01T00:00:00Z"); code != 0 || out != "" {
+		t.Fatalf("consume --from-time in the future: %d %q, want nothing", code, out)
+	}
+	if out, code := cli("plain\n", "produce", "demo", "--record-format", "values"); code != 0 || !strings.Contains(out, "offsets 7..7") {
+		t.Fatalf("produce --record-format values: %d %q", code, out)
+	}
+	if out, code := cli("", "consume", "demo", "--from", "7", "--format", `%K %v %T\n`); code != 0 ||
+		!regexp.MustCompile(`^-1 plain \d{13}\n$`).MatchString(out) {
+		t.Fatalf("consume of a format 1 record: %d %q", code, out)
+	}
+	// Null values (the value, a header's) from the Go client: %S is -1, %h prints a null header's key alone.
+	p, err := c.Producer(client.ProducerConfig{Stream: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendRecord(ctx, client.Record{Key: []byte("k"), Headers: []client.Header{{Key: []byte("a")},
+		{Key: []byte("b"), Value: []byte{}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := cli("", "consume", "demo", "--from", "8", "--format", `%h|%K|%S|%v\n`); code != 0 || out != "a,b=|1|-1|\n" {
+		t.Fatalf("consume --format of null values: %d %q", code, out)
+	}
+	for _, c := range []struct {
+		stdin string
+		args  []string
+		code  int
+		say   string
+	}{
+		{"", []string{"consume", "demo", "--format", "%x"}, exitUsage, "--format \"%x\": unknown token %x"},
+		{"", []string{"consume", "demo", "--format", `a\q`}, exitUsage, "unknown escape"},
+		{"", []string{"consume", "demo", "--format", "%"}, exitUsage, "--format"},
+		{"", []string{"consume", "demo", "--format", "%v", "--json"}, exitUsage, "--format and --json"},
+		{"", []string{"consume", "demo", "--from-time", "yesterday"}, exitUsage, "--from-time \"yesterday\""},
+		{"", []string{"consume", "demo", "--from-time", "5", "--from", "1"}, exitUsage, "--from-time"},
+		{"", []string{"produce", "demo", "--header", "novalue"}, exitUsage, "--header \"novalue\": want KEY=VALUE"},
+		{"", []string{"produce", "demo", "--header", "=v"}, exitUsage, "--header \"=v\": an empty key"},
+		{"", []string{"produce", "demo", "--key-separator", ""}, exitUsage, "--key-separator"},
+		{"", []string{"produce", "demo", "--record-format", "values", "--header", "a=b"}, exitUsage, "--record-format values"},
+		{"", []string{"produce", "demo", "--record-format", "json"}, exitUsage, "--record-format \"json\""},
+		{"a:b\nno separator\n", []string{"produce", "demo", "--key-separator", ":"}, exitFailure,
+			`line 2 has no key separator ":" (--key-separator)`},
+	} {
+		_, errOut, code := runCLIErr(t, strings.NewReader(c.stdin), ctx, append(c.args, flags...)...)
+		if code != c.code || !strings.Contains(errOut, c.say) {
+			t.Errorf("ringstream %s: exit %d %q, want %d saying %q", strings.Join(c.args, " "), code, errOut, c.code, c.say)
+		}
+	}
 }

@@ -8,20 +8,12 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ringstream/ringstream/client"
 	"github.com/ringstream/ringstream/wire"
 )
-
-// recordJSON is one record in `consume --json` output (one JSON object a line).
-type recordJSON struct {
-	Offset uint64  `json:"offset"`
-	Value  *string `json:"value,omitempty"`        // the record, when it is UTF-8
-	Base64 []byte  `json:"value_base64,omitempty"` // the record, when it is not
-}
 
 func newConsumeCommand() *cobra.Command {
 	var f clientFlags
@@ -32,15 +24,20 @@ func newConsumeCommand() *cobra.Command {
 	var wait time.Duration
 	var last uint64
 	var fromEnd bool
+	var format, fromTime string
 	cmd := clientCommand(&cobra.Command{
 		Use:   "consume STREAM",
 		Short: "Print a stream's confirmed records to stdout, one record a line",
 		Long: "Print the stream's confirmed records from --from (or from --consumer's committed cursor) to\n" +
-			"stdout, one a line; with --json one object a line ({\"offset\":N,\"value\":\"...\"}). It stops at\n" +
+			"stdout, one a line (its value); with --json one object a line ({\"offset\":N,\"timestamp\":MS,\"key\":...,\n" +
+			"\"value\":...,\"headers\":[...]}), with --format as a template says (" + formatTokens + "; no newline\n" +
+			"is added: end the template with \\n). It stops at\n" +
 			"the confirmed tail, or after --count records; --follow waits for more until interrupted. With\n" +
 			"--consumer it commits that consumer's cursor after each batch of records printed. --last N starts N\n" +
 			"records before the confirmed tail, --from-end at it (with --follow: only new records). A start\n" +
-			"past the confirmed tail prints nothing and says so on stderr (exit 0: the records may come).",
+			"past the confirmed tail prints nothing and says so on stderr (exit 0: the records may come).\n" +
+			"--from-time T (RFC 3339 or unix ms) starts at the first record its stream's owner appended at or\n" +
+			"after T: the nodes' append time, not the timestamps the producers gave the records.",
 		Args: streamArgs("STREAM"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if wait < 0 {
@@ -52,16 +49,33 @@ func newConsumeCommand() *cobra.Command {
 				}
 			}
 			starts := 0
-			for _, name := range []string{"from", "last", "from-end"} {
+			for _, name := range []string{"from", "last", "from-end", "from-time"} {
 				if cmd.Flags().Changed(name) {
 					starts++
 				}
 			}
 			if starts > 1 {
-				return usageErr(fmt.Errorf("give one of --from, --last and --from-end"))
+				return usageErr(fmt.Errorf("give one of --from, --last, --from-end and --from-time"))
 			}
 			if consumer != "" && (fromEnd || cmd.Flags().Changed("last")) {
-				return usageErr(fmt.Errorf("--consumer starts at its cursor: give --from, not --last or --from-end"))
+				return usageErr(fmt.Errorf("--consumer starts at its cursor: give --from or --from-time, not --last or --from-end"))
+			}
+			var tmpl recordTemplate
+			if cmd.Flags().Changed("format") {
+				if f.asJSON {
+					return usageErr(fmt.Errorf("give one of --format and --json"))
+				}
+				var err error
+				if tmpl, err = parseTemplate(format); err != nil {
+					return usageErr(err)
+				}
+			}
+			var since time.Time
+			if cmd.Flags().Changed("from-time") {
+				var err error
+				if since, err = parseFromTime(fromTime); err != nil {
+					return usageErr(err)
+				}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
@@ -72,7 +86,8 @@ func newConsumeCommand() *cobra.Command {
 			defer c.Close()
 			err = runConsume(ctx, cmd, &f, c, args[0], consumeOpts{from: from, count: count, follow: follow,
 				consumer: consumer, wait: wait, fromSet: cmd.Flags().Changed("from"), fromEnd: fromEnd,
-				last: last, lastSet: cmd.Flags().Changed("last")})
+				last: last, lastSet: cmd.Flags().Changed("last"), tmpl: tmpl, since: since,
+				sinceSet: cmd.Flags().Changed("from-time")})
 			if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				return nil // interrupted: a clean end for --follow
 			}
@@ -86,6 +101,8 @@ func newConsumeCommand() *cobra.Command {
 	cmd.Flags().StringVar(&consumer, "consumer", "", "a consumer name: start at its cursor and commit it as records are printed")
 	cmd.Flags().Uint64Var(&last, "last", 0, "start this many records before the confirmed tail (print the last N)")
 	cmd.Flags().BoolVar(&fromEnd, "from-end", false, "start at the confirmed tail (with --follow: print only new records)")
+	cmd.Flags().StringVar(&format, "format", "", "print each record as this template says: "+formatTokens)
+	cmd.Flags().StringVar(&fromTime, "from-time", "", "start at the first record appended at or after this time (RFC 3339 or unix ms; the nodes' append time)")
 	cmd.Flags().DurationVar(&wait, "wait", time.Second, "with --follow: how long one fetch waits at the tail (the long poll)")
 	return cmd
 }
@@ -100,6 +117,9 @@ type consumeOpts struct {
 	fromEnd  bool
 	last     uint64
 	lastSet  bool
+	tmpl     recordTemplate // nil: the value and a newline (or --json)
+	since    time.Time
+	sinceSet bool
 }
 
 func runConsume(ctx context.Context, cmd *cobra.Command, f *clientFlags, c *client.Client, stream string, o consumeOpts) error {
@@ -114,6 +134,15 @@ func runConsume(ctx context.Context, cmd *cobra.Command, f *clientFlags, c *clie
 		if found {
 			start = off
 		}
+	}
+	if o.sinceSet {
+		opCtx, cancel := context.WithTimeout(ctx, f.timeout)
+		off, err := c.OffsetForTime(opCtx, stream, o.since)
+		cancel()
+		if err != nil {
+			return clientErr(err)
+		}
+		start = off
 	}
 	if o.fromEnd || o.lastSet {
 		tail, err := confirmedTail(ctx, f, c, stream)
@@ -136,6 +165,7 @@ func runConsume(ctx context.Context, cmd *cobra.Command, f *clientFlags, c *clie
 	out := cmd.OutOrStdout()
 	enc := json.NewEncoder(out)
 	var printed uint64
+	var line []byte
 	for {
 		opCtx, cancel := context.WithTimeout(ctx, f.timeout+o.wait)
 		recs, err := cs.Poll(opCtx)
@@ -145,18 +175,17 @@ func runConsume(ctx context.Context, cmd *cobra.Command, f *clientFlags, c *clie
 		}
 		n := uint64(0)
 		for recs.Next() && (o.count == 0 || printed < o.count) {
-			if f.asJSON {
-				r := recordJSON{Offset: recs.Offset()}
-				if v := recs.Value(); utf8.Valid(v) {
-					s := string(v)
-					r.Value = &s
-				} else {
-					r.Base64 = v
-				}
-				if err := enc.Encode(r); err != nil {
+			switch {
+			case f.asJSON:
+				if err := enc.Encode(newRecordJSON(recs)); err != nil {
 					return err
 				}
-			} else {
+			case o.tmpl != nil:
+				line = o.tmpl.appendRecord(line[:0], recs)
+				if _, err := out.Write(line); err != nil {
+					return err
+				}
+			default:
 				if _, err := fmt.Fprintf(out, "%s\n", recs.Value()); err != nil {
 					return err
 				}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +38,8 @@ func newProduceCommand() *cobra.Command {
 	var codec string
 	var linger time.Duration
 	var batchBytes, inFlight int
+	var keySep, recordFormat string
+	var headerFlags []string
 	cmd := clientCommand(&cobra.Command{
 		Use:   "produce STREAM",
 		Short: "Append stdin's lines to a stream, one record a line, and wait for their confirm",
@@ -45,7 +48,12 @@ func newProduceCommand() *cobra.Command {
 			"It exits once every record is confirmed and prints how many there were and their offsets. --timeout\n" +
 			"bounds each wait for the cluster (a batch's confirm), not the time spent reading stdin. A produce\n" +
 			"that stops early (an interrupt, a timeout, a refusal) says how many records were confirmed and the\n" +
-			"last confirmed offset, and exits non-zero (1 for an interrupt, else the error's status).",
+			"last confirmed offset, and exits non-zero (1 for an interrupt, else the error's status).\n" +
+			"With --key-separator SEP each line is split at its first SEP into the record's key and value; a\n" +
+			"line without SEP stops the produce (exit 1), naming the line: a line meant to be keyed that is not\n" +
+			"is an input error, not a record without a key. --header KEY=VALUE (repeatable) gives every record\n" +
+			"those headers. Records are written in record format 2 (key, value, headers, timestamp: the time\n" +
+			"each line is read); --record-format values writes format 1, values only, for readers that predate it.",
 		Args: streamArgs("STREAM"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client.ParseCodec(codec)
@@ -58,10 +66,29 @@ func newProduceCommand() *cobra.Command {
 			if batchBytes < 16 || batchBytes > 1<<20 {
 				return usageErr(fmt.Errorf("--batch-bytes %d: want 16..1048576", batchBytes))
 			}
+			headers, err := parseHeaderFlags(headerFlags)
+			if err != nil {
+				return usageErr(err)
+			}
+			if cmd.Flags().Changed("key-separator") && keySep == "" {
+				return usageErr(fmt.Errorf("--key-separator: an empty separator"))
+			}
+			var format client.Format
+			switch recordFormat {
+			case "records":
+				format = client.FormatRecords
+			case "values":
+				format = client.FormatValues
+				if keySep != "" || len(headers) > 0 {
+					return usageErr(fmt.Errorf("--record-format values: records without keys or headers; drop --key-separator and --header"))
+				}
+			default:
+				return usageErr(fmt.Errorf("--record-format %q: want records or values", recordFormat))
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return runProduce(ctx, cmd, &f, args[0], client.ProducerConfig{Stream: args[0], Codec: c, Linger: linger,
-				BatchBytes: batchBytes, InFlight: inFlight})
+				BatchBytes: batchBytes, InFlight: inFlight, Format: format}, produceLines{keySep: []byte(keySep), headers: headers})
 		},
 	})
 	f.register(cmd.Flags(), true)
@@ -69,10 +96,20 @@ func newProduceCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&linger, "linger", 5*time.Millisecond, "with --in-flight above 1, how long a batch waits for more records while others are in flight (a record with nothing in flight goes at once)")
 	cmd.Flags().IntVar(&inFlight, "in-flight", 1, "batches waiting for their confirm at once, 1..4")
 	cmd.Flags().IntVar(&batchBytes, "batch-bytes", 1<<20, "send a batch once its records reach this many bytes (also the largest record)")
+	cmd.Flags().StringVar(&keySep, "key-separator", "", "split each line at its first SEP into the record's key and value (a line without it is an error)")
+	cmd.Flags().StringArrayVar(&headerFlags, "header", nil, "KEY=VALUE: a header every record carries (repeatable)")
+	cmd.Flags().StringVar(&recordFormat, "record-format", "records", "records (format 2: key, value, headers, timestamp) or values (format 1, for older readers)")
 	return cmd
 }
 
-func runProduce(ctx context.Context, cmd *cobra.Command, f *clientFlags, stream string, pc client.ProducerConfig) error {
+// produceLines says how produce makes a record of a line.
+type produceLines struct {
+	keySep  []byte // split each line at its first keySep into key and value (nil: the line is the value)
+	headers []client.Header
+}
+
+func runProduce(ctx context.Context, cmd *cobra.Command, f *clientFlags, stream string, pc client.ProducerConfig,
+	pl produceLines) error {
 	dialCtx, cancel := context.WithTimeout(ctx, f.timeout)
 	c, err := f.dial(dialCtx, cmd)
 	cancel()
@@ -119,8 +156,17 @@ func runProduce(ctx context.Context, cmd *cobra.Command, f *clientFlags, stream 
 		if err != nil {
 			return stoppedEarly(cmd, f, p, &mu, &res, ctx, clientErr(fmt.Errorf("produce: read stdin: %w", err)))
 		}
+		rec := client.Record{Value: line, Headers: pl.headers}
+		if len(pl.keySep) > 0 {
+			k, v, ok := bytes.Cut(line, pl.keySep)
+			if !ok {
+				return stoppedEarly(cmd, f, p, &mu, &res, ctx, fmt.Errorf("produce: line %d has no key separator %q (--key-separator)",
+					res.Read+1, pl.keySep))
+			}
+			rec.Key, rec.Value = k, v
+		}
 		opCtx, cancel := context.WithTimeout(ctx, f.timeout)
-		err = p.Append(opCtx, line)
+		err = p.AppendRecord(opCtx, rec)
 		cancel()
 		if err != nil {
 			return stoppedEarly(cmd, f, p, &mu, &res, ctx, clientErr(err))

@@ -43,39 +43,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// What README's session shows, and TestNewUserSession checks the commands print.
-const (
-	readmeCreate  = "created stream \"demo\": id 1, incarnation 1, 3 copies, majority_durable\n"
-	readmeProduce = "produced 3 records to \"demo\" at offsets 0..2 (2 batch(es), all confirmed)\n"
-	readmeLast2   = "$ ringstream consume demo --last 2\nworld\nthird line\n"
-	readmeHealth  = "cluster: healthy; 3 of 3 nodes up, 1 streams, 0 under-replicated, 0 without an owner, 0 recoveries pending\n"
-	readmeStatus  = "node 1 of cluster 1: serving, 1 shard(s), registered true\n"
-	readmeClear   = "node 1 (active controller): nothing needs attention\n"
-	readmeDown    = "node 3 is down (client "
-
-	readmeCursorList        = "stream \"demo\": confirmed tail 3, head 0, 1 consumer\n\nCONSUMER  CURSOR  LAG\nreader    3       0\n"
-	readmeCursorReset       = "reset consumer \"reader\" on stream \"demo\": cursor 3 -> 1, lag 2\n"
-	readmeCursorDescribe    = "consumer \"reader\" on stream \"demo\": cursor 1, lag 2 (confirmed tail 3, head 0)\n"
-	readmeCursorDelete      = "deleted consumer \"audit\" of stream \"demo\" (its cursor was at 1)\n"
-	readmeDescribeConsumers = "consumers: 1 consumer\n\nCONSUMER  CURSOR  LAG\nreader    3       0\n"
-)
-
-// TestREADME_ShowsWhatTheCommandsPrint: README's session holds the lines TestNewUserSession checks.
-func TestREADME_ShowsWhatTheCommandsPrint(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{readmeCreate, readmeProduce, readmeLast2, readmeHealth, readmeStatus, readmeClear, readmeDown,
-		readmeCursorList, readmeCursorReset, readmeCursorDescribe, readmeCursorDelete, readmeDescribeConsumers,
-		`stream "demo" (id 1) under-replicated: owner 1, followers [2 3]: node 3 is down`,
-		"stream \"demo\": id 1, incarnation 1, 3 copies, majority_durable, epoch 1, owner node 1, followers [2 3]\nconfirmed tail 3\n"} {
-		if !strings.Contains(string(b), want) {
-			t.Errorf("README does not show %q", want)
-		}
-	}
-}
-
 // syncBuffer is a bytes.Buffer safe for one writer and one reader at once.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -290,6 +257,16 @@ func TestNewUserSession(t *testing.T) {
 		t.Fatalf("withdraw asked of a backup alone: %d %q", code, errOut)
 	}
 
+	// Records with keys and headers, printed by a template, as README shows.
+	if out, code := cli("user-1:signed up\nuser-2:logged in\n", "produce", "demo", "--key-separator", ":", "--header",
+		"src=web"); code != 0 || !sameButBatches(out, readmeProducedKeyed) {
+		t.Fatalf("produce --key-separator: %d %q", code, out)
+	}
+	if out, code := cli("", "consume", "demo", "--last", "2", "--format", `%o %k=%v (%h)\n`); code != 0 ||
+		readmeFormatCmd+out != readmeFormat {
+		t.Fatalf("consume --last 2 --format: %d %q", code, out)
+	}
+
 	// A produce interrupted while it waits on stdin reports the records confirmed and exits 1.
 	pr, pw := io.Pipe()
 	prodCtx, interrupt := context.WithCancel(ctx)
@@ -306,12 +283,12 @@ func TestNewUserSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(ctx, t, "the produce's records to be confirmed", func() bool {
-		out, _ := runCLI(t, "", "consume", "demo", "--from", "3")
+		out, _ := runCLI(t, "", "consume", "demo", "--from", "5")
 		return out == "four\nfive\n"
 	})
 	interrupt()
 	r := <-res
-	if r.code != exitFailure || !strings.Contains(r.errOut, `produce to "demo" stopped early (interrupted): 2 records confirmed at offsets 3..4, the last confirmed offset 4`) {
+	if r.code != exitFailure || !strings.Contains(r.errOut, `produce to "demo" stopped early (interrupted): 2 records confirmed at offsets 5..6, the last confirmed offset 6`) {
 		t.Fatalf("interrupted produce: %d %q", r.code, r.errOut)
 	}
 
