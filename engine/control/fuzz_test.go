@@ -129,20 +129,29 @@ func (h *fuzzHarness) ready(apply bool) {
 	}
 	seen := map[uint64]bool{}
 	for _, p := range fx.Proposals {
-		if seen[p.Stream] {
-			t.Fatalf("two proposals for stream %d in one Ready", p.Stream)
+		for _, s := range p.For() {
+			if seen[s] {
+				t.Fatalf("two proposals for stream %d in one Ready", s)
+			}
+			seen[s] = true
 		}
-		seen[p.Stream] = true
-		if op, ok := p.Op.(meta.CommitRecovery); ok {
+		switch op := p.Op.(type) {
+		case meta.CommitRecovery:
 			h.checkCommit(op)
+		case meta.CommitRecoveries:
+			for _, e := range op.Entries {
+				h.checkCommit(e)
+			}
 		}
 	}
 	for _, p := range fx.Proposals {
 		if !apply {
-			f.c.ProposalDropped(p.Stream)
+			for _, s := range p.For() {
+				f.c.ProposalDropped(s)
+			}
 			continue
 		}
-		f.c.ProposalDone(p.Stream, f.apply(p.Op))
+		f.c.ProposalApplied(p.For(), f.apply(p.Op))
 	}
 	f.c.StateChanged()
 }
