@@ -245,7 +245,7 @@ func Run(opt Options) (Stats, error) {
 
 // ParseVariant returns the variant named name (as Variant.String spells it).
 func ParseVariant(name string) (Variant, error) {
-	for v := Correct; v <= QuorumBackAfterOneReply; v++ {
+	for v := Correct; v <= BatchCommitsAll; v++ {
 		if v.String() == name {
 			return v, nil
 		}

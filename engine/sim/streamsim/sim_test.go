@@ -180,3 +180,12 @@ func TestRegressionSeeds(t *testing.T) {
 		}
 	}
 }
+
+// Every variant parses back from its name (ringstream streamsim --variant).
+func TestParseVariant_EveryVariantByName(t *testing.T) {
+	for v := Correct; v <= BatchCommitsAll; v++ {
+		if got, err := ParseVariant(v.String()); err != nil || got != v {
+			t.Fatalf("%s: %v %v", v, got, err)
+		}
+	}
+}
