@@ -129,3 +129,14 @@ func TestBatch_PlacementOfManyStreamsInOneOp(t *testing.T) {
 		t.Fatalf("proposed again after the batch committed: %+v", fx.Proposals)
 	}
 }
+
+// A batch result that names no entry for a stream (a result from another op) refuses that stream;
+// the streams it names get their own codes.
+func TestBatch_ResultWithoutAStreamsEntryRefusesIt(t *testing.T) {
+	f, sts, _ := threeLost(t)
+	f.c.ProposalApplied(f.fx.Proposals[0].For(), meta.Result{Code: meta.ResultOK, Entries: []meta.EntryResult{
+		{Stream: sts[0].ID, Code: meta.ResultOK}, {Stream: sts[2].ID, Code: meta.ResultOK}}})
+	if s := f.c.Stats(); s.ProposalsRefused != 1 {
+		t.Fatalf("refused %d, want 1 (stream b, which the result does not name)", s.ProposalsRefused)
+	}
+}

@@ -189,9 +189,14 @@ func TestBatchOps_ValidationRefusesCountDuplicatesOrderAndBadEntries(t *testing.
 	}
 }
 
-// An entry count above the bound is refused before any entry is read.
+// An entry count above the bound is refused before any entry is read, even when the entries follow.
 func TestDecodeOp_RefusesBatchCountAboveBound(t *testing.T) {
-	b := []byte{opVersion, byte(OpCommitRecoveries), byte(BatchEntriesMax + 1), 0}
+	entries := make([]CommitRecovery, BatchEntriesMax+1)
+	for i := range entries {
+		entries[i] = CommitRecovery{Stream: uint64(i + 1), Incarnation: 1, Recovery: 1, ExpectedEpoch: 1, Owner: 1,
+			Sealed: []uint16{1}}
+	}
+	b := CommitRecoveries{Entries: entries}.appendBody([]byte{opVersion, byte(OpCommitRecoveries)})
 	if _, err := DecodeOp(b); !errors.Is(err, ErrOpShort) {
 		t.Fatalf("err %v, want ErrOpShort", err)
 	}
@@ -233,6 +238,9 @@ func TestResultCodec_EntriesRoundTripAndSingleResultsUnchanged(t *testing.T) {
 		if _, err := DecodeResult(enc[:n]); !errors.Is(err, ErrResult) {
 			t.Fatalf("cut to %d bytes: err %v", n, err)
 		}
+	}
+	if _, err := DecodeResult(append(enc, 0)); !errors.Is(err, ErrResult) {
+		t.Fatalf("a trailing byte after the entries: err %v", err)
 	}
 	zero := append(AppendResult(nil, single), 0, 0)
 	if _, err := DecodeResult(zero); !errors.Is(err, ErrResult) {
