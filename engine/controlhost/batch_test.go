@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ringstream/ringstream/engine/meta"
 )
@@ -89,6 +90,9 @@ func TestControlHost_StreamsLosingTheirOwnerAtOnceRecordInOneBatch(t *testing.T)
 		}
 		return waiting == more
 	})
+	// Every entry's result reached its stream: nothing is left out to expire once a proposal's
+	// time-out (and a status refresh) has passed.
+	time.Sleep(2 * time.Duration(controlTestConfig().ProposalTimeoutTicks) * 2 * time.Millisecond)
 	if st := c.host.Status().Stats; st.ProposalsRefused != 0 || st.ProposalsExpired != 0 {
 		t.Fatalf("controller stats %+v", st)
 	}
