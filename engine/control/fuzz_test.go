@@ -36,7 +36,7 @@ func FuzzController(f *testing.F) {
 type fuzzHarness struct {
 	f       *fixture
 	tails   map[[2]uint64]uint64 // (stream, node) -> the copy's record tail
-	answers map[[2]uint64]uint64 // (transition, node) -> record tail answered
+	answers map[[3]uint64]uint64 // (stream, transition, node) -> record tail answered; a batch's recoveries share an id
 	seals   []Seal               // the last seals handed out
 	failed  map[uint16]bool      // nodes whose copies publish a failed log
 }
@@ -47,7 +47,7 @@ func newFuzzHarness(t *testing.T) *fuzzHarness {
 	f.createStream("a", 3, majority, 1, 2, 3)
 	f.createStream("b", 3, meta.Policy{Kind: meta.PolicyLocalDurable}, 2, 3, 4)
 	f.createStream("c", 1, majority, 5)
-	return &fuzzHarness{f: f, tails: make(map[[2]uint64]uint64), answers: make(map[[2]uint64]uint64),
+	return &fuzzHarness{f: f, tails: make(map[[2]uint64]uint64), answers: make(map[[3]uint64]uint64),
 		failed: make(map[uint16]bool)}
 }
 
@@ -94,7 +94,7 @@ func (h *fuzzHarness) step(b byte) {
 		for _, s := range h.seals {
 			if s.To == node {
 				t := h.tails[[2]uint64{s.Seal.Stream, uint64(node)}]
-				h.answers[[2]uint64{s.Seal.TransitionID, uint64(node)}] = t
+				h.answers[[3]uint64{s.Seal.Stream, s.Seal.TransitionID, uint64(node)}] = t
 				f.reply(node, s.Seal, t, 0)
 			}
 		}
@@ -164,7 +164,7 @@ func (h *fuzzHarness) checkCommit(op meta.CommitRecovery) {
 		t.Fatalf("commit %+v with fewer than R = %d", op, rec.SealThreshold)
 	}
 	for _, n := range op.Sealed {
-		got, ok := h.answers[[2]uint64{op.Recovery, uint64(n)}]
+		got, ok := h.answers[[3]uint64{op.Stream, op.Recovery, uint64(n)}]
 		if !a.Includes(n) || !ok {
 			t.Fatalf("commit %+v: %d is not an answered copy of %+v", op, n, a)
 		}
