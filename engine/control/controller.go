@@ -172,6 +172,7 @@ func (c *Controller) Ready() *Effects {
 		for _, w := range c.works {
 			c.decide(w)
 		}
+		c.fx.batchProposals()
 	}
 	out := c.fx
 	c.fx = c.spare

@@ -64,6 +64,15 @@
 //     the live owner for one round trip. A stricter cluster policy alone reaches an existing
 //     assignment only at its next recovery.
 //   - A replacement for a withdrawn recovery carries reason operator.
+//   - Ops are batched per Ready (issue 25): every RecordRecovery, every CommitRecovery and every
+//     SetAssignment decided in one Ready go out as meta.RecordRecoveries, CommitRecoveries and
+//     SetAssignments of at most meta.BatchEntriesMax entries, sorted by stream; a kind with one op
+//     left stays a single op. So 1,000 streams losing their owner cost 10 record ops and 10 commit
+//     ops, which fit the metadata pipeline at once, instead of 2,000 ops queued for it. The
+//     bookkeeping stays per stream: each entry holds its stream's proposal slot, and
+//     ProposalApplied hands each stream its entry's code, so a refused entry backs off and is
+//     looked at again as a refused single op is. Operator actions (Withdraw, AcceptOwnerLoss) stay
+//     single ops: the host proposes them on their own.
 //   - One proposal per stream is out at a time. A refused one is looked at again after
 //     SealRetryTimeoutTicks; one never reported back is forgotten after ProposalTimeoutTicks.
 //   - A seal answer with status "no copy" (the node lost its copy) never counts toward R: a copy that

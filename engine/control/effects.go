@@ -9,8 +9,9 @@ import (
 // Ready returns it. The host:
 //
 //  1. Proposes every op in Proposals to the metadata group, in order, and reports each outcome with
-//     ProposalDone (applied, with its Result) or ProposalDropped (never proposed, or lost in a view
-//     change). Each stream has at most one proposal out at a time.
+//     ProposalApplied (applied, with its Result, for the streams Proposal.For lists) or
+//     ProposalDropped for each of those streams (never proposed, or lost in a view change). Each
+//     stream has at most one proposal out at a time, single or as a batch entry.
 //  2. Sends every seal in Seals to its node as a wire.StreamSeal frame carrying Starts. A seal to a
 //     node whose links are down may be dropped: the worker seals again.
 //  3. Sends every assignment in Assignments to its node as a wire.StreamAssignment frame carrying
@@ -26,10 +27,13 @@ type Effects struct {
 	starts []wire.HistoryStart // the Starts of Seals
 }
 
-// Proposal is one metadata op the controller wants committed, for one stream.
+// Proposal is one metadata op the controller wants committed: a single op for one stream, or a
+// batch op (meta.RecordRecoveries, CommitRecoveries, SetAssignments) with one entry per stream. For
+// lists the streams either way.
 type Proposal struct {
-	Stream uint64
-	Op     meta.Op
+	Stream  uint64   // a single op's stream; 0 for a batch op
+	Streams []uint64 // a batch op's streams, in entry order; nil for a single op
+	Op      meta.Op
 }
 
 // Seal is one stream seal for node To: fence the copy at Seal.FenceEpoch for transition

@@ -36,7 +36,7 @@ func FuzzController(f *testing.F) {
 type fuzzHarness struct {
 	f       *fixture
 	tails   map[[2]uint64]uint64 // (stream, node) -> the copy's record tail
-	answers map[[2]uint64]uint64 // (transition, node) -> record tail answered
+	answers map[[3]uint64]uint64 // (stream, transition, node) -> record tail answered; a batch's recoveries share an id
 	seals   []Seal               // the last seals handed out
 	failed  map[uint16]bool      // nodes whose copies publish a failed log
 }
@@ -47,7 +47,7 @@ func newFuzzHarness(t *testing.T) *fuzzHarness {
 	f.createStream("a", 3, majority, 1, 2, 3)
 	f.createStream("b", 3, meta.Policy{Kind: meta.PolicyLocalDurable}, 2, 3, 4)
 	f.createStream("c", 1, majority, 5)
-	return &fuzzHarness{f: f, tails: make(map[[2]uint64]uint64), answers: make(map[[2]uint64]uint64),
+	return &fuzzHarness{f: f, tails: make(map[[2]uint64]uint64), answers: make(map[[3]uint64]uint64),
 		failed: make(map[uint16]bool)}
 }
 
@@ -94,7 +94,7 @@ func (h *fuzzHarness) step(b byte) {
 		for _, s := range h.seals {
 			if s.To == node {
 				t := h.tails[[2]uint64{s.Seal.Stream, uint64(node)}]
-				h.answers[[2]uint64{s.Seal.TransitionID, uint64(node)}] = t
+				h.answers[[3]uint64{s.Seal.Stream, s.Seal.TransitionID, uint64(node)}] = t
 				f.reply(node, s.Seal, t, 0)
 			}
 		}
@@ -129,20 +129,29 @@ func (h *fuzzHarness) ready(apply bool) {
 	}
 	seen := map[uint64]bool{}
 	for _, p := range fx.Proposals {
-		if seen[p.Stream] {
-			t.Fatalf("two proposals for stream %d in one Ready", p.Stream)
+		for _, s := range p.For() {
+			if seen[s] {
+				t.Fatalf("two proposals for stream %d in one Ready", s)
+			}
+			seen[s] = true
 		}
-		seen[p.Stream] = true
-		if op, ok := p.Op.(meta.CommitRecovery); ok {
+		switch op := p.Op.(type) {
+		case meta.CommitRecovery:
 			h.checkCommit(op)
+		case meta.CommitRecoveries:
+			for _, e := range op.Entries {
+				h.checkCommit(e)
+			}
 		}
 	}
 	for _, p := range fx.Proposals {
 		if !apply {
-			f.c.ProposalDropped(p.Stream)
+			for _, s := range p.For() {
+				f.c.ProposalDropped(s)
+			}
 			continue
 		}
-		f.c.ProposalDone(p.Stream, f.apply(p.Op))
+		f.c.ProposalApplied(p.For(), f.apply(p.Op))
 	}
 	f.c.StateChanged()
 }
@@ -155,7 +164,7 @@ func (h *fuzzHarness) checkCommit(op meta.CommitRecovery) {
 		t.Fatalf("commit %+v with fewer than R = %d", op, rec.SealThreshold)
 	}
 	for _, n := range op.Sealed {
-		got, ok := h.answers[[2]uint64{op.Recovery, uint64(n)}]
+		got, ok := h.answers[[3]uint64{op.Stream, op.Recovery, uint64(n)}]
 		if !a.Includes(n) || !ok {
 			t.Fatalf("commit %+v: %d is not an answered copy of %+v", op, n, a)
 		}

@@ -134,7 +134,7 @@ func (f *fixture) commit() []meta.Result {
 	for _, p := range props {
 		r := f.apply(p.Op)
 		out = append(out, r)
-		f.c.ProposalDone(p.Stream, r)
+		f.c.ProposalApplied(p.For(), r)
 	}
 	f.c.StateChanged()
 	return out
@@ -147,6 +147,11 @@ func (f *fixture) mustCommit() []meta.Result {
 	for _, r := range rs {
 		if !r.OK() {
 			f.t.Fatalf("proposal refused: %s", r)
+		}
+		for _, e := range r.Entries {
+			if !e.OK() {
+				f.t.Fatalf("batch entry refused: %s", r)
+			}
 		}
 	}
 	return rs

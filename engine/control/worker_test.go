@@ -3,6 +3,7 @@ package control
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -386,32 +387,45 @@ func TestWithdraw_FollowedByReplacementAtSameFence(t *testing.T) {
 	}
 }
 
-// Many streams recover at once: 100 streams losing their owner seal and commit in parallel.
-func TestRecovery_ManyStreamsAtOnce(t *testing.T) {
+// Many streams recover at once: 250 streams losing their owner seal and commit in parallel, their
+// pending recoveries recorded by batch ops of at most meta.BatchEntriesMax entries, and their guarded
+// commits likewise (issue 25).
+func TestRecovery_ManyStreamsAtOnceInBatchOps(t *testing.T) {
 	f := newFixture(t, testConfig(), 3)
 	var streams []meta.Stream
-	for i := range 100 {
+	for i := range 250 {
 		streams = append(streams, f.createStream(fmt.Sprintf("s%03d", i), 3, majority, 1, 2, 3))
 	}
 	f.heartbeatAll(1, 2, 3)
 	f.ready()
 	f.heartbeat(1, wire.FlagShuttingDown)
-	if fx := f.ready(); len(fx.Proposals) != 100 {
-		t.Fatalf("%d recoveries recorded, want 100", len(fx.Proposals))
+	wantBatches := func(fx *Effects, kind meta.OpKind) {
+		t.Helper()
+		var sizes []int
+		var all []uint64
+		for _, p := range fx.Proposals {
+			if p.Op.Kind() != kind {
+				t.Fatalf("proposal %s, want %s", p.Op.Kind(), kind)
+			}
+			sizes = append(sizes, len(p.For()))
+			all = append(all, p.For()...)
+		}
+		if !slices.Equal(sizes, []int{100, 100, 50}) || len(all) != 250 || !slices.IsSorted(all) {
+			t.Fatalf("batches of %v entries, want 100, 100, 50 in stream order", sizes)
+		}
 	}
+	wantBatches(f.ready(), meta.OpRecordRecoveries)
 	f.mustCommit()
 	fx := f.ready()
-	if len(fx.Seals) != 300 {
-		t.Fatalf("%d seals, want 300", len(fx.Seals))
+	if len(fx.Seals) != 750 {
+		t.Fatalf("%d seals, want 750", len(fx.Seals))
 	}
 	for _, s := range fx.Seals {
 		if s.To != 1 {
 			f.reply(s.To, s.Seal, s.Seal.Stream, 0)
 		}
 	}
-	if fx := f.ready(); len(fx.Proposals) != 100 {
-		t.Fatalf("%d commits, want 100", len(fx.Proposals))
-	}
+	wantBatches(f.ready(), meta.OpCommitRecoveries)
 	f.mustCommit()
 	for _, st := range streams {
 		if a, _ := f.s.Assignment(st.ID); a.Epoch != 2 || a.Owner != 2 {

@@ -18,7 +18,12 @@
 //     requests from 1, so no earlier controller's request is ever stale), seals and assignments leave
 //     as frames on shard 0's links (to this node: LocalFrame).
 //   - A proposal refused at once (not primary, pipeline full) and every proposal out when the replica
-//     loses primacy go back as ProposalDropped; a reply as ProposalDone with its decoded result.
+//     loses primacy go back as ProposalDropped, one per stream it was for (a batch op's streams
+//     each); a reply as ProposalApplied with its decoded result, which hands each stream its
+//     entry's code. A reply whose result does not decode drops every stream of the proposal.
+//   - The observer hears a batch op as one event per entry, named by the entry's single op kind
+//     (Event.Batch gives the entry count), so recovery metrics and the failover benchmarks time
+//     each stream's record and commit alike for single and batch ops.
 //   - Node heartbeats arriving on another shard are copied to shard 0 with shard.Node.Run. Seal replies
 //     are addressed to the stream's group: the stream host of the primary's node hands them over
 //     (Host.OnSealReply), from its copy's group or, when the node holds no copy, from the

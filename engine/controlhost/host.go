@@ -51,8 +51,9 @@ type Status struct {
 }
 
 type controlProposal struct {
-	request, stream uint64
-	kind            meta.OpKind
+	request uint64
+	streams []uint64 // control.Proposal.For, owned here
+	kind    meta.OpKind
 }
 
 // EventKind names one step of the controller host, as an observer hears it.
@@ -69,13 +70,31 @@ const (
 	AssignmentSent                      // an assignment left for Node
 )
 
-// Event is one step of the controller host: the failover's parts, timed by an observer.
+// Event is one step of the controller host: the failover's parts, timed by an observer. A batch op
+// is heard as one Proposed and one Committed event per entry, each naming the entry's stream, the
+// kind of the entry's single op (OpRecordRecovery for an entry of OpRecordRecoveries, and so on) and,
+// for Committed, whether that entry took effect; Batch is the op's entry count (0 for a single op).
 type Event struct {
 	Kind   EventKind
 	Stream uint64
 	Node   uint16
 	Op     meta.OpKind
 	OK     bool
+	Batch  int
+}
+
+// entryKind is the kind of the single op each entry of a batch op of kind k is (k for a single op).
+func entryKind(k meta.OpKind) meta.OpKind {
+	switch k {
+	case meta.OpRecordRecoveries:
+		return meta.OpRecordRecovery
+	case meta.OpCommitRecoveries:
+		return meta.OpCommitRecovery
+	case meta.OpSetAssignments:
+		return meta.OpSetAssignment
+	default:
+		return k
+	}
 }
 
 // Host is the controller on this node's metadata replica. It implements shard.NodeHandler:
@@ -250,17 +269,38 @@ func (h *Host) Replied(rep vsr.Reply) bool {
 	if !ok {
 		return true
 	}
-	stream, kind := h.out[i].stream, h.out[i].kind
+	p := h.out[i]
 	h.out = slices.Delete(h.out, i, i+1)
 	r, err := meta.DecodeResult(rep.Result)
 	if err != nil {
-		h.log.Error("controller proposal: result does not decode", "stream", stream, "err", err)
-		h.ctl.ProposalDropped(stream)
+		h.log.Error("controller proposal: result does not decode", "streams", p.streams, "err", err)
+		for _, s := range p.streams {
+			h.ctl.ProposalDropped(s)
+		}
 		return true
 	}
-	h.observe(Event{Kind: Committed, Stream: stream, Op: kind, OK: r.OK()})
-	h.ctl.ProposalDone(stream, r)
+	if h.observer.Load() != nil {
+		h.observeCommitted(p, r)
+	}
+	h.ctl.ProposalApplied(p.streams, r)
 	return true
+}
+
+// observeCommitted tells the observer the outcome of p for each of its streams.
+func (h *Host) observeCommitted(p controlProposal, r meta.Result) {
+	batch := 0
+	if len(p.streams) > 1 || len(r.Entries) > 0 {
+		batch = len(p.streams)
+	}
+	for _, s := range p.streams {
+		ok := r.OK()
+		if e, found := r.Entry(s); found {
+			ok = e.OK()
+		} else if batch > 0 {
+			ok = false // a batch refused whole
+		}
+		h.observe(Event{Kind: Committed, Stream: s, Op: entryKind(p.kind), OK: ok, Batch: batch})
+	}
 }
 
 // step follows the replica's role and commit and carries out the controller's effects. It reports
@@ -288,7 +328,9 @@ func (h *Host) Step() bool {
 	case !primary && h.primary:
 		h.primary = false
 		for _, p := range h.out {
-			h.ctl.ProposalDropped(p.stream)
+			for _, s := range p.streams {
+				h.ctl.ProposalDropped(s)
+			}
 		}
 		h.out = h.out[:0]
 		h.ctl.StepDown()
@@ -311,21 +353,32 @@ func (h *Host) carryOut(fx *control.Effects) bool {
 	}
 	from := wire.From{Cluster: h.g.Cluster(), Node: h.g.Node()}
 	h.dropped = h.dropped[:0]
+	proposed := false
 	for _, p := range fx.Proposals {
 		h.request++
+		streams := p.For()
 		var err error
 		if h.opBuf, err = meta.EncodeOp(h.opBuf[:0], p.Op); err == nil {
 			err = h.g.Replica().Propose(h.client, h.request, h.opBuf)
 		}
 		if err != nil {
 			if !errors.Is(err, vsr.ErrNotPrimary) && !errors.Is(err, vsr.ErrPipelineFull) {
-				h.log.Warn("controller proposal refused", "stream", p.Stream, "err", err)
+				h.log.Warn("controller proposal refused", "streams", streams, "op", p.Op.Kind(), "err", err)
 			}
-			h.dropped = append(h.dropped, p.Stream)
+			h.dropped = append(h.dropped, streams...)
 			continue
 		}
-		h.out = append(h.out, controlProposal{request: h.request, stream: p.Stream, kind: p.Op.Kind()})
-		h.observe(Event{Kind: Proposed, Stream: p.Stream, Op: p.Op.Kind()})
+		proposed = true
+		h.out = append(h.out, controlProposal{request: h.request, streams: slices.Clone(streams), kind: p.Op.Kind()})
+		if h.observer.Load() != nil {
+			batch := 0
+			if p.Streams != nil {
+				batch = len(streams)
+			}
+			for _, s := range streams {
+				h.observe(Event{Kind: Proposed, Stream: s, Op: entryKind(p.Op.Kind()), Batch: batch})
+			}
+		}
 	}
 	for i := range fx.Seals {
 		s := &fx.Seals[i]
@@ -339,7 +392,6 @@ func (h *Host) carryOut(fx *control.Effects) bool {
 		h.observe(Event{Kind: AssignmentSent, Stream: a.Assignment.Stream, Node: a.To})
 		h.sendFrame(a.To)
 	}
-	proposed := len(fx.Proposals) > len(h.dropped)
 	for _, s := range h.dropped {
 		h.ctl.ProposalDropped(s)
 	}

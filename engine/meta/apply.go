@@ -47,6 +47,12 @@ func (s *State) applyOp(op []byte, opNumber uint64) Result {
 		return s.applyCommitRecovery(o)
 	case AcceptOwnerLoss:
 		return s.applyAcceptOwnerLoss(o)
+	case RecordRecoveries:
+		return s.applyRecordRecoveries(o, opNumber)
+	case CommitRecoveries:
+		return s.applyCommitRecoveries(o)
+	case SetAssignments:
+		return s.applySetAssignments(o)
 	default:
 		// DecodeOp returns only the kinds above.
 		assert.True(false, "meta: decoded op of no known kind")

@@ -33,6 +33,16 @@
 //   - A recovery's id is the op number that recorded it: unique for the life of the cluster and
 //     ascending in log order. Its R is computed here from the current assignment, never taken from
 //     the op, so the controller and the owner cannot disagree on it.
+//   - Batch ops (RecordRecoveries, CommitRecoveries, SetAssignments; issue 25) carry many streams'
+//     single ops as entries, so a failover of many streams costs two ops instead of two per stream.
+//     Each entry keeps its single op's guards and is applied as that op, in entry order: a refused
+//     entry changes nothing and the others take effect. The op's code is ok and Result.Entries
+//     names each stream's code; an op that does not decode is refused whole (malformed, no
+//     entries). Entries are strictly ascending by stream (one entry a stream), at most
+//     BatchEntriesMax (100: the largest batch fits a superblock copy inline). The recoveries one
+//     RecordRecoveries records share its op number as id; the id is unique per stream, which is all
+//     a seal's transition id needs. A result without entries encodes as before; one with entries
+//     appends them, so old results decode unchanged. The snapshot format does not change.
 //   - A withdrawn recovery stays listed (status withdrawn) until RecordRecovery replaces it by id, so
 //     attention can show it; CommitRecovery and AcceptOwnerLoss need a pending one.
 //   - CommitRecovery also refuses an owner whose record tail is below the latest history start (the

@@ -179,6 +179,8 @@ func FuzzRestore(f *testing.F) {
 func FuzzDecodeResult(f *testing.F) {
 	f.Add(AppendResult(nil, Result{Code: ResultOK, Message: "stream 1 created"}))
 	f.Add(AppendResult(nil, Result{Code: ResultTooFewSealed}))
+	f.Add(AppendResult(nil, Result{Code: ResultOK, Message: "1 of 2", Entries: []EntryResult{
+		{Stream: 1, Code: ResultOK}, {Stream: 9, Code: ResultEpochMismatch}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeResult(b)
 		if err != nil {
@@ -224,6 +226,20 @@ func applySeeds() [][]byte {
 		seq(CreateStream{Name: "gone", Copies: 2, Policy: majority, Owner: 1, Followers: []uint16{3},
 			Stamped: majority}, DeleteStream{Stream: 3, Incarnation: 2}),
 		seq(WithdrawRecovery{Stream: 1, Incarnation: 1, Recovery: 12}),
+		// Batches: one entry takes effect and one is refused by its guard, in each order.
+		seq(RecordRecoveries{Entries: []RecordRecovery{
+			{Stream: 2, Incarnation: 1, ExpectedEpoch: 1, Replaces: 14, ProposedOwner: 5, Members: []uint16{5, 6},
+				Policy: majority, Reason: ReasonOperator},
+			{Stream: 4, Incarnation: 1, ExpectedEpoch: 9, ProposedOwner: 2, Members: []uint16{2},
+				Policy: majority, Reason: ReasonLivenessExpiry}}}),
+		seq(CommitRecoveries{Entries: []CommitRecovery{
+			{Stream: 1, Incarnation: 1, Recovery: 12, ExpectedEpoch: 2, ExpectedStartsVersion: 1,
+				Owner: 3, RecordTail: 300, Sealed: []uint16{3, 4}},
+			{Stream: 2, Incarnation: 1, Recovery: 14, ExpectedEpoch: 1, Owner: 1, Sealed: []uint16{1}}}}),
+		seq(SetAssignments{Entries: []SetAssignment{
+			{Stream: 1, Incarnation: 1, ExpectedEpoch: 2, Owner: 2, Followers: []uint16{3, 4}, Policy: majority},
+			{Stream: 4, Incarnation: 1, ExpectedEpoch: 1, Owner: 1, Followers: []uint16{2},
+				Policy: Policy{Kind: PolicyCountDurable, Count: 1}}}}),
 		{3, 1, 200, 0},
 	}
 }

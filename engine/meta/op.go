@@ -21,6 +21,9 @@ const (
 	OpWithdrawRecovery OpKind = 7
 	OpCommitRecovery   OpKind = 8
 	OpAcceptOwnerLoss  OpKind = 9
+	OpRecordRecoveries OpKind = 10
+	OpCommitRecoveries OpKind = 11
+	OpSetAssignments   OpKind = 12
 )
 
 func (k OpKind) String() string {
@@ -43,6 +46,12 @@ func (k OpKind) String() string {
 		return "commit_recovery"
 	case OpAcceptOwnerLoss:
 		return "accept_owner_loss"
+	case OpRecordRecoveries:
+		return "record_recoveries"
+	case OpCommitRecoveries:
+		return "commit_recoveries"
+	case OpSetAssignments:
+		return "set_assignments"
 	default:
 		return fmt.Sprintf("op(%d)", uint8(k))
 	}

@@ -12,7 +12,9 @@ import (
 //	version u8 | kind u8 | the kind's fields, little endian, in struct order
 //
 // where a string is u8 length + bytes, a node list is u8 count + u16 ids, a policy is kind u8 + count
-// u8, and a bool is one byte, 0 or 1. Nothing may follow the last field.
+// u8, and a bool is one byte, 0 or 1. A batch op (RecordRecoveries, CommitRecoveries, SetAssignments)
+// is a u16 entry count followed by each entry encoded as the body of its single op. Nothing may
+// follow the last field.
 const opVersion = 1
 
 // EncodeOp checks op (Validate) and appends its encoding to dst. An op that breaks a rule is refused
@@ -59,17 +61,13 @@ func DecodeOp(b []byte) (Op, error) {
 	case OpDeleteStream:
 		op = DeleteStream{Stream: d.u64(), Incarnation: d.u32()}
 	case OpSetAssignment:
-		op = SetAssignment{Stream: d.u64(), Incarnation: d.u32(), ExpectedEpoch: d.u32(), Owner: d.u16(),
-			Followers: d.nodes(CopiesMax - 1), Policy: d.policy()}
+		op = d.setAssignment()
 	case OpRecordRecovery:
-		op = RecordRecovery{Stream: d.u64(), Incarnation: d.u32(), ExpectedEpoch: d.u32(), Replaces: d.u64(),
-			ProposedOwner: d.u16(), Members: d.nodes(CopiesMax), Policy: d.policy(), Reason: RecoveryReason(d.u8())}
+		op = d.recordRecovery()
 	case OpWithdrawRecovery:
 		op = WithdrawRecovery{Stream: d.u64(), Incarnation: d.u32(), Recovery: d.u64()}
 	case OpCommitRecovery:
-		op = CommitRecovery{Stream: d.u64(), Incarnation: d.u32(), Recovery: d.u64(), ExpectedEpoch: d.u32(),
-			ExpectedStartsVersion: d.u64(), Owner: d.u16(), RecordTail: d.u64(), CursorTail: d.u64(),
-			Sealed: d.nodes(CopiesMax)}
+		op = d.commitRecovery()
 	case OpAcceptOwnerLoss:
 		o := AcceptOwnerLoss{Stream: d.u64(), Incarnation: d.u32(), Recovery: d.u64(), Owner: d.u16()}
 		published := d.u8()
@@ -79,6 +77,12 @@ func DecodeOp(b []byte) (Op, error) {
 		}
 		o.TailsPublished = published == 1
 		op = o
+	case OpRecordRecoveries:
+		op = RecordRecoveries{Entries: decodeEntries(&d, (*decoder).recordRecovery)}
+	case OpCommitRecoveries:
+		op = CommitRecoveries{Entries: decodeEntries(&d, (*decoder).commitRecovery)}
+	case OpSetAssignments:
+		op = SetAssignments{Entries: decodeEntries(&d, (*decoder).setAssignment)}
 	default:
 		return nil, fmt.Errorf("%w: %d", ErrOpKind, uint8(kind))
 	}
@@ -92,6 +96,22 @@ func DecodeOp(b []byte) (Op, error) {
 		return nil, fmt.Errorf("%s: %w", kind, err)
 	}
 	return op, nil
+}
+
+func (d *decoder) setAssignment() SetAssignment {
+	return SetAssignment{Stream: d.u64(), Incarnation: d.u32(), ExpectedEpoch: d.u32(), Owner: d.u16(),
+		Followers: d.nodes(CopiesMax - 1), Policy: d.policy()}
+}
+
+func (d *decoder) recordRecovery() RecordRecovery {
+	return RecordRecovery{Stream: d.u64(), Incarnation: d.u32(), ExpectedEpoch: d.u32(), Replaces: d.u64(),
+		ProposedOwner: d.u16(), Members: d.nodes(CopiesMax), Policy: d.policy(), Reason: RecoveryReason(d.u8())}
+}
+
+func (d *decoder) commitRecovery() CommitRecovery {
+	return CommitRecovery{Stream: d.u64(), Incarnation: d.u32(), Recovery: d.u64(), ExpectedEpoch: d.u32(),
+		ExpectedStartsVersion: d.u64(), Owner: d.u16(), RecordTail: d.u64(), CursorTail: d.u64(),
+		Sealed: d.nodes(CopiesMax)}
 }
 
 func (o RegisterNode) appendBody(dst []byte) []byte {

@@ -28,6 +28,18 @@ func sampleOps() []Op {
 		AcceptOwnerLoss{Stream: 3, Incarnation: 2, Recovery: 99, Owner: 2, TailsPublished: true,
 			RecordTail: 500, CursorTail: 20},
 		AcceptOwnerLoss{Stream: 3, Incarnation: 2, Recovery: 99, Owner: 2},
+		RecordRecoveries{Entries: []RecordRecovery{
+			{Stream: 3, Incarnation: 2, ExpectedEpoch: 5, Replaces: 77, ProposedOwner: 3,
+				Members: []uint16{2, 3, 6}, Policy: majority, Reason: ReasonEagerFailover},
+			{Stream: 0x0102030405060708, Incarnation: 9, ExpectedEpoch: 1, ProposedOwner: 4,
+				Members: []uint16{4}, Policy: Policy{Kind: PolicyCountAccepted, Count: 1}, Reason: ReasonPlacement}}},
+		CommitRecoveries{Entries: []CommitRecovery{
+			{Stream: 3, Incarnation: 2, Recovery: 99, ExpectedEpoch: 5, ExpectedStartsVersion: 4,
+				Owner: 3, RecordTail: 1 << 40, CursorTail: 12345, Sealed: []uint16{2, 3}},
+			{Stream: 8, Incarnation: 1, Recovery: 100, ExpectedEpoch: 2, Owner: 1, Sealed: []uint16{1, 2, 3, 4, 5, 6, 7}}}},
+		SetAssignments{Entries: []SetAssignment{
+			{Stream: 3, Incarnation: 2, ExpectedEpoch: 5, Owner: 1, Followers: []uint16{2, 3, 4}, Policy: majority},
+			{Stream: 4, Incarnation: 1, ExpectedEpoch: 7, Owner: 2, Policy: Policy{Kind: PolicyLocalDurable}}}},
 	}
 }
 
@@ -83,7 +95,7 @@ func TestDecodeOp_RefusesUnknownVersionAndKind(t *testing.T) {
 	if _, err := DecodeOp(b); !errors.Is(err, ErrOpVersion) {
 		t.Fatalf("version %d: err %v, want ErrOpVersion", b[0], err)
 	}
-	for _, kind := range []byte{0, byte(OpAcceptOwnerLoss) + 1, 255} {
+	for _, kind := range []byte{0, byte(OpSetAssignments) + 1, 255} {
 		if _, err := DecodeOp([]byte{opVersion, kind, 1, 0}); !errors.Is(err, ErrOpKind) {
 			t.Fatalf("kind %d: err %v, want ErrOpKind", kind, err)
 		}

@@ -3,6 +3,8 @@ package meta
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/ringstream/ringstream/internal/assert"
 )
 
 // ResultCode is the outcome of applying one op. A code other than ResultOK and ResultOKNoStart means
@@ -91,9 +93,33 @@ func (c ResultCode) String() string {
 
 // Result is what applying one op returns: a code and a message for people. Both are a function of
 // the op and the state only, so every replica returns the same result for the same op.
+//
+// A batch op (RecordRecoveries, CommitRecoveries, SetAssignments) that decodes is applied entry by
+// entry: its Code is ResultOK and Entries holds each entry's outcome, in entry order. An op refused
+// whole (ResultMalformed) and every single op have no Entries.
 type Result struct {
 	Code    ResultCode
 	Message string
+	Entries []EntryResult
+}
+
+// EntryResult is the outcome of one entry of a batch op: the code its single op would have returned.
+type EntryResult struct {
+	Stream uint64
+	Code   ResultCode
+}
+
+// OK reports whether the entry took effect.
+func (e EntryResult) OK() bool { return e.Code == ResultOK || e.Code == ResultOKNoStart }
+
+// Entry returns the outcome of stream's entry, when r is a batch op's result with one for it.
+func (r Result) Entry(stream uint64) (EntryResult, bool) {
+	for _, e := range r.Entries {
+		if e.Stream == stream {
+			return e, true
+		}
+	}
+	return EntryResult{}, false
 }
 
 // OK reports whether the op took effect.
@@ -113,15 +139,27 @@ func done(format string, args ...any) Result {
 const ResultMessageBytesMax = 1024
 
 // AppendResult appends r's encoding to dst: code u8 | message length u16 | message bytes, little
-// endian. It is what Apply hands the replication layer for the client's reply.
+// endian, and for a batch op's result, entry count u16 | per entry stream u64 | code u8. A result
+// without entries encodes as it did before batch ops existed. It is what Apply hands the replication
+// layer for the client's reply.
 func AppendResult(dst []byte, r Result) []byte {
+	assert.True(len(r.Entries) <= BatchEntriesMax, "meta: result with more entries than a batch holds")
 	msg := r.Message
 	if len(msg) > ResultMessageBytesMax {
 		msg = msg[:ResultMessageBytesMax]
 	}
 	dst = append(dst, uint8(r.Code))
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(msg)))
-	return append(dst, msg...)
+	dst = append(dst, msg...)
+	if len(r.Entries) == 0 {
+		return dst
+	}
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(r.Entries)))
+	for _, e := range r.Entries {
+		dst = binary.LittleEndian.AppendUint64(dst, e.Stream)
+		dst = append(dst, uint8(e.Code))
+	}
+	return dst
 }
 
 // DecodeResult reads a Result encoded by AppendResult (a client or controller reading its reply). It
@@ -131,8 +169,23 @@ func DecodeResult(b []byte) (Result, error) {
 	code := ResultCode(d.u8())
 	n := int(d.u16())
 	msg := d.take(n)
-	if d.short || !d.done() || n > ResultMessageBytesMax {
+	if d.short || n > ResultMessageBytesMax {
 		return Result{}, fmt.Errorf("%w: %d bytes", ErrResult, len(b))
 	}
-	return Result{Code: code, Message: string(msg)}, nil
+	r := Result{Code: code, Message: string(msg)}
+	if d.done() {
+		return r, nil
+	}
+	count := int(d.u16())
+	if count == 0 || count > BatchEntriesMax {
+		return Result{}, fmt.Errorf("%w: %d entries (1..%d)", ErrResult, count, BatchEntriesMax)
+	}
+	r.Entries = make([]EntryResult, 0, count)
+	for range count {
+		r.Entries = append(r.Entries, EntryResult{Stream: d.u64(), Code: ResultCode(d.u8())})
+	}
+	if !d.done() {
+		return Result{}, fmt.Errorf("%w: %d bytes", ErrResult, len(b))
+	}
+	return r, nil
 }

@@ -53,7 +53,7 @@ func TestSnapshot_RestoreRoundTrip(t *testing.T) {
 	op := AppendOp(nil, CreateStream{Name: "gone", Copies: 1, Policy: Policy{Kind: PolicyMajorityDurable}, Owner: 2})
 	r1 := f.s.applyOp(op, f.op+1)
 	r2 := restored.applyOp(op, f.op+1)
-	if r1 != r2 || f.s.Digest() != restored.Digest() {
+	if !reflect.DeepEqual(r1, r2) || f.s.Digest() != restored.Digest() {
 		t.Fatalf("diverged after restore: %s vs %s", r1, r2)
 	}
 	if st, _ := restored.StreamByName("gone"); st.Incarnation != 2 {

@@ -64,13 +64,25 @@
 // log healthy" reports a failed group commit durable and never tells the copy its log failed; "owner
 // quorum one" counts every owner's R24 quorum as 1 and "quorum back after one reply" lets an owner
 // that lost its quorum serve again on one follower's reply (the broker's copyGroup.Quorum and
-// OnCommitReply broken).
+// OnCommitReply broken); "batch commits all" makes every refused entry of a batch metadata op take
+// effect as decided (batchforce.go: real ops replace the recovery and accept the entry's owner, as a
+// batch apply that skipped the entries' guards and checks would), and runs 4 to 8 streams so batches
+// of many entries are common.
 //
 // Limits, written down:
 //   - The metadata group is an atomic replicated log applied to a real meta.State after
 //     MetaDelayTicks; the VSR group itself is simulated on its own in engine/sim. When the primary's
 //     node dies, each proposal it had out commits or vanishes at random, and a new primary (the
-//     lowest running node) starts a fresh controller viewChangeTicks later.
+//     lowest running node) starts a fresh controller viewChangeTicks later. Ops commit in log order
+//     (the due prefix), and nothing commits without a primary: a kept proposal commits in the new
+//     view, MetaDelayTicks plus up to 2*viewChangeTicks (a slow backup) after it starts, ahead of
+//     the new controller's proposals but after its first decisions. Those decisions can be stale,
+//     which is what exercises the refusal of single entries of the controller's batch ops (issue
+//     25); before this, a kept proposal committed during the view change and no batch entry was
+//     ever refused (0 in 1,000 seeds). Runs that lose the primary draw differently than before.
+//   - The controller proposes batch ops (meta.RecordRecoveries, CommitRecoveries, SetAssignments)
+//     and each entry's result goes back to its stream (control.ProposalApplied); TestSim logs how
+//     many batch ops were applied and how many of their entries were refused alone.
 //   - A seal is one atomic storage step (no crash between fence and cut); no retention.
 //   - R24 (quorum.go): owners send Commit batches to their followers every 2 ticks and lose their
 //     quorum when they hear fewer than W copies within 6 ticks, a window shorter than the quickest

@@ -11,10 +11,10 @@ import (
 
 // pendingOp is a proposal on its way through the metadata group.
 type pendingOp struct {
-	at     uint64
-	stream uint64
-	op     meta.Op
-	gen    uint64 // controller generation that proposed it; 0 for an operator's op
+	at      uint64
+	streams []uint64 // control.Proposal.For: one stream, or a batch op's streams
+	op      meta.Op
+	gen     uint64 // controller generation that proposed it; 0 for an operator's op
 }
 
 // metaGroup models the metadata group as one atomic replicated log applied to a real meta.State: a
@@ -158,6 +158,12 @@ func (m *metaGroup) nodeDown(s *Sim, id uint16) {
 	kept := m.pending[:0]
 	for _, p := range m.pending {
 		if p.gen == 0 || s.rng.IntN(2) == 0 {
+			// Nothing commits without a primary: a kept op is prepared again in the new view and
+			// commits at least MetaDelayTicks after it starts, ahead of the new primary's own
+			// proposals (log order) but after the new controller's first decisions, which may
+			// then be stale.
+			// The new view may take a while to replicate them (a slow or partitioned backup).
+			p.at = max(p.at, m.electAt+uint64(s.opt.MetaDelayTicks+s.rng.IntN(2*viewChangeTicks)))
 			kept = append(kept, p)
 		}
 	}
@@ -194,7 +200,8 @@ func (m *metaGroup) ready(s *Sim) {
 	fx := m.ctrl.Ready()
 	m.ctrl.CheckInvariants()
 	for _, p := range fx.Proposals {
-		m.pending = append(m.pending, pendingOp{at: s.now + uint64(s.opt.MetaDelayTicks), stream: p.Stream, op: p.Op, gen: m.gen})
+		m.pending = append(m.pending, pendingOp{at: s.now + uint64(s.opt.MetaDelayTicks),
+			streams: slices.Clone(p.For()), op: p.Op, gen: m.gen})
 	}
 	for _, sl := range fx.Seals {
 		sl.Starts = slices.Clone(sl.Starts)
@@ -208,34 +215,43 @@ func (m *metaGroup) ready(s *Sim) {
 
 // propose queues an operator's op.
 func (m *metaGroup) propose(s *Sim, stream uint64, op meta.Op) {
-	m.pending = append(m.pending, pendingOp{at: s.now + uint64(s.opt.MetaDelayTicks), stream: stream, op: op})
+	m.pending = append(m.pending, pendingOp{at: s.now + uint64(s.opt.MetaDelayTicks), streams: []uint64{stream}, op: op})
 }
 
 // commitDue applies the proposals due, in order, and reports each to the controller that made it.
 func (m *metaGroup) commitDue(s *Sim) {
 	applied := false
-	kept := m.pending[:0]
-	var due []pendingOp
-	for _, p := range m.pending {
-		if p.at <= s.now {
-			due = append(due, p)
-		} else {
-			kept = append(kept, p)
-		}
+	// Ops commit in log order: the due prefix (an op kept across a view change holds back the ops
+	// proposed after it).
+	n := 0
+	for n < len(m.pending) && m.pending[n].at <= s.now {
+		n++
 	}
-	m.pending = kept
+	due := slices.Clone(m.pending[:n])
+	m.pending = slices.Delete(m.pending, 0, n)
 	for _, p := range due {
 		r := m.apply(p.op)
 		applied = true
-		s.logf("meta op %s on stream %d: %s", p.op.Kind(), p.stream, r)
-		if _, ok := p.op.(meta.AcceptOwnerLoss); ok && r.OK() {
-			s.chk.onAcceptedLoss(s, p.stream)
-			if si, ok := s.streamIndex(p.stream); ok {
+		s.logf("meta op %s on streams %v: %s", p.op.Kind(), p.streams, r)
+		if len(r.Entries) > 0 {
+			s.counts.batchOps++
+			for _, e := range r.Entries {
+				if !e.OK() {
+					s.counts.batchRefused++
+				}
+			}
+			if s.opt.Variant == BatchCommitsAll {
+				r = m.forceRefused(s, p.op, r)
+			}
+		}
+		if o, ok := p.op.(meta.AcceptOwnerLoss); ok && r.OK() {
+			s.chk.onAcceptedLoss(s, o.Stream)
+			if si, ok := s.streamIndex(o.Stream); ok {
 				s.reads.onAcceptedLoss(si)
 			}
 		}
 		if p.gen != 0 && p.gen == m.gen && m.ctrl != nil {
-			m.ctrl.ProposalDone(p.stream, r)
+			m.ctrl.ProposalApplied(p.streams, r)
 		}
 	}
 	if applied && m.ctrl != nil {

@@ -47,12 +47,15 @@ const (
 	// QuorumBackAfterOneReply: an owner that lost its quorum serves again after one follower's reply,
 	// whatever W is (the broker's OnCommitReply broken).
 	QuorumBackAfterOneReply
+	// BatchCommitsAll: a batch metadata op with an entry whose guard fails commits every entry
+	// anyway, as a meta that checked the batch's guards as one would (batchforce.go).
+	BatchCommitsAll
 )
 
 func (v Variant) String() string {
 	return [...]string{"correct", "raw-tail seal", "no prefix guard", "seal R-1", "confirm W-1",
 		"ack before fsync", "restarted owner kept", "failed log healthy", "owner quorum one",
-		"quorum back after one reply"}[v]
+		"quorum back after one reply", "batch commits all"}[v]
 }
 
 // Options are one run's shape. Zero values are drawn from the seed.
@@ -118,7 +121,7 @@ type Sim struct {
 	fault  faults
 	err    error
 	byID   map[uint64]int // stream id -> index in strs
-	counts struct{ shrunken, empty, pauses, inPlace, quorumLost int }
+	counts struct{ shrunken, empty, pauses, inPlace, quorumLost, batchOps, batchRefused int }
 }
 
 // simStream is one stream of the run.
@@ -172,7 +175,9 @@ func (s *Sim) drawOptions() {
 	if o.Nodes == 0 {
 		o.Nodes = 3 + s.rng.IntN(3)
 	}
-	if o.Streams == 0 {
+	if o.Streams == 0 && o.Variant == BatchCommitsAll {
+		o.Streams = 4 + s.rng.IntN(5) // the variant breaks what only batches of many entries exercise
+	} else if o.Streams == 0 {
 		o.Streams = 1 + s.rng.IntN(3)
 	}
 	if o.Ticks == 0 {
@@ -240,7 +245,7 @@ func Run(opt Options) (Stats, error) {
 
 // ParseVariant returns the variant named name (as Variant.String spells it).
 func ParseVariant(name string) (Variant, error) {
-	for v := Correct; v <= QuorumBackAfterOneReply; v++ {
+	for v := Correct; v <= BatchCommitsAll; v++ {
 		if v.String() == name {
 			return v, nil
 		}
@@ -392,11 +397,14 @@ type Stats struct {
 	InPlace int
 	// QuorumLost: owners told they lost their quorum (R24).
 	QuorumLost int
+	// BatchOps: batch metadata ops applied; BatchRefused: their entries refused by a guard.
+	BatchOps, BatchRefused int
 }
 
 func (s *Sim) Stats() Stats {
 	st := Stats{Acked: len(s.work.acked), Shrunken: s.counts.shrunken, Empty: s.counts.empty, Pauses: s.counts.pauses,
-		Reads: s.reads.checked, InPlace: s.counts.inPlace, QuorumLost: s.counts.quorumLost}
+		Reads: s.reads.checked, InPlace: s.counts.inPlace, QuorumLost: s.counts.quorumLost,
+		BatchOps: s.counts.batchOps, BatchRefused: s.counts.batchRefused}
 	for si := range s.strs {
 		st.Confirmed += len(s.chk.ghosts[si].ids)
 		st.Accepted += len(s.chk.ghosts[si].acceptedEpochs)

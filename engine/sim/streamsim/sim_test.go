@@ -51,6 +51,8 @@ func TestSim(t *testing.T) {
 		sum.Reads += st.Reads
 		sum.InPlace += st.InPlace
 		sum.QuorumLost += st.QuorumLost
+		sum.BatchOps += st.BatchOps
+		sum.BatchRefused += st.BatchRefused
 		if st.MaxEpoch > 1 {
 			failovers++
 		}
@@ -62,8 +64,10 @@ func TestSim(t *testing.T) {
 	t.Logf("seeds %d..%d: %d batches acknowledged, %d confirmed, %d runs with a failover, %d shrunken "+
 		"assignments, %d empty replacement copies, %d owners woken after their failover, %d accepted losses "+
 		"(%d then with a divergent follower), %d streams stuck at the end, %d fetch replies checked against "+
-		"earlier confirms and reads, %d assignments applied in place, %d owners that lost their quorum", first, last, sum.Acked, sum.Confirmed, failovers, sum.Shrunken, sum.Empty,
-		sum.Pauses, sum.Accepted, sum.AcceptedDiverged, sum.Stuck, sum.Reads, sum.InPlace, sum.QuorumLost)
+		"earlier confirms and reads, %d assignments applied in place, %d owners that lost their quorum, "+
+		"%d batch metadata ops (%d entries refused alone)", first, last, sum.Acked, sum.Confirmed, failovers,
+		sum.Shrunken, sum.Empty, sum.Pauses, sum.Accepted, sum.AcceptedDiverged, sum.Stuck, sum.Reads, sum.InPlace,
+		sum.QuorumLost, sum.BatchOps, sum.BatchRefused)
 	if n >= 20 && (sum.Acked < 10*n || failovers < n/3) {
 		t.Fatalf("the runs did too little to prove anything")
 	}
@@ -104,7 +108,7 @@ func TestBrokenVariants(t *testing.T) {
 	}
 	for _, only := range modes {
 		for _, v := range []Variant{NoPrefixGuard, SealRMinus1, RawTailSeal, ConfirmWMinus1, AckBeforeFsync, OwnerQuorumOne,
-			QuorumBackAfterOneReply} {
+			QuorumBackAfterOneReply, BatchCommitsAll} {
 			name := v.String()
 			if only {
 				name += " (record checks only)"
@@ -173,6 +177,15 @@ func TestRegressionSeeds(t *testing.T) {
 	} {
 		if _, err := runSeed(t, c.seed, Correct); err != nil {
 			t.Errorf("seed %d (%s): %v", c.seed, c.finding, err)
+		}
+	}
+}
+
+// Every variant parses back from its name (ringstream streamsim --variant).
+func TestParseVariant_EveryVariantByName(t *testing.T) {
+	for v := Correct; v <= BatchCommitsAll; v++ {
+		if got, err := ParseVariant(v.String()); err != nil || got != v {
+			t.Fatalf("%s: %v %v", v, got, err)
 		}
 	}
 }
