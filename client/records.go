@@ -248,6 +248,11 @@ func (r *Records) nextRecord() bool {
 	}
 	r.rec = r.payload[k : k+int(n) : k+int(n)]
 	r.payload = r.payload[k+int(n):]
+	return r.advance()
+}
+
+// advance counts the record just read and checks that a batch's last record ends its payload.
+func (r *Records) advance() bool {
 	r.recOff = r.off
 	r.off++
 	r.left--
@@ -308,15 +313,7 @@ func (r *Records) nextRecord2() bool {
 	}
 	r.rec = r.rec2.value
 	r.payload = r.payload[k+int(n):]
-	r.recOff = r.off
-	r.off++
-	r.left--
-	if r.left == 0 && len(r.payload) != 0 {
-		r.err = fmt.Errorf("%w: %d bytes past the last record of the batch ending at %d", ErrCorruptBatch,
-			len(r.payload), r.off)
-		return false
-	}
-	return true
+	return r.advance()
 }
 
 // Offset is the offset of the record Next moved to.
