@@ -138,13 +138,13 @@ func TestClientIdleClosedAfterBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		ln.w.wait(t, "the fetch held", func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.held) == 1 })
-		start := ln.Shards()[0].Stats().Ticks.Load()
+		start := tickClock(ln.Shards()[0])
 		idle, refused := dialClient(t, ln.ClientAddr(), "")
 		if refused != nil {
 			t.Fatal(string(refused.Message))
 		}
 		expectClosed(t, idle, "idle client")
-		if ran := ln.Shards()[0].Stats().Ticks.Load() - start; ran < ticks {
+		if ran := tickClock(ln.Shards()[0]) - start; ran < ticks {
 			t.Fatalf("idle client closed after %d ticks, before the bound of %d", ran, ticks)
 		}
 		ln.waitClosed(t, "idle_timeout", 1)
@@ -162,7 +162,7 @@ func TestClientIdleClosedAfterBound(t *testing.T) {
 		req := h.held[0]
 		h.mu.Unlock()
 		var answered uint64
-		if err := ln.Node.Run(0, func(s *shard.Shard) { answered = s.Stats().Ticks.Load(); answer(s, req) }); err != nil {
+		if err := ln.Node.Run(0, func(s *shard.Shard) { answered = tickClock(s); answer(s, req) }); err != nil {
 			t.Fatal(err)
 		}
 		if e := readError(t, polling); e.RequestID != 7 {
@@ -170,7 +170,7 @@ func TestClientIdleClosedAfterBound(t *testing.T) {
 		}
 		expectClosed(t, polling, "client idle after its reply")
 		ln.waitClosed(t, "idle_timeout", 2)
-		if ran := ln.Shards()[0].Stats().Ticks.Load() - answered; ran < ticks {
+		if ran := tickClock(ln.Shards()[0]) - answered; ran < ticks {
 			t.Fatalf("closed %d ticks after its reply, before the idle bound of %d", ran, ticks)
 		}
 	})
@@ -189,12 +189,12 @@ func TestClientFrameBodyTimeout(t *testing.T) {
 		request(t, c, 1, 3, 1) // a whole frame: served, and no clock left running
 		f := wire.AppendProduce(nil, wire.From{Cluster: testCluster}, &wire.Produce{RequestID: 2, Stream: 3,
 			Count: 1, Batch: make([]byte, 100000)})
-		start := ln.Shards()[0].Stats().Ticks.Load() // before the bytes can reach the node
+		start := tickClock(ln.Shards()[0]) // before the bytes can reach the node
 		if _, err := c.Write(f[:wire.HeaderSize+10]); err != nil {
 			t.Fatal(err)
 		}
 		expectClosed(t, c, "client silent mid-frame")
-		if ran := ln.Shards()[0].Stats().Ticks.Load() - start; ran < ticks {
+		if ran := tickClock(ln.Shards()[0]) - start; ran < ticks {
 			t.Fatalf("closed after %d ticks, before the bound of %d", ran, ticks)
 		}
 		ln.waitClosed(t, "frame_timeout", 1)
@@ -277,8 +277,8 @@ func TestClientPendingBytesBound(t *testing.T) {
 		if _, err := c.Write(append(third[100:], fetchFrame(4, 3)...)); err != nil {
 			t.Fatal(err)
 		}
-		ticks := ln.Shards()[0].Stats().Ticks.Load()
-		ln.w.wait(t, "50 ticks", func() bool { return ln.Shards()[0].Stats().Ticks.Load() > ticks+50 })
+		ticks := tickClock(ln.Shards()[0])
+		ln.w.wait(t, "50 ticks", func() bool { return tickClock(ln.Shards()[0]) > ticks+50 })
 		if n := held(); n != 2 {
 			t.Fatalf("%d requests of %d bytes handed on under a bound of %d bytes, want 2", n, size, 2*size+size/2)
 		}
@@ -369,14 +369,14 @@ func TestClientPipelinedFramesNotTimedOut(t *testing.T) {
 		stream = append(stream, fetchFrame(id, 3)...)
 	}
 	chunk := len(fetchFrame(1, 3)) + 93 // 349 and 256 are coprime: a write ends on a frame's last byte once in 256
-	start := ln.Shards()[0].Stats().Ticks.Load()
-	for off := 0; off < len(stream) && ln.Shards()[0].Stats().Ticks.Load() < start+3*ticks; off += chunk {
+	start := tickClock(ln.Shards()[0])
+	for off := 0; off < len(stream) && tickClock(ln.Shards()[0]) < start+3*ticks; off += chunk {
 		if _, err := c.Write(stream[off:min(off+chunk, len(stream))]); err != nil {
-			t.Fatalf("write after %d ticks: %v", ln.Shards()[0].Stats().Ticks.Load()-start, err)
+			t.Fatalf("write after %d ticks: %v", tickClock(ln.Shards()[0])-start, err)
 		}
 		time.Sleep(time.Millisecond) // a pause between writes, never near the bound
 	}
-	if ran := ln.Shards()[0].Stats().Ticks.Load() - start; ran < 3*ticks {
+	if ran := tickClock(ln.Shards()[0]) - start; ran < 3*ticks {
 		t.Skipf("the writes took only %d ticks", ran)
 	}
 	if got := ln.closed(t, "client", "frame_timeout"); got != 0 {

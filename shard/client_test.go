@@ -279,7 +279,7 @@ func TestClientSilentClosedAfterBound(t *testing.T) {
 		defer stopWithin(t, n, liveness, "stop")
 		before := make([]uint64, 2)
 		for i, s := range n.Shards() {
-			before[i] = s.Stats().Ticks.Load()
+			before[i] = tickClock(s)
 		}
 		silent, err := net.Dial("tcp", n.ClientAddr().String())
 		if err != nil {
@@ -300,7 +300,7 @@ func TestClientSilentClosedAfterBound(t *testing.T) {
 		// Each shard that accepted one of them ran the whole bound in between (the bound is in
 		// ticks, not time).
 		for i, s := range n.Shards() {
-			if ran := s.Stats().Ticks.Load() - before[i]; s.Stats().Client.Accepted.Load() > 0 && ran < ticks {
+			if ran := tickClock(s) - before[i]; s.Stats().Client.Accepted.Load() > 0 && ran < ticks {
 				t.Fatalf("shard %d closed a client after %d ticks, before the bound of %d", i, ran, ticks)
 			}
 		}
