@@ -94,6 +94,7 @@ type Copy struct {
 	scratch     []decodedBatch
 	cursorAck   bool
 	ownerCommit uint64 // the owner's confirmed tail, from its prepares
+	owed        owedProbe
 
 	fx, ready Effects
 	stats     Stats
@@ -208,6 +209,7 @@ func (c *Copy) EpochDone(epoch uint32, err error) {
 		c.failLogs()
 		return
 	}
+	c.answerOwedProbe()
 	if c.role == RoleOwner {
 		c.updateConfirmed() // W = 1: the owner's own durable tail is the confirmed tail at once
 		for i := range c.followers {

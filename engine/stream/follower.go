@@ -28,15 +28,20 @@ func (c *Copy) onPrepare(from uint16, m *wire.StreamPrepare) {
 		return
 	case m.Epoch > c.asg.Epoch:
 		c.stats.Ignored[IgnoreNewerEpoch]++
+		c.oweProbe(from, m)
 		return
 	case c.role != RoleFollower:
 		c.stats.Ignored[IgnoreRole]++
+		if c.role == RoleOpening {
+			c.oweProbe(from, m)
+		}
 		return
 	case from != c.asg.Owner:
 		c.stats.Ignored[IgnoreNotFromOwner]++
 		return
 	case c.epochPending:
 		c.stats.Ignored[IgnoreEpochPending]++
+		c.oweProbe(from, m)
 		return
 	}
 	c.ownerCommit = max(c.ownerCommit, m.ConfirmedTail)
@@ -71,6 +76,39 @@ func (c *Copy) onPrepare(from uint16, m *wire.StreamPrepare) {
 	c.ackBase = m.BaseOffset
 	if !appended {
 		c.ackDue = true // a probe or a repeat: answer with the durable tail now
+	}
+}
+
+// owedProbe is the first record prepare of the newest epoch that a copy ignored because it was not
+// ready for that epoch yet: the assignment not taken, the copy reopening for it, or its log-epoch
+// entry not durable. A new owner probes its followers as soon as its own epoch entry is durable,
+// which races with theirs; unanswered, the probe would be sent again only after ResendTicks (half a
+// second by default), and the failover's first confirm would wait for it. The copy answers what it
+// owes once it is ready (EpochDone) instead, as a probe at that prepare's base: where the histories
+// agree is all the owner needs to go on, and records it sent are sent again.
+type owedProbe struct {
+	msg  wire.StreamPrepare // a probe: no records; Epoch 0 when none is owed (a prepare's is at least 1)
+	from uint16
+}
+
+// oweProbe remembers m as the probe to answer once the copy is ready for m's epoch, unless one of
+// that epoch or a newer one is owed already.
+func (c *Copy) oweProbe(from uint16, m *wire.StreamPrepare) {
+	if m.Log != wire.LogRecords || c.owed.msg.Epoch >= m.Epoch {
+		return
+	}
+	c.owed = owedProbe{msg: wire.StreamPrepare{Stream: m.Stream, Incarnation: m.Incarnation, Epoch: m.Epoch,
+		PrevEpoch: m.PrevEpoch, Log: wire.LogRecords, BaseOffset: m.BaseOffset, ConfirmedTail: m.ConfirmedTail},
+		from: from}
+}
+
+// answerOwedProbe takes the probe the copy owes for its epoch, now that its epoch entry is durable
+// (EpochDone, once per epoch), as it would have on arrival. One owed for another epoch waits: a newer
+// one replaces it.
+func (c *Copy) answerOwedProbe() {
+	if c.owed.msg.Epoch == c.asg.Epoch {
+		m := c.owed.msg
+		c.onPrepare(c.owed.from, &m)
 	}
 }
 

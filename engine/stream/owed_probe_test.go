@@ -1,0 +1,148 @@
+package stream_test
+
+import (
+	"testing"
+
+	"github.com/ringstream/ringstream/engine/stream"
+	"github.com/ringstream/ringstream/wire"
+)
+
+// probeOf is the empty prepare a new owner at epoch sends to ask where a follower's log agrees.
+func probeOf(from uint16, epoch uint32, base uint64, prev uint32) stream.Message {
+	m := stream.Message{Kind: stream.KindPrepare, From: from}
+	m.Prepare = wire.StreamPrepare{Stream: testStream, Incarnation: testIncarnation, Epoch: epoch, PrevEpoch: prev,
+		Log: wire.LogRecords, BaseOffset: base}
+	return m
+}
+
+// answers are the record-log answers of fx to node to.
+func answers(fx *stream.Effects, to uint16) []wire.StreamPrepareOK {
+	var out []wire.StreamPrepareOK
+	for _, ok := range fx.PrepareOKs {
+		if ok.To == to && ok.Msg.Log == wire.LogRecords {
+			out = append(out, ok.Msg)
+		}
+	}
+	return out
+}
+
+// A new owner probes its followers as soon as its own log-epoch entry is durable, which races with
+// theirs. A follower whose entry is not durable yet ignores the probe, and answers it the moment the
+// entry is: the owner does not wait ResendTicks to probe again before its first confirm.
+func TestFollower_AnswersTheProbeItIgnoredOnceItsEpochIsDurable(t *testing.T) {
+	c, err := stream.New(testConfig(2), assignment(2, 1, 2, 3), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.OpenDone(stream.OpenState{LogEpochs: []wire.LogEpoch{{Epoch: 1}}})
+	if fx := c.Ready(); len(fx.Epochs) != 1 || fx.Epochs[0].Epoch != 2 {
+		t.Fatalf("epoch entries asked %+v, want epoch 2", fx.Epochs)
+	}
+	probe := probeOf(1, 2, 0, 0)
+	c.Step(&probe)
+	if got := answers(c.Ready(), 1); len(got) != 0 {
+		t.Fatalf("answered %+v before its epoch entry was durable", got)
+	}
+	if c.Stats().Ignored[stream.IgnoreEpochPending] != 1 {
+		t.Fatalf("ignored %v", c.Stats().Ignored)
+	}
+	c.EpochDone(2, nil)
+	got := answers(c.Ready(), 1)
+	if len(got) != 1 || got[0].Epoch != 2 || got[0].Status != wire.PrepareAppended || got[0].BaseOffset != 0 {
+		t.Fatalf("answers once durable %+v, want one at epoch 2 for the probe at 0", got)
+	}
+	if got := answers(c.Ready(), 1); len(got) != 0 {
+		t.Fatalf("the owed probe answered twice: %+v", got)
+	}
+}
+
+// A probe of an epoch the follower has not been assigned yet (the new owner's metadata applied
+// first) is answered once the follower takes that assignment and its epoch entry is durable; one of
+// an epoch that never comes is forgotten when an even newer one is taken.
+func TestFollower_AnswersTheProbeOfAnEpochItTakesLater(t *testing.T) {
+	f := followerAt(t) // node 2 following node 1 at epoch 2, tail 10
+	probe := probeOf(3, 3, 10, 2)
+	f.c.Step(&probe)
+	f.ready(t)
+	if n := len(f.sent); n != 0 {
+		t.Fatalf("answered a probe of epoch 3 while at epoch 2: %d frames", n)
+	}
+	f.reassign(t, assignment(3, 3, 1, 2))
+	var found bool
+	for _, e := range f.sent {
+		found = found || e.to == 3
+	}
+	if !found {
+		t.Fatal("the probe of epoch 3 was not answered once the follower took epoch 3")
+	}
+
+	g := followerAt(t)
+	stale := probeOf(3, 3, 10, 2)
+	g.c.Step(&stale)
+	g.ready(t)
+	g.reassign(t, assignment(4, 1, 2, 3))
+	for _, e := range g.sent {
+		if e.to == 3 {
+			t.Fatal("a probe of epoch 3 was answered at epoch 4")
+		}
+	}
+}
+
+// What a follower owes is a probe of the record log: a probe that arrives while the copy reopens for
+// its epoch is answered, an older epoch's prepare arriving late does not replace a newer one owed,
+// and a cursor prepare is never taken for a record probe.
+func TestFollower_OwedProbeIsTheNewestEpochsRecordProbe(t *testing.T) {
+	f := followerAt(t)
+	f.sync(t)
+	f.ready(t)
+	if err := f.c.Reassign(assignment(3, 3, 1, 2), nil); err != nil {
+		t.Fatal(err)
+	}
+	newer, older := probeOf(3, 3, 10, 2), probeOf(1, 2, 10, 2)
+	f.c.Step(&newer) // while the copy reopens
+	f.c.Step(&older)
+	f.c.OpenDone(stream.OpenState{RecordTail: f.recTail(), CursorTail: f.curTail(), LogEpochs: f.epochs})
+	if fx := f.c.Ready(); len(answers(fx, 3)) != 0 || len(fx.Epochs) != 1 {
+		t.Fatalf("answers %+v, epoch entries %+v: want none and one", fx.PrepareOKs, fx.Epochs)
+	}
+	f.c.EpochDone(3, nil)
+	if got := answers(f.c.Ready(), 3); len(got) != 1 || got[0].Epoch != 3 || got[0].BaseOffset != 10 {
+		t.Fatalf("answers to the owner of epoch 3: %+v, want the probe at 10", got)
+	}
+
+	// At epoch 2: a prepare of epoch 4, then a late one of epoch 3, then a second prepare of epoch 4
+	// past the first: the first of epoch 4 is what is owed.
+	h := followerAt(t)
+	first, late, second := probeOf(1, 4, 10, 2), probeOf(3, 3, 9, 2), probeOf(1, 4, 12, 4)
+	h.c.Step(&first)
+	h.c.Step(&late)
+	h.c.Step(&second)
+	h.ready(t)
+	h.reassign(t, assignment(4, 1, 2, 3))
+	var owed []uint64
+	for _, e := range h.sent {
+		if e.to == 1 {
+			hdr, body, err := wire.ParseFrame(e.frame)
+			if err != nil || hdr.Command != wire.CommandStreamPrepareOK {
+				continue
+			}
+			if ok, _, err := wire.DecodeStreamPrepareOK(&hdr, body); err == nil && ok.Epoch == 4 {
+				owed = append(owed, ok.BaseOffset)
+			}
+		}
+	}
+	if len(owed) != 1 || owed[0] != 10 {
+		t.Fatalf("answers at epoch 4 for bases %v, want the first prepare's, 10", owed)
+	}
+
+	g := followerAt(t)
+	cursors := probeOf(3, 3, 0, 0)
+	cursors.Prepare.Log = wire.LogCursors
+	g.c.Step(&cursors)
+	g.reassign(t, assignment(3, 3, 1, 2))
+	for _, e := range g.sent {
+		if e.to == 3 {
+			t.Fatal("a cursor prepare was answered as a record probe")
+		}
+	}
+}
