@@ -94,7 +94,7 @@ type Copy struct {
 	scratch     []decodedBatch
 	cursorAck   bool
 	ownerCommit uint64 // the owner's confirmed tail, from its prepares
-	owed        owedProbe
+	owed        OwedProbe
 
 	fx, ready Effects
 	stats     Stats

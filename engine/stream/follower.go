@@ -28,12 +28,12 @@ func (c *Copy) onPrepare(from uint16, m *wire.StreamPrepare) {
 		return
 	case m.Epoch > c.asg.Epoch:
 		c.stats.Ignored[IgnoreNewerEpoch]++
-		c.oweProbe(from, m)
+		c.owed.Offer(from, m)
 		return
 	case c.role != RoleFollower:
 		c.stats.Ignored[IgnoreRole]++
 		if c.role == RoleOpening {
-			c.oweProbe(from, m)
+			c.owed.Offer(from, m)
 		}
 		return
 	case from != c.asg.Owner:
@@ -41,7 +41,7 @@ func (c *Copy) onPrepare(from uint16, m *wire.StreamPrepare) {
 		return
 	case c.epochPending:
 		c.stats.Ignored[IgnoreEpochPending]++
-		c.oweProbe(from, m)
+		c.owed.Offer(from, m)
 		return
 	}
 	c.ownerCommit = max(c.ownerCommit, m.ConfirmedTail)
@@ -79,37 +79,48 @@ func (c *Copy) onPrepare(from uint16, m *wire.StreamPrepare) {
 	}
 }
 
-// owedProbe is the first record prepare of the newest epoch that a copy ignored because it was not
-// ready for that epoch yet: the assignment not taken, the copy reopening for it, or its log-epoch
-// entry not durable. A new owner probes its followers as soon as its own epoch entry is durable,
-// which races with theirs; unanswered, the probe would be sent again only after ResendTicks (half a
-// second by default), and the failover's first confirm would wait for it. The copy answers what it
-// owes once it is ready (EpochDone) instead, as a probe at that prepare's base: where the histories
-// agree is all the owner needs to go on, and records it sent are sent again.
-type owedProbe struct {
+// OwedProbe is the first record prepare of the newest epoch that a copy (or its host) could not take
+// because it was not ready for that epoch yet: the assignment not taken, the copy reopening or
+// applying it, or its log-epoch entry not durable. A new owner probes its followers as soon as its
+// own epoch entry is durable, which races with theirs; unanswered, the probe is sent again only
+// after ResendTicks (half a second by default), and the failover's first confirm waits for it. The
+// copy answers what it owes once it is ready (EpochDone) instead, as a probe at that prepare's base:
+// where the histories agree is all the owner needs to go on, and records it sent are sent again.
+// The zero value owes nothing.
+type OwedProbe struct {
 	msg  wire.StreamPrepare // a probe: no records; Epoch 0 when none is owed (a prepare's is at least 1)
 	from uint16
 }
 
-// oweProbe remembers m as the probe to answer once the copy is ready for m's epoch, unless one of
-// that epoch or a newer one is owed already.
-func (c *Copy) oweProbe(from uint16, m *wire.StreamPrepare) {
-	if m.Log != wire.LogRecords || c.owed.msg.Epoch >= m.Epoch {
+// Offer keeps m from node from, as a probe, unless it is a cursor prepare or a prepare of that epoch
+// or a newer one is kept already.
+func (o *OwedProbe) Offer(from uint16, m *wire.StreamPrepare) {
+	if m.Log != wire.LogRecords || o.msg.Epoch >= m.Epoch {
 		return
 	}
-	c.owed = owedProbe{msg: wire.StreamPrepare{Stream: m.Stream, Incarnation: m.Incarnation, Epoch: m.Epoch,
+	*o = OwedProbe{msg: wire.StreamPrepare{Stream: m.Stream, Incarnation: m.Incarnation, Epoch: m.Epoch,
 		PrevEpoch: m.PrevEpoch, Log: wire.LogRecords, BaseOffset: m.BaseOffset, ConfirmedTail: m.ConfirmedTail},
 		from: from}
 }
 
-// answerOwedProbe takes the probe the copy owes for its epoch, now that its epoch entry is durable
-// (EpochDone, once per epoch), as it would have on arrival. One owed for another epoch waits: a newer
-// one replaces it.
-func (c *Copy) answerOwedProbe() {
-	if c.owed.msg.Epoch == c.asg.Epoch {
-		m := c.owed.msg
-		c.onPrepare(c.owed.from, &m)
+// Take hands over the kept probe and its sender, and forgets it; ok is false when none is kept.
+func (o *OwedProbe) Take() (m Message, ok bool) {
+	if o.msg.Epoch == 0 {
+		return Message{}, false
 	}
+	m = Message{Kind: KindPrepare, From: o.from, Prepare: o.msg}
+	*o = OwedProbe{}
+	return m, true
+}
+
+// answerOwedProbe takes the probe the copy owes for its epoch, now that its epoch entry is durable
+// (EpochDone, once per epoch), as it would have on arrival. One owed for a newer epoch waits.
+func (c *Copy) answerOwedProbe() {
+	if c.owed.msg.Epoch != c.asg.Epoch {
+		return
+	}
+	m, _ := c.owed.Take()
+	c.onPrepare(m.From, &m.Prepare)
 }
 
 // checkPrepare checks a record prepare against the log and fills c.scratch with its batches.

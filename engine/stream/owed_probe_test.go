@@ -146,3 +146,21 @@ func TestFollower_OwedProbeIsTheNewestEpochsRecordProbe(t *testing.T) {
 		}
 	}
 }
+
+// OwedProbe hands over what it kept once, as a probe (no records), and nothing when it kept nothing.
+func TestOwedProbe_TakeOnce(t *testing.T) {
+	var o stream.OwedProbe
+	if _, ok := o.Take(); ok {
+		t.Fatal("an empty OwedProbe handed something over")
+	}
+	p := prepareMsg(10, 2, 2, batch(10, 2, 2, 30))
+	o.Offer(1, &p.Prepare)
+	m, ok := o.Take()
+	if !ok || m.Kind != stream.KindPrepare || m.From != 1 || m.Prepare.Epoch != 2 || m.Prepare.BaseOffset != 10 ||
+		m.Prepare.Count != 0 || len(m.Prepare.Batches) != 0 {
+		t.Fatalf("taken %+v, %v: want the prepare at 10 from node 1 without its records", m, ok)
+	}
+	if _, ok := o.Take(); ok {
+		t.Fatal("the kept probe was handed over twice")
+	}
+}

@@ -108,6 +108,9 @@ type copyGroup struct {
 	// makes a new copy and feeds it again instead of moving this one in place.
 	cutSinceScan bool
 	silent       bool // a follower whose owner was silent for the shard's timeout (published in heartbeats)
+	// keptProbe: the first record prepare of the newest epoch that arrived while the copy was not
+	// serving, handed to the copy as a probe once it serves (group.go).
+	keptProbe stream.OwedProbe
 }
 
 // Attach starts the copy's open on the shard's ring: Done(OpOpen) goes on with the scan.
@@ -528,6 +531,7 @@ func (cg *copyGroup) openDone() {
 	if last, ok := cg.seg.LastEpoch(); ok && last.Epoch >= uint64(cg.spec.Assignment.Epoch) {
 		cg.reportOpened(nil) // no log epoch to append first
 	}
+	cg.stepKeptProbe()
 	cg.h.markDirty(cg)
 	cg.silent = false
 	cg.healed()

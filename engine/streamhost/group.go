@@ -91,6 +91,9 @@ func (cg *copyGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
 	}
 	if cg.c == nil || cg.state != stateServing {
 		cg.h.stats.FramesDropped++
+		if h.Command == wire.CommandStreamPrepare && (cg.state == stateOpening || cg.state == stateScanning || cg.state == stateApplying) {
+			cg.keepProbe(from, h, body)
+		}
 		return
 	}
 	m := &cg.h.msg
@@ -115,6 +118,24 @@ func (cg *copyGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
 	cg.c.Step(m)
 	*m = stream.Message{}
 	cg.carryOut()
+}
+
+// keepProbe keeps a record prepare that arrived while the copy was not serving (opening, scanning,
+// applying an assignment): a new owner probes its followers as soon as its own epoch is durable,
+// while a follower may still be applying the same assignment, and the owner would probe again only
+// after its ResendTicks. The copy takes the kept probe once it serves (stepKeptProbe) and answers it
+// when its own epoch is durable (stream.OwedProbe).
+func (cg *copyGroup) keepProbe(from uint16, h *wire.Header, body []byte) {
+	if m, err := wire.DecodeStreamPrepare(h, body); err == nil {
+		cg.keptProbe.Offer(from, &m)
+	}
+}
+
+// stepKeptProbe hands the kept probe to the copy that now serves.
+func (cg *copyGroup) stepKeptProbe() {
+	if m, ok := cg.keptProbe.Take(); ok {
+		cg.c.Step(&m)
+	}
 }
 
 // OnTick advances the copy's tick-counted timers, and starts retention when due. A seal or an
