@@ -96,6 +96,10 @@ type Copy struct {
 	ownerCommit uint64 // the owner's confirmed tail, from its prepares
 	owed        OwedProbe
 
+	// Produces held while the owner's log-epoch entry is made durable (owner.go, holdForEpoch).
+	epochHeld      []heldProduce
+	epochHeldBytes int
+
 	fx, ready Effects
 	stats     Stats
 	broken    broken
@@ -215,6 +219,7 @@ func (c *Copy) EpochDone(epoch uint32, err error) {
 		for i := range c.followers {
 			c.probe(i)
 		}
+		c.takeHeld()
 	}
 }
 

@@ -55,6 +55,16 @@
 //   - The owner finds agreement by probes (empty prepares): first at the follower's tail, and after a
 //     refused probe at the start of its own epoch run below it. The answer carries the prepare's base
 //     (wire.StreamPrepareOK.BaseOffset), so late answers to older prepares do not move the probe.
+//   - A new owner probes its followers the moment its own log-epoch entry is durable, which races
+//     with theirs. A follower not ready for the probe's epoch (assignment not taken, reopening, its
+//     entry not durable; its host not serving yet) keeps the first record prepare of the newest
+//     epoch (OwedProbe) and answers it as a probe once its entry is durable, so the failover's first
+//     confirm does not wait ResendTicks for the owner's next probe.
+//   - Produces that reach a new owner while its log-epoch entry is being made durable (one
+//     fdatasync) wait for it, their batches copied, within ProducesMax and PendingBytesMax, and are
+//     taken in arrival order at EpochDone; a refusal would send the client into a backoff step
+//     longer than the fdatasync. Sealed, reassigned or failed meanwhile, they are refused with what
+//     waits. Only a produce whose one refusal would be the pending entry is held.
 //   - A follower is live (it gets appends in the step that makes them) or catching up (the owner reads
 //     its log, ReadBytes at a time). In-flight bytes and batches per follower are bounded
 //     (InflightBytesMax, InflightPreparesMax): a follower past either drops to catch-up and is read

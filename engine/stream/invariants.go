@@ -8,6 +8,10 @@ func (c *Copy) CheckInvariants() {
 	assert.True(c.rec.durable <= c.rec.appended, "stream: record durable tail past the appended tail")
 	assert.True(c.cur.durable <= c.cur.appended, "stream: cursor durable tail past the appended tail")
 	assert.True(c.rec.bytes >= 0 && c.rec.bytes <= c.cfg.PendingBytesMax+c.cfg.InflightBytesMax, "stream: pending bytes out of bounds")
+	assert.True(len(c.epochHeld) == 0 || (c.epochPending && c.role == RoleOwner && !c.failed),
+		"stream: produces held for the epoch entry outside an owner's wait for it")
+	assert.True(len(c.epochHeld) <= c.cfg.ProducesMax && c.epochHeldBytes <= c.cfg.PendingBytesMax,
+		"stream: produces held for the epoch entry past their bounds")
 	switch c.role {
 	case RoleOwner:
 		assert.True(c.confirmed <= c.rec.durable, "stream: confirmed past the owner's durable tail")

@@ -1,6 +1,8 @@
 package stream
 
 import (
+	"bytes"
+
 	"github.com/ringstream/ringstream/internal/assert"
 	"github.com/ringstream/ringstream/wire"
 )
@@ -73,7 +75,12 @@ func (c *Copy) readable() bool { return c.heard+1 >= c.w && c.confirmed >= c.rea
 // onProduce appends a producer's batch, sends it to every follower that is live, and queues the
 // answer for when the confirmed tail passes it.
 func (c *Copy) onProduce(client uint64, m *wire.Produce) {
-	if !c.refuseRequest(client, m.RequestID, m.Stream, m.Incarnation) {
+	code, msg := c.requestRefusal(m.Stream, m.Incarnation)
+	if msg == msgNotReady && c.holdForEpoch(client, m) {
+		return
+	}
+	if code != 0 {
+		c.refuse(client, m.RequestID, code, msg)
 		return
 	}
 	size := c.cfg.BatchHeaderBytes + len(m.Batch)
@@ -173,6 +180,10 @@ func (c *Copy) updateConfirmed() {
 // a later owner; its producer retries with the same sequence and is answered from the table.
 func (c *Copy) refuseWaiting(code wire.ErrorCode, msg string) {
 	c.refuseDeletes(code, msg)
+	for i := range c.epochHeld {
+		c.refuse(c.epochHeld[i].client, c.epochHeld[i].m.RequestID, code, msg)
+	}
+	c.dropHeld()
 	for c.acks.len() > 0 {
 		a := c.acks.front()
 		c.refuse(a.client, a.requestID, code, msg)
@@ -197,4 +208,43 @@ func confirmedTail(tails []uint64, w int) uint64 {
 		}
 	}
 	return tails[w-1]
+}
+
+// heldProduce is a produce a new owner holds until its log-epoch entry is durable, its batch copied
+// (the message's aliases the receive buffer).
+type heldProduce struct {
+	client uint64
+	m      wire.Produce
+}
+
+// holdForEpoch holds a produce that reached the owner while its log-epoch entry is being made
+// durable, and reports whether it did. The entry is one fdatasync; the client learned of this owner
+// from the assignment that asked for it, and a refusal sent it into its backoff, so the first
+// confirm after a failover waited for a backoff step rather than for the disk. Held produces are
+// taken in arrival order once the entry is durable (EpochDone), and refused with what waits when the
+// copy is sealed, reassigned or its log fails. Only a produce whose one refusal would be the epoch
+// entry (requestRefusal) is held, within ProducesMax and PendingBytesMax; the rest are refused as
+// before (CodeUnavailable). Each held batch is copied: a failover's rare path, not the record path.
+func (c *Copy) holdForEpoch(client uint64, m *wire.Produce) bool {
+	if len(c.epochHeld) >= c.cfg.ProducesMax || c.epochHeldBytes+len(m.Batch) > c.cfg.PendingBytesMax {
+		return false
+	}
+	h := heldProduce{client: client, m: *m}
+	h.m.Batch = bytes.Clone(m.Batch)
+	c.epochHeld = append(c.epochHeld, h)
+	c.epochHeldBytes += len(m.Batch)
+	return true
+}
+
+// takeHeld hands the produces held for the epoch entry to onProduce, in arrival order.
+func (c *Copy) takeHeld() {
+	held := c.epochHeld
+	c.dropHeld()
+	for i := range held {
+		c.onProduce(held[i].client, &held[i].m)
+	}
+}
+
+func (c *Copy) dropHeld() {
+	c.epochHeld, c.epochHeldBytes = nil, 0
 }

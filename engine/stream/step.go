@@ -166,7 +166,16 @@ func (c *Copy) refuse(client uint64, requestID uint64, code wire.ErrorCode, msg 
 // that owns the stream at a durable epoch, and a log that has not failed. It answers the refusal
 // itself and returns false.
 func (c *Copy) refuseRequest(client, requestID, stream uint64, incarnation uint32) bool {
-	code, msg := wire.ErrorCode(0), ""
+	code, msg := c.requestRefusal(stream, incarnation)
+	if code == 0 {
+		return true
+	}
+	c.refuse(client, requestID, code, msg)
+	return false
+}
+
+// requestRefusal is refuseRequest's check: the code and message of the refusal, code 0 for none.
+func (c *Copy) requestRefusal(stream uint64, incarnation uint32) (code wire.ErrorCode, msg string) {
 	switch {
 	case stream != c.cfg.Stream || incarnation > c.cfg.Incarnation:
 		code, msg = wire.CodeUnknownStream, msgUnknownStream
@@ -186,9 +195,6 @@ func (c *Copy) refuseRequest(client, requestID, stream uint64, incarnation uint3
 		code, msg = wire.CodeUnavailable, msgQuorumLost
 	case c.epochPending:
 		code, msg = wire.CodeUnavailable, msgNotReady
-	default:
-		return true
 	}
-	c.refuse(client, requestID, code, msg)
-	return false
+	return code, msg
 }
