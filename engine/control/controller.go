@@ -41,6 +41,7 @@ type Controller struct {
 
 	nodes       []nodeView     // registered nodes, ascending id
 	works       []*work        // pending recoveries being worked on, ascending stream id
+	due         []*work        // works with news since the last Ready (an answer, the seal timeout)
 	proposals   []proposalSlot // ascending stream id
 	reports     []silentReport // followers' reports of a silent owner, ascending (stream, node)
 	deliveries  []delivery     // current assignments to deliver, ascending stream id
@@ -79,7 +80,7 @@ func (c *Controller) BecomePrimary() {
 		n.heard, n.lost, n.lostReason, n.silentTicks = false, false, 0, 0
 		n.tails, n.failedSum = n.tails[:0], 0
 	}
-	c.works, c.proposals, c.reports, c.deliveries = nil, nil, nil, nil
+	c.works, c.due, c.proposals, c.reports, c.deliveries = nil, nil, nil, nil, nil
 	c.fx.reset()
 	c.dirty = true
 }
@@ -88,7 +89,7 @@ func (c *Controller) BecomePrimary() {
 // is dropped; the next primary resumes it from the replicated state.
 func (c *Controller) StepDown() {
 	c.primary = false
-	c.works, c.proposals, c.reports, c.deliveries = nil, nil, nil, nil
+	c.works, c.due, c.proposals, c.reports, c.deliveries = nil, nil, nil, nil, nil
 	c.fx.reset()
 }
 
@@ -164,14 +165,13 @@ func (c *Controller) Tick() {
 // to Ready.
 func (c *Controller) Ready() *Effects {
 	if c.primary {
+		all := c.dirty
 		if c.dirty {
 			c.reconcile()
 			c.dropStaleSeals()
 		}
 		c.sendNewDeliveries()
-		for _, w := range c.works {
-			c.decide(w)
-		}
+		c.decideDue(all)
 		c.fx.batchProposals()
 	}
 	out := c.fx
@@ -180,6 +180,30 @@ func (c *Controller) Ready() *Effects {
 	c.spare = out
 	return &c.spare
 }
+
+// decideDue runs decide on every work when all (something every work's decision reads changed:
+// the state, a node's liveness or failed copies, a proposal's outcome), else on the works with news
+// of their own since the last Ready (markDue). Deciding a work that has no news changes nothing, and
+// a pass over every work per seal answer made a mass failover quadratic in its streams. A work queued
+// twice is decided twice: the second finds its proposal out.
+func (c *Controller) decideDue(all bool) {
+	if all {
+		for _, w := range c.works {
+			c.decide(w)
+		}
+	} else {
+		for _, w := range c.due {
+			i, ok := c.workIndex(w.stream)
+			assert.True(ok && c.works[i] == w, "control: a due work left the works without a reconcile")
+			c.decide(w)
+		}
+	}
+	clear(c.due)
+	c.due = c.due[:0]
+}
+
+// markDue queues w for the next Ready's decision.
+func (c *Controller) markDue(w *work) { c.due = append(c.due, w) }
 
 // dropStaleSeals drops seals gathered since the last Ready for a transition that is no longer worked
 // on (withdrawn, committed or deleted in the meantime).

@@ -11,7 +11,8 @@ import (
 // Issue 22, finding 7: guards a mutation audit could break with every test green.
 
 // A live node that answered the seal with "no copy" holds nothing to wait for: once R copies are
-// sealed, the recovery commits without waiting out the seal timeout for it (W = E, so R = 1).
+// sealed, the recovery commits without waiting out the seal timeout for it (W = E, so R = 1), in the
+// Ready after that answer.
 func TestRecovery_NoCopyAnswerIsNotWaitedFor(t *testing.T) {
 	cfg := testConfig()
 	cfg.AssignmentPolicy = meta.Policy{Kind: meta.PolicyLocalDurable}
@@ -22,6 +23,9 @@ func TestRecovery_NoCopyAnswerIsNotWaitedFor(t *testing.T) {
 	f.failOwner(st, 1)
 	_, seal := sealsTo(t, f.ready())
 	f.reply(2, seal, 8, 0)
+	if fx := f.ready(); len(fx.Proposals) != 0 { // node 3 is live and has not answered yet
+		t.Fatalf("proposed %+v before node 3 answered", fx.Proposals)
+	}
 	f.c.OnSealReply(3, wire.StreamSealReply{Stream: seal.Stream, Incarnation: seal.Incarnation, FenceEpoch: seal.FenceEpoch,
 		Status: wire.SealNoCopy, TransitionID: seal.TransitionID})
 	if op := onlyProposal[meta.CommitRecovery](t, f.ready()); op.Owner != 2 || !reflect.DeepEqual(op.Sealed, []uint16{2}) {

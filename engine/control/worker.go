@@ -96,6 +96,9 @@ func (c *Controller) seal(w *work, unansweredOnly bool) {
 
 // tickWork advances a worker's timers and seals the copies that have not answered again.
 func (c *Controller) tickWork(w *work) {
+	if w.elapsed+1 == c.cfg.SealTimeoutTicks {
+		c.markDue(w) // the copies that have not answered are no longer waited for
+	}
 	w.elapsed = min(w.elapsed+1, c.cfg.SealTimeoutTicks)
 	w.sinceSeal++
 	if w.sinceSeal < c.cfg.SealRetryTimeoutTicks {
@@ -132,10 +135,12 @@ func (c *Controller) OnSealReply(from uint16, m wire.StreamSealReply) {
 	case wire.SealSealed:
 		w.answers[j] = answer{sealed: true, recordTail: m.RecordTail, cursorTail: m.CursorTail}
 		c.stats.SealReplies++
+		c.markDue(w)
 	case wire.SealNoCopy:
 		// A node that lost its copy holds no record: it is not a sealed copy and never counts to R.
 		w.answers[j] = answer{noCopy: true}
 		c.stats.SealRepliesIgnored++
+		c.markDue(w)
 	default:
 		c.stats.SealRepliesIgnored++
 	}

@@ -192,13 +192,18 @@ func (m *metaGroup) tick(s *Sim) {
 	m.syncLinks(s)
 	m.ctrl.Tick()
 	m.ready(s)
+	if s.opt.ControllerChecksPerTick {
+		m.ctrl.CheckInvariants()
+	}
 }
 
 // ready carries out the controller's effects: proposals to the group, seals and assignments to
 // nodes, from the primary's node.
 func (m *metaGroup) ready(s *Sim) {
 	fx := m.ctrl.Ready()
-	m.ctrl.CheckInvariants()
+	if !s.opt.ControllerChecksPerTick {
+		m.ctrl.CheckInvariants()
+	}
 	for _, p := range fx.Proposals {
 		m.pending = append(m.pending, pendingOp{at: s.now + uint64(s.opt.MetaDelayTicks),
 			streams: slices.Clone(p.For()), op: p.Op, gen: m.gen})

@@ -37,7 +37,7 @@ func MeasureRecovery(streams int, metaDelay int, withPrimary bool) (RecoveryTime
 		metaNode = 1
 	}
 	s, err := New(Options{Seed: 1, Nodes: 3, Streams: streams, Copies: 3, Scripted: true, MetaNode: metaNode,
-		MetaDelayTicks: metaDelay, Control: control.DefaultConfig(), Ticks: 1 << 20})
+		MetaDelayTicks: metaDelay, Control: control.DefaultConfig(), Ticks: 1 << 20, ControllerChecksPerTick: true})
 	if err != nil {
 		return RecoveryTimes{}, err
 	}

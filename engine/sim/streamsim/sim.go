@@ -79,6 +79,10 @@ type Options struct {
 	// its start, follower agreement, an owner confirming past its durable tail or past the next
 	// epoch's start), to see which variants a lost record alone catches.
 	RecordChecksOnly bool
+	// ControllerChecksPerTick checks the controller's invariants once a tick instead of after every
+	// Ready (each delivery to the metadata node): they read every recovery, so at tens of thousands
+	// of streams the per-delivery checks outweigh the run. MeasureRecovery sets it.
+	ControllerChecksPerTick bool
 	// MetaDelayTicks is how long a proposal takes to commit in the metadata group (0: drawn).
 	MetaDelayTicks int
 	// DiskErrors adds disk errors to the faults (diskfault.go): ENOSPC and EIO on the group commits
