@@ -57,6 +57,9 @@ const (
 	VSRFixedSize = 72
 	// VSREntryHeaderSize is the size of an entry before its body.
 	VSREntryHeaderSize = 48
+	// VSRPayloadMax is the largest payload a VSR frame without entries carries (a snapshot's
+	// checkpoint): the body past the fixed part.
+	VSRPayloadMax = BodySizeMax - VSRFixedSize
 )
 
 // VSREntry is one op of the metadata group's log. Checksum covers every other field and the body, and

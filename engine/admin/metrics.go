@@ -68,6 +68,12 @@ func (n *node) statusGauges(labels prometheus.Labels) []prometheus.Collector {
 		gauge("ringstream_meta_primary", "1 on the metadata primary.", func() float64 { return b2f(n.meta.Status().Primary) }),
 		gauge("ringstream_meta_recovering", "1 while the replica recovers its state from the group.",
 			func() float64 { return b2f(n.meta.Status().Recovering) }),
+		gauge("ringstream_meta_checkpoint_bytes", "Size of the metadata replica's checkpoint in force: what a "+
+			"snapshot to a replica behind the log carries (at most the frame's payload limit, 64 MiB).",
+			func() float64 { return float64(n.meta.Status().CheckpointBytes) }),
+		counter("ringstream_meta_snapshots_too_large_total", "Snapshots not sent because the checkpoint was past "+
+			"the frame's payload limit: a replica behind the log cannot catch up.",
+			func() float64 { return float64(n.meta.Status().SnapshotsTooLarge) }),
 		counter("ringstream_meta_eager_failovers_total", "View changes started because the primary's link stayed down.",
 			func() float64 { return float64(n.meta.Status().EagerFailovers) }),
 		gauge("ringstream_meta_recoveries", "Recoveries recorded in this replica's metadata state (pending or "+

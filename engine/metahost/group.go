@@ -65,6 +65,12 @@ type Status struct {
 	// caught up with the group (engine's /readyz), however far behind it restarted.
 	CommitHeard  uint64
 	HeardPrimary bool
+	// CheckpointBytes is the size of the replica's checkpoint in force, what a snapshot to a replica
+	// behind the log carries; SnapshotsTooLarge counts the snapshots not sent because it was past
+	// the frame's payload limit (vsr.Config.SnapshotBytesMax): such a replica cannot catch up until
+	// the metadata state is smaller (fewer streams, shorter names, deleted names forgotten).
+	CheckpointBytes   int
+	SnapshotsTooLarge uint64
 }
 
 type proposal struct {
@@ -468,11 +474,17 @@ func (g *Group) publish() {
 	st := Status{View: g.replica.View(), Op: g.replica.Op(), Commit: g.replica.Commit(),
 		Primary: g.replica.IsPrimary(), Normal: g.replica.Normal(), Digest: g.digest,
 		Recovering: g.replica.Recovering(), PersistErr: g.persistErr, EagerFailovers: g.stats.EagerFailovers,
-		CommitHeard: g.commitHeard, HeardPrimary: g.heardPrimary}
+		CommitHeard: g.commitHeard, HeardPrimary: g.heardPrimary,
+		CheckpointBytes: g.replica.CheckpointBytes(), SnapshotsTooLarge: g.replica.Stats().SnapshotsTooLarge}
 	g.mu.Lock()
 	prev := g.status
 	g.status = st
 	g.mu.Unlock()
+	if st.SnapshotsTooLarge != prev.SnapshotsTooLarge {
+		g.log.Error("metadata snapshot not sent: the checkpoint is past the frame's payload limit, so a replica "+
+			"behind the log cannot catch up until the metadata state is smaller (fewer or shorter-named streams)",
+			"checkpoint_bytes", st.CheckpointBytes, "limit", wire.VSRPayloadMax, "refused", st.SnapshotsTooLarge)
+	}
 	if g.changed != nil && (st.View != prev.View || st.Commit != prev.Commit || st.Primary != prev.Primary ||
 		st.Normal != prev.Normal) {
 		close(g.changed)

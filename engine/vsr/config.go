@@ -3,6 +3,8 @@ package vsr
 import (
 	"errors"
 	"fmt"
+
+	"github.com/ringstream/ringstream/wire"
 )
 
 // ErrConfig: a Config breaks one of the rules Validate checks; the error names the field and the rule.
@@ -26,6 +28,11 @@ type Config struct {
 	PrepareTimeoutTicks    uint64 // primary: resend unacknowledged prepares (and start-views)
 	RepairTimeoutTicks     uint64 // backup: re-ask for missing entries, a snapshot or a start-view
 	ViewChangeTimeoutTicks uint64 // a view change stalled this long moves on to the next view
+
+	// SnapshotBytesMax bounds the checkpoint a replica sends in one snapshot frame (default
+	// wire.VSRPayloadMax). A larger one is not sent (Stats.SnapshotsTooLarge): a replica behind the
+	// log's checkpoint cannot catch up until the state is smaller again.
+	SnapshotBytesMax int
 }
 
 // DefaultConfig returns the defaults for a group of replicaCount replicas, self among them. With the
@@ -41,6 +48,7 @@ func DefaultConfig(replicaCount int, self uint8) Config {
 		PrepareTimeoutTicks:    20,
 		RepairTimeoutTicks:     20,
 		ViewChangeTimeoutTicks: 200,
+		SnapshotBytesMax:       wire.VSRPayloadMax,
 	}
 }
 
@@ -66,6 +74,9 @@ func (c Config) Validate() error {
 		// A stalled view change must leave room for at least two rounds of re-sent messages.
 		return fmt.Errorf("%w: view_change_timeout (%d ticks) must be at least 2 x repair_timeout (%d ticks)",
 			ErrConfig, c.ViewChangeTimeoutTicks, c.RepairTimeoutTicks)
+	case c.SnapshotBytesMax < 1 || c.SnapshotBytesMax > wire.VSRPayloadMax:
+		return fmt.Errorf("%w: snapshot_bytes_max (%d) must be from 1 to the frame's payload limit %d", ErrConfig,
+			c.SnapshotBytesMax, wire.VSRPayloadMax)
 	}
 	return nil
 }

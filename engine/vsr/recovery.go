@@ -34,6 +34,11 @@ func (r *Replica) trimLog(op uint64) {
 
 // sendSnapshot sends the checkpoint in force to member to.
 func (r *Replica) sendSnapshot(to uint8) {
+	if len(r.snapPayload) > r.cfg.SnapshotBytesMax {
+		r.stats.SnapshotsTooLarge++
+		r.drop("snapshot: checkpoint past snapshot_bytes_max")
+		return
+	}
 	cp, err := decodeCheckpointHead(r.snapPayload)
 	assert.True(err == nil, "vsr: own checkpoint does not decode")
 	r.stats.SnapshotsSent++

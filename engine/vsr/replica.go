@@ -134,7 +134,9 @@ type Stats struct {
 	Checkpoints   uint64
 	SnapshotsSent uint64
 	SnapshotsIn   uint64
-	Recoveries    uint64 // recoveries completed (recovering.go)
+	// SnapshotsTooLarge: snapshots not sent because the checkpoint was past SnapshotBytesMax.
+	SnapshotsTooLarge uint64
+	Recoveries        uint64 // recoveries completed (recovering.go)
 }
 
 // New returns a replica that resumes from d (Recover's result). sm must hold the initial state: New
@@ -272,6 +274,9 @@ func (r *Replica) Stats() *Stats       { return &r.stats }
 
 // SnapshotOp is the op of the checkpoint in force.
 func (r *Replica) SnapshotOp() uint64 { return r.snapOp }
+
+// CheckpointBytes is the size of the checkpoint in force (what a snapshot frame carries).
+func (r *Replica) CheckpointBytes() int { return len(r.snapPayload) }
 
 // Entry returns the log entry at op while the log still holds it.
 func (r *Replica) Entry(op uint64) (wire.VSREntry, bool) {
