@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/shard/heartbeat"
 )
 
 // TestMetaGroup_BackupPersistsABurstTogether: 32 proposals ordered in one turn of the primary reach
@@ -15,7 +16,13 @@ import (
 func TestMetaGroup_BackupPersistsABurstTogether(t *testing.T) {
 	for _, eachFrame := range []bool{false, true} {
 		persists := map[uint16]*atomic.Int64{1: {}, 2: {}, 3: {}}
-		nodes := startMetaClusterTB(t, []string{t.TempDir(), t.TempDir(), t.TempDir()}, time.Millisecond, nil,
+		// Timeouts of seconds: a loaded machine that stalls the 1 ms tick for tens of milliseconds
+		// must not start a view change in the middle of the burst (the test counts one primary's).
+		patient := func(uint16) metaNodeOpts {
+			return metaNodeOpts{schedule: heartbeat.Ticks{BroadcastIntervalTicks: 5, HeartbeatTimeoutTicks: 5000,
+				IdleHeartbeatIntervalTicks: 10, IdleHeartbeatTimeoutTicks: 8000}}
+		}
+		nodes := startMetaClusterTB(t, []string{t.TempDir(), t.TempDir(), t.TempDir()}, time.Millisecond, patient,
 			func(n *metaNode) {
 				count := persists[n.id]
 				n.group.SetPersistObserver(func(time.Duration) { count.Add(1) })

@@ -29,6 +29,9 @@
 //   - The runtime's own work reached from the measured code is left out by name, a short list
 //     (ownFunctions), not by "innermost frames in runtime": a map, slice or conversion the measured
 //     code makes also allocates inside runtime frames, and that must count.
+//   - So is one report of ours that marks the end of a steady state rather than part of it: a
+//     shard's log line for ticks a stall skipped (shard.(*Shard).reportStall, made when the process
+//     was starved of CPU for half a quorum window, as a loaded test machine does now and then).
 package allocs
 
 import (
@@ -115,6 +118,8 @@ func ownFunctions(fns []string) bool {
 		switch {
 		case fn == "runtime.buildTypeAssertCache", fn == "runtime.buildInterfaceSwitchCache":
 			return true // the runtime's own caches, grown at calls drawn at random
+		case fn == "github.com/ringstream/ringstream/shard.(*Shard).reportStall":
+			return true // a stall's report: the steady state ended (see the package doc)
 		case fn == "runtime.acquireSudog", fn == "runtime.(*timers).addHeap":
 			// a channel operation's waiter records, whose central cache each GC empties, and a P's timer
 			// heap, grown the first time that P holds more timers: refilled by whichever P runs the code

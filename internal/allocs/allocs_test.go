@@ -81,6 +81,9 @@ func TestOwnFunctions(t *testing.T) {
 		{[]string{"runtime.mallocgc", "runtime.newobject", "runtime.acquireSudog", "runtime.selectgo", "x.f"}, true},
 		{[]string{"runtime.mallocgc", "runtime.growslice", "runtime.(*timers).addHeap", "runtime.(*timer).maybeAdd",
 			"runtime.blockTimerChan", "runtime.selectgo", "x.f"}, true},
+		{[]string{"runtime.mallocgc", "log/slog.(*Logger).Warn", "github.com/ringstream/ringstream/shard.(*Shard).reportStall",
+			"github.com/ringstream/ringstream/shard.(*Shard).timerTick"}, true},
+		{[]string{"runtime.mallocgc", "log/slog.(*Logger).Warn", "github.com/ringstream/ringstream/shard.(*Shard).timerTick"}, false},
 	} {
 		if got := ownFunctions(c.fns); got != c.want {
 			t.Errorf("%v: own %v, want %v", c.fns, got, c.want)
