@@ -156,25 +156,49 @@ func (h *Handler) SetBroker(id uint16, addr netip.AddrPort) {
 	slices.SortFunc(h.brokers, func(a, b shard.Peer) int { return int(a.Node) - int(b.Node) })
 }
 
-// OnKafkaRequest implements shard.KafkaHandler.
-func (h *Handler) OnKafkaRequest(s *shard.Shard, connID uint64, frame []byte) error {
-	st := &h.shards[s.Index()]
+// decodeRequest reads one Kafka request frame (its size prefix stripped): the header, checked
+// (parseHeaderFixed, skipTags), the request type of its api key at its version (kmsg's highest
+// when the client asked above it), and the body. bodyErr is a body that does not decode at that
+// version, answered INVALID_REQUEST; err is a frame no response can be formed for, which closes
+// the connection. ok reports an API and version this listener serves (supported); the body is read
+// only then. The validation of a request frame; it never panics on any bytes (FuzzDecodeRequest).
+func decodeRequest(frame []byte) (hdr requestHeader, req kmsg.Request, ok bool, bodyErr, err error) {
 	hdr, rest, err := parseHeaderFixed(frame)
 	if err != nil {
-		h.metrics.badHeaders.Inc()
-		return err
+		return hdr, nil, false, nil, err
 	}
-	req := kmsg.RequestForKey(hdr.Key)
+	req = kmsg.RequestForKey(hdr.Key)
 	if req == nil {
-		h.metrics.badHeaders.Inc()
-		return fmt.Errorf("%w: api key %d is not a Kafka api this listener knows", ErrBadHeader, hdr.Key)
+		return hdr, nil, false, nil, fmt.Errorf("%w: api key %d is not a Kafka api this listener knows", ErrBadHeader, hdr.Key)
 	}
 	req.SetVersion(min(hdr.Version, req.MaxVersion()))
 	if hdr.Version <= req.MaxVersion() && req.IsFlexible() {
 		if rest, err = skipTags(rest); err != nil {
-			h.metrics.badHeaders.Inc()
-			return err
+			return hdr, nil, false, nil, err
 		}
+	}
+	if _, ok = supported(hdr.Key, hdr.Version); ok {
+		if hdr.Key != produceKey && len(frame) > requestBytesMax {
+			// kmsg makes each array's elements up front, up to one per byte left: bound what a
+			// request without records can make the node allocate.
+			return hdr, req, ok, fmt.Errorf("kafka: a %s request of %d bytes, above %d", kmsg.NameForKey(hdr.Key),
+				len(frame), requestBytesMax), nil
+		}
+		bodyErr = req.ReadFrom(rest)
+	}
+	return hdr, req, ok, bodyErr, nil
+}
+
+// requestBytesMax bounds a request other than Produce (whose size the [client] frame bound limits).
+const requestBytesMax = 256 << 10
+
+// OnKafkaRequest implements shard.KafkaHandler.
+func (h *Handler) OnKafkaRequest(s *shard.Shard, connID uint64, frame []byte) error {
+	st := &h.shards[s.Index()]
+	hdr, req, ok, bodyErr, err := decodeRequest(frame)
+	if err != nil {
+		h.metrics.badHeaders.Inc()
+		return err
 	}
 	c := st.conns[connID]
 	if c == nil {
@@ -184,16 +208,13 @@ func (h *Handler) OnKafkaRequest(s *shard.Shard, connID uint64, frame []byte) er
 	r := &request{conn: connID, hdr: hdr}
 	c.queue = append(c.queue, r)
 	h.metrics.count(hdr.Key)
-	_, ok := supported(hdr.Key, hdr.Version)
 	r.waiting++ // the serve itself: an answer that comes during it cannot finish r early
 	switch {
 	case !ok:
 		h.unsupported(r, req)
+	case bodyErr != nil:
+		h.invalid(r, req, bodyErr)
 	default:
-		if err := req.ReadFrom(rest); err != nil {
-			h.invalid(r, req, err)
-			break
-		}
 		h.serve(s, st, r, req)
 	}
 	r.waiting--
