@@ -187,7 +187,7 @@ func (cn *clientConn) receiveKafka(n int) {
 			cn.s.stats.Client.Pushback.Add(1)
 		}
 		return
-	case errors.Is(err, errKafkaFrameSize):
+	case errors.Is(err, errKafkaFrameTooLarge):
 		cn.closeFor(closeClientFrameTooLarge, "err", err)
 		return
 	case err != nil:

@@ -13,10 +13,13 @@ import (
 // and body). The reader cuts those frames out of a connection's byte stream; what is inside them is
 // the KafkaHandler's to parse.
 
-// errKafkaFrameSize is a size prefix out of range: negative, below a request header's fixed part,
-// or past ClientConfig.FrameBytesMax. The connection closes: nothing after it can be trusted to line
-// up with frames.
-var errKafkaFrameSize = errors.New("shard: kafka frame size out of range")
+// errKafkaFrameSize is a size prefix below a request header's fixed part (or negative), and
+// errKafkaFrameTooLarge one past ClientConfig.FrameBytesMax. Either closes the connection (counted
+// as kafka bad_request and frame_too_large): nothing after it can be trusted to line up with frames.
+var (
+	errKafkaFrameSize     = errors.New("shard: kafka frame size below a request header")
+	errKafkaFrameTooLarge = errors.New("shard: kafka frame larger than client.frame_bytes_max")
+)
 
 // kafkaHeaderMin is the fixed part of every Kafka request header: api_key int16, api_version int16,
 // correlation_id int32 (the client id and tagged fields follow).
@@ -105,8 +108,11 @@ func (r *kafkaReader) commit(n int, take func(frame []byte) error) error {
 // validateKafkaFrameSize checks a Kafka size prefix: at least a request header's fixed part, at most
 // frameMax bytes with its prefix.
 func validateKafkaFrameSize(size int64, frameMax int) error {
-	if size < kafkaHeaderMin || size+4 > int64(frameMax) {
-		return fmt.Errorf("%w: %d bytes, want %d..%d", errKafkaFrameSize, size, kafkaHeaderMin, frameMax-4)
+	switch {
+	case size < kafkaHeaderMin:
+		return fmt.Errorf("%w: %d bytes, want at least %d", errKafkaFrameSize, size, kafkaHeaderMin)
+	case size+4 > int64(frameMax):
+		return fmt.Errorf("%w: %d bytes, want at most %d", errKafkaFrameTooLarge, size, frameMax-4)
 	}
 	return nil
 }
