@@ -50,9 +50,11 @@ type shardState struct {
 	calls   map[uint64]*call
 	nextID  uint64
 	ids     map[string]uint64 // stream name -> id, learned from lookups and Metadata
-	frames  [][]byte          // buffers for client requests being built (takeBuf, giveBuf)
-	name    []byte            // a stream name being built
-	out     []byte            // a response being encoded
+	// creating holds the topics this shard is auto-creating (autoCreate).
+	creating map[string]bool
+	frames   [][]byte // buffers for client requests being built (takeBuf, giveBuf)
+	name     []byte   // a stream name being built
+	out      []byte   // a response being encoded
 }
 
 // takeBuf lends a buffer to build a client request in. A submission may be answered before it
@@ -133,7 +135,8 @@ func New(cfg Config) (*Handler, error) {
 		brokers: slices.Clone(cfg.Node.KafkaAddrs), copies: uint8(min(3, len(cfg.Node.Nodes))),
 		shards: make([]shardState, cfg.Node.ShardCount)}
 	for i := range h.shards {
-		h.shards[i] = shardState{handler: h, conns: make(map[uint64]*conn), calls: make(map[uint64]*call), ids: make(map[string]uint64)}
+		h.shards[i] = shardState{handler: h, conns: make(map[uint64]*conn), calls: make(map[uint64]*call), ids: make(map[string]uint64),
+			creating: make(map[string]bool)}
 	}
 	m, err := newMetrics(cfg.Registry, cfg.Labels)
 	if err != nil {

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -143,7 +144,7 @@ func (h *Handler) fillMetadata(s *shard.Shard, st *shardState, r *request, req *
 			kt.ErrorCode = errInvalidTopic
 		case !found && autoCreate:
 			kt.ErrorCode = errLeaderNotAvailable
-			h.createTopic(s, st, r, name, 1, h.copies, nil)
+			h.autoCreate(s, st, r.conn, name)
 		case !found:
 			kt.ErrorCode = errUnknownTopicOrPart
 		}
@@ -171,6 +172,22 @@ func (h *Handler) fillMetadata(s *shard.Shard, st *shardState, r *request, req *
 	}
 }
 
+// autoCreateWait bounds how long an auto-created topic's create is tried again.
+const autoCreateWait = 10 * time.Second
+
+// autoCreate creates topic with one partition, detached from the Metadata request that asked (it is
+// answered LEADER_NOT_AVAILABLE at once). One create per topic at a time per shard.
+func (h *Handler) autoCreate(s *shard.Shard, st *shardState, connID uint64, topic string) {
+	if st.creating[topic] {
+		return
+	}
+	st.creating[topic] = true
+	bg := &request{conn: connID, silent: true} // never queued on the connection: nothing is sent for it
+	h.createTopic(s, st, bg, topic, 1, h.copies, autoCreateWait, func(int32, int16, string) {
+		delete(st.creating, topic)
+	})
+}
+
 func (h *Handler) isBroker(node uint16) bool {
 	for _, b := range h.brokers {
 		if b.Node == node {
@@ -181,23 +198,57 @@ func (h *Handler) isBroker(node uint16) bool {
 }
 
 // createTopic creates the streams of partitions 0..n-1 of topic with copies copies (majority
-// policy); done, when set, gets each partition's Kafka error.
+// policy); done, when set, gets each partition's Kafka error. A create refused for a passing state
+// (no metadata primary yet, too few registered nodes reachable, a full queue) is tried again after
+// a backoff until wait has passed, as Kafka's CreateTopics waits out its timeout.
 func (h *Handler) createTopic(s *shard.Shard, st *shardState, r *request, topic string, n int32, copies uint8,
-	done func(p int32, code int16, msg string)) {
+	wait time.Duration, done func(p int32, code int16, msg string)) {
+	deadline := time.Now().Add(wait)
 	for p := range n {
-		rid := st.nextRequestID()
-		st.name = appendStreamName(st.name[:0], topic, p)
-		b := wire.AppendCreateStream(st.takeBuf(), h.from, &wire.CreateStream{RequestID: rid, Name: st.name,
-			Copies: copies, Policy: wire.PolicyMajority})
-		h.submit(s, st, r, rid, 0, b, func(s *shard.Shard, st *shardState, rep *reply) {
-			code, msg := rep.errorCode()
-			if code != errNone {
-				h.log.Info("kafka: topic partition not created", "topic", topic, "partition", p, "code", code, "err", msg)
-			}
-			if done != nil {
-				done(p, code, msg)
-			}
-		})
-		st.giveBuf(b)
+		h.createPartition(s, st, r, topic, p, copies, deadline, 0, done)
 	}
+}
+
+// createBackoffMax bounds the wait between two tries of a create.
+const createBackoffMax = time.Second
+
+func (h *Handler) createPartition(s *shard.Shard, st *shardState, r *request, topic string, p int32, copies uint8,
+	deadline time.Time, attempt int, done func(p int32, code int16, msg string)) {
+	rid := st.nextRequestID()
+	st.name = appendStreamName(st.name[:0], topic, p)
+	b := wire.AppendCreateStream(st.takeBuf(), h.from, &wire.CreateStream{RequestID: rid, Name: st.name,
+		Copies: copies, Policy: wire.PolicyMajority})
+	h.submit(s, st, r, rid, 0, b, func(s *shard.Shard, st *shardState, rep *reply) {
+		code, msg := rep.errorCode()
+		backoff := min(100*time.Millisecond<<min(attempt, 4), createBackoffMax)
+		if (code == errLeaderNotAvailable || code == errRequestTimedOut) && time.Now().Add(backoff).Before(deadline) {
+			h.later(s, r, backoff, func(s *shard.Shard, st *shardState) {
+				h.createPartition(s, st, r, topic, p, copies, deadline, attempt+1, done)
+			})
+			return
+		}
+		if code != errNone {
+			h.log.Info("kafka: topic partition not created", "topic", topic, "partition", p, "code", code, "err", msg)
+		}
+		if done != nil {
+			done(p, code, msg)
+		}
+	})
+	st.giveBuf(b)
+}
+
+// later runs f on s's goroutine after d, as part of r (r waits for it).
+func (h *Handler) later(s *shard.Shard, r *request, d time.Duration, f func(s *shard.Shard, st *shardState)) {
+	r.waiting++
+	i := s.Index()
+	time.AfterFunc(d, func() {
+		_ = h.cfg.Shards.Run(i, func(s *shard.Shard) { // an error: the node stops, and r with it
+			st := &h.shards[i]
+			r.waiting--
+			if !r.finished || r.silent {
+				f(s, st)
+			}
+			h.settle(s, st, r)
+		})
+	})
 }

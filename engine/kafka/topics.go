@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -26,7 +27,8 @@ func serveCreateTopics(h *Handler, s *shard.Shard, st *shardState, r *request, k
 			h.setCreateError(req.Version, rt, code, msg)
 			continue
 		}
-		h.createTopic(s, st, r, t.Topic, parts, copies, func(p int32, code int16, msg string) {
+		wait := time.Duration(min(max(req.TimeoutMillis, 1000), 30000)) * time.Millisecond
+		h.createTopic(s, st, r, t.Topic, parts, copies, wait, func(p int32, code int16, msg string) {
 			if code != errNone && rt.ErrorCode == errNone {
 				h.setCreateError(req.Version, rt, code, fmt.Sprintf("partition %d: %s", p, msg))
 			}
