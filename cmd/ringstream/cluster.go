@@ -212,10 +212,10 @@ func exitText(err error) string {
 func printCluster(out io.Writer, c *localcluster.Cluster, profileName, profPath string) {
 	fmt.Fprintf(out, "ringstream local cluster: %d nodes, cluster id %d, directory %s\n\n", len(c.Nodes()),
 		c.ClusterID(), c.Dir())
-	fmt.Fprintf(out, "%-5s %-7s %-21s %-21s %-21s %s\n", "node", "pid", "client", "admin", "peer", "log")
+	fmt.Fprintf(out, "%-5s %-7s %-21s %-21s %-21s %-21s %s\n", "node", "pid", "client", "admin", "peer", "kafka", "log")
 	for _, n := range c.Nodes() {
-		fmt.Fprintf(out, "%-5d %-7d %-21s %-21s %-21s %s\n", n.ID, n.PID(), n.ClientAddr, n.AdminAddr, n.PeerAddr,
-			n.LogPath())
+		fmt.Fprintf(out, "%-5d %-7d %-21s %-21s %-21s %-21s %s\n", n.ID, n.PID(), n.ClientAddr, n.AdminAddr, n.PeerAddr,
+			n.KafkaAddr, n.LogPath())
 	}
 	fmt.Fprintf(out, "\nprofile %q (now current): %s; secret in %s\n", profileName, profPath,
 		filepath.Join(c.Dir(), "secret"))
@@ -228,6 +228,11 @@ func printCluster(out io.Writer, c *localcluster.Cluster, profileName, profPath 
 	fmt.Fprintf(out, "  ringstream cluster health\n")
 	fmt.Fprintf(out, "  ringstream bench --cluster %s --admin %s\n", strings.Join(c.ClientAddrs(), ","),
 		strings.Join(clusterAdmins(c), ","))
+	brokers := strings.Join(c.KafkaAddrs(), ",")
+	fmt.Fprintf(out, "\nKafka clients (no SASL: the Kafka listener has no authentication yet; docs/kafka.md):\n")
+	fmt.Fprintf(out, "  printf 'k1:hello\\nk2:world\\n' | kcat -P -b %s -t events -K:\n", brokers)
+	fmt.Fprintf(out, "  kcat -C -b %s -t events -e -f '%%k: %%s (offset %%o)\\n'\n", brokers)
+	fmt.Fprintf(out, "  kcat -L -b %s\n", brokers)
 	fmt.Fprintf(out, "\nCtrl-C stops the cluster.\n")
 }
 
