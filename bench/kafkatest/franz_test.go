@@ -96,6 +96,31 @@ func TestFranzGo_ProduceConsume(t *testing.T) {
 			}
 		})
 	}
+	t.Run("offsets by time", func(t *testing.T) {
+		cl := franzClient(t, lc, kgo.DefaultProduceTopic("timed"), kgo.AllowAutoTopicCreation())
+		produce := func(v string) int64 {
+			r, err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).First()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.Offset
+		}
+		produce("first")
+		produce("second")
+		time.Sleep(20 * time.Millisecond)
+		between := time.Now().UnixMilli()
+		time.Sleep(20 * time.Millisecond)
+		third := produce("third")
+		produce("fourth")
+		for _, c := range []struct {
+			ts, want int64
+		}{{0, 0}, {between, third}, {time.Now().Add(time.Hour).UnixMilli(), -1}, {-2, 0}, {-1, third + 2}} {
+			got := listOffset(t, ctx, cl, "timed", 0, c.ts)
+			if got != c.want {
+				t.Fatalf("ListOffsets at %d: offset %d, want %d", c.ts, got, c.want)
+			}
+		}
+	})
 	t.Run("errors", func(t *testing.T) {
 		cl := franzClient(t, lc)
 		topic := "plain"
@@ -209,4 +234,27 @@ func listLatest(t *testing.T, ctx context.Context, cl *kgo.Client, topic string,
 		t.Fatalf("%d partitions listed, want %d", len(out), n)
 	}
 	return out
+}
+
+// listOffset is ListOffsets of one partition at timestamp ts, asked of its leader.
+func listOffset(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, partition int32, ts int64) int64 {
+	t.Helper()
+	p := partitions(t, ctx, cl, topic, 1)[partition]
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp = partition, ts
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(p.Leader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp := resp.Topics[0].Partitions[0]
+	if lp.ErrorCode != 0 {
+		t.Fatalf("list offsets %s[%d] at %d: error %d", topic, partition, ts, lp.ErrorCode)
+	}
+	return lp.Offset
 }
