@@ -2,6 +2,9 @@ package kafkatest
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
+	"net"
 
 	"strconv"
 	"testing"
@@ -15,14 +18,23 @@ import (
 
 // kafkaError codes the test expects.
 const (
-	errOffsetOutOfRange = 1
-	errNotLeader        = 6
+	errOffsetOutOfRange    = 1
+	errCorruptMessage      = 2
+	errNotLeader           = 6
+	errInvalidTopic        = 17
+	errInvalidRequiredAcks = 21
+	errTopicExists         = 36
+	errInvalidPartitions   = 37
+	errInvalidReplication  = 38
 )
 
 func franzClient(t *testing.T, lc *localcluster.Cluster, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
+	// MetadataMinAge: a broker answers Metadata from its own metadata replica, which may trail a
+	// create by a heartbeat; kgo's default of 5 s between refreshes would then stall the test that
+	// long (docs/kafka.md).
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(lc.KafkaAddrs()...), kgo.DisableIdempotentWrite(),
-		kgo.RequiredAcks(kgo.AllISRAcks())}, opts...)...)
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +160,47 @@ func TestFranzGo_ProduceConsume(t *testing.T) {
 		if code := fresp.Topics[0].Partitions[0].ErrorCode; code != errNotLeader {
 			t.Fatalf("fetch from broker %d, leader %d: error %d, want NOT_LEADER_OR_FOLLOWER", other, leader, code)
 		}
+
+		prod := kmsg.NewPtrProduceRequest()
+		prod.SetVersion(7)
+		prod.Acks, prod.TimeoutMillis = 2, 5000 // kgo sends its own acks: this one goes raw
+		prod.Topics = []kmsg.ProduceRequestTopic{{Topic: topic, Partitions: []kmsg.ProduceRequestTopicPartition{
+			{Partition: 0, Records: []byte{0}}}}}
+		presp := kmsg.NewPtrProduceResponse()
+		rawExchange(t, lc.Nodes()[leader-1].KafkaAddr, prod, presp)
+		if code := presp.Topics[0].Partitions[0].ErrorCode; code != errInvalidRequiredAcks {
+			t.Fatalf("produce with acks=2: error %d, want INVALID_REQUIRED_ACKS", code)
+		}
+		prod.Acks = -1
+		presp, err = prod.RequestWith(ctx, cl.Broker(int(leader)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := presp.Topics[0].Partitions[0].ErrorCode; code != errCorruptMessage {
+			t.Fatalf("produce of one byte: error %d, want CORRUPT_MESSAGE", code)
+		}
+
+		create := kmsg.NewPtrCreateTopicsRequest()
+		create.TimeoutMillis = 5000
+		for _, c := range []struct {
+			topic      string
+			partitions int32
+			rf         int16
+		}{{"no partitions", 0, 1}, {"a-topic", 0, 1}, {"a-topic", 2000, 1}, {"a-topic", 1, 4}, {"plain", 3, 3}} {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = c.topic, c.partitions, c.rf
+			create.Topics = append(create.Topics, rt)
+		}
+		cresp, err := create.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []int16{errInvalidTopic, errInvalidPartitions, errInvalidPartitions, errInvalidReplication,
+			errTopicExists} {
+			if code := cresp.Topics[i].ErrorCode; code != want {
+				t.Errorf("create %s: error %d, want %d", cresp.Topics[i].Topic, code, want)
+			}
+		}
 	})
 }
 
@@ -257,4 +310,37 @@ func listOffset(t *testing.T, ctx context.Context, cl *kgo.Client, topic string,
 		t.Fatalf("list offsets %s[%d] at %d: error %d", topic, partition, ts, lp.ErrorCode)
 	}
 	return lp.Offset
+}
+
+// rawExchange sends req on a connection of its own to addr and reads its response into resp.
+func rawExchange(t *testing.T, addr string, req kmsg.Request, resp kmsg.Response) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, 7)); err != nil {
+		t.Fatal(err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(c, b); err != nil {
+		t.Fatal(err)
+	}
+	if id := int32(binary.BigEndian.Uint32(b)); id != 7 {
+		t.Fatalf("correlation id %d, want 7", id)
+	}
+	body := b[4:]
+	if req.IsFlexible() {
+		body = body[1:] // an empty tagged-field section
+	}
+	resp.SetVersion(req.GetVersion())
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -33,7 +33,7 @@ func requireKcat(t *testing.T) string {
 
 func startCluster(t *testing.T, ctx context.Context) *localcluster.Cluster {
 	t.Helper()
-	lc, err := localcluster.Start(ctx, localcluster.Options{Binary: binary, Dir: t.TempDir()})
+	lc, err := localcluster.Start(ctx, localcluster.Options{Binary: ringstreamBin, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

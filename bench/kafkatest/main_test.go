@@ -7,8 +7,8 @@ import (
 	"github.com/ringstream/ringstream/localcluster"
 )
 
-// binary is the ringstream binary built once for the package's tests.
-var binary string
+// ringstreamBin is the ringstream binary built once for the package's tests.
+var ringstreamBin string
 
 // TestMain builds cmd/ringstream once; every test's nodes run it.
-func TestMain(m *testing.M) { os.Exit(localcluster.RunWithBinary(m, &binary)) }
+func TestMain(m *testing.M) { os.Exit(localcluster.RunWithBinary(m, &ringstreamBin)) }

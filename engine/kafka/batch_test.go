@@ -197,7 +197,10 @@ func TestParseProducedBatchRefuses(t *testing.T) {
 		{"magic 1", edit(func(b []byte) []byte { b[kbMagic] = 1; return b }), ErrBatchKind},
 		{"crc", edit(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }), ErrCorruptBatch},
 		{"two batches", append(bytes.Clone(good), good...), ErrCorruptBatch},
-		{"length", edit(func(b []byte) []byte { return b[:len(b)-1] }), ErrCorruptBatch},
+		{"length", edit(func(b []byte) []byte { // outside the CRC: only the length rule sees it
+			binary.BigEndian.PutUint32(b[kbLength:], binary.BigEndian.Uint32(b[kbLength:])+1)
+			return b
+		}), ErrCorruptBatch},
 		{"transactional", edit(func(b []byte) []byte { b[kbAttributes+1] |= attrTransactional; return resum(b) }), ErrBatchKind},
 		{"control", edit(func(b []byte) []byte { b[kbAttributes+1] |= attrControl; return resum(b) }), ErrBatchKind},
 		{"lz4", edit(func(b []byte) []byte { b[kbAttributes+1] |= 3; return resum(b) }), ErrCompression},
@@ -208,19 +211,28 @@ func TestParseProducedBatchRefuses(t *testing.T) {
 			binary.BigEndian.PutUint32(b[kbLastOffsetDelta:], 3)
 			return resum(b)
 		}), ErrCorruptBatch},
+		// zstd records are not walked: only the count rule sees these.
+		{"zstd count 0", kafkaBatchOf([]byte{1, 2, 3}, 0, 1, kafkaCodecZstd), ErrCorruptBatch},
+		{"zstd count above bytes", kafkaBatchOf([]byte{1, 2, 3}, 4, 1, kafkaCodecZstd), ErrCorruptBatch},
 		{"offset delta", badRecord(testRecord{value: []byte("v")}, 1), ErrCorruptBatch},
 		{"record attributes", edit(func(b []byte) []byte { b[kbHeaderSize+1] = 4; return resum(b) }), ErrCorruptBatch},
 		{"key past the record", kafkaBatchOf([]byte{10, 0, 0, 0, 40, 'a', 'b', 'c', 'd', 0, 0}, 1, 1, 0), ErrCorruptBatch},
-		{"negative header count", kafkaBatchOf([]byte{10, 0, 0, 0, 1, 1, 3, 'a', 'b', 'c'}, 1, 1, 0), ErrCorruptBatch},
-		{"bytes after the headers", kafkaBatchOf([]byte{10, 0, 0, 0, 1, 1, 0, 'x', 'y', 'z'}, 1, 1, 0), ErrCorruptBatch},
+		// length 6 (zigzag 12): attributes, timestamp delta, offset delta, null key, null value, header count -1
+		{"negative header count", kafkaBatchOf([]byte{12, 0, 0, 0, 1, 1, 1}, 1, 1, 0), ErrCorruptBatch},
+		// length 7: the same with 0 headers, then a byte
+		{"bytes after the headers", kafkaBatchOf([]byte{14, 0, 0, 0, 1, 1, 0, 'x'}, 1, 1, 0), ErrCorruptBatch},
+		{"good bare record", nil, nil},
 		{"bytes after the records", kafkaBatchOf(append(appendTestRecord(nil, testRecord{}, 0), 7), 1, 1, 0), ErrCorruptBatch},
 	}
 	if _, err := parseProducedBatch(good); err != nil {
 		t.Fatalf("good batch refused: %v", err)
 	}
 	for _, c := range cases {
+		if c.batch == nil { // the bare record of the two cases above, whole: taken
+			c.batch = kafkaBatchOf([]byte{12, 0, 0, 0, 1, 1, 0}, 1, 1, 0)
+		}
 		_, err := parseProducedBatch(c.batch)
-		if !errors.Is(err, c.want) {
+		if (c.want == nil) != (err == nil) || !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
