@@ -20,6 +20,7 @@ import (
 const (
 	errOffsetOutOfRange    = 1
 	errCorruptMessage      = 2
+	errUnknownTopic        = 3
 	errNotLeader           = 6
 	errInvalidTopic        = 17
 	errInvalidRequiredAcks = 21
@@ -132,6 +133,28 @@ func TestFranzGo_ProduceConsume(t *testing.T) {
 				t.Fatalf("ListOffsets at %d: offset %d, want %d", c.ts, got, c.want)
 			}
 		}
+	})
+	t.Run("delete topic", func(t *testing.T) {
+		cl := franzClient(t, lc)
+		createTopic(t, ctx, cl, "gone", 2)
+		del := kmsg.NewPtrDeleteTopicsRequest()
+		del.TopicNames, del.TimeoutMillis = []string{"gone", "never-was"}, 10000
+		resp, err := del.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Topics[0].ErrorCode != 0 || resp.Topics[1].ErrorCode != errUnknownTopic {
+			t.Fatalf("delete gone, never-was: errors %d, %d; want 0, UNKNOWN_TOPIC_OR_PARTITION",
+				resp.Topics[0].ErrorCode, resp.Topics[1].ErrorCode)
+		}
+		// Both partitions went: the topic cannot be deleted again, and is created again anew.
+		if resp, err = del.RequestWith(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+		if resp.Topics[0].ErrorCode != errUnknownTopic {
+			t.Fatalf("second delete of gone: error %d, want UNKNOWN_TOPIC_OR_PARTITION", resp.Topics[0].ErrorCode)
+		}
+		createTopic(t, ctx, cl, "gone", 1)
 	})
 	t.Run("errors", func(t *testing.T) {
 		cl := franzClient(t, lc)

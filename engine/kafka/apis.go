@@ -16,6 +16,7 @@ const (
 	metadataKey     int16 = 3
 	apiVersionsKey  int16 = 18
 	createTopicsKey int16 = 19
+	deleteTopicsKey int16 = 20
 )
 
 // api is one served Kafka API and the versions advertised.
@@ -26,7 +27,7 @@ type api struct {
 // apis are the APIs and versions this listener implements, advertised exactly by ApiVersions.
 // The lower bounds: Produce 3 and Fetch 4 are the first versions that carry record batches of
 // magic 2, ListOffsets 1 the first with one offset per partition. The upper bounds stop before
-// topic ids (Metadata 10, Fetch 13, CreateTopics 7) and before fields this listener does not fill
+// topic ids (Metadata 10, Fetch 13, CreateTopics 7, DeleteTopics 6) and before fields this listener does not fill
 // (Produce 10's current-leader hints are tagged; 9 is the last flexible version without them).
 var apis = [...]api{
 	{produceKey, 3, 9},
@@ -35,6 +36,7 @@ var apis = [...]api{
 	{metadataKey, 0, 9},
 	{apiVersionsKey, 0, 3},
 	{createTopicsKey, 0, 6},
+	{deleteTopicsKey, 0, 5},
 }
 
 // serve serves a decoded request of a supported API and version.
@@ -52,6 +54,8 @@ func (h *Handler) serve(s *shard.Shard, st *shardState, r *request, req kmsg.Req
 		serveApiVersions(h, s, st, r, req)
 	case createTopicsKey:
 		serveCreateTopics(h, s, st, r, req)
+	case deleteTopicsKey:
+		serveDeleteTopics(h, s, st, r, req)
 	}
 }
 

@@ -9,10 +9,11 @@
 // inside a frame.
 //
 // What it serves, and at which versions, is the apis table, advertised exactly by ApiVersions:
-// ApiVersions 0-3, Metadata 0-9, CreateTopics 0-6, Produce 3-9, Fetch 4-11, ListOffsets 1-6
-// (earliest, latest, and by timestamp over the batches' append times, searchTime). Any other API of kmsg's, or another version, is answered with its
-// response at the version asked, UNSUPPORTED_VERSION in its top-level error code where it has one
-// (ApiVersions: version 0 with the list, KIP-511); an API key kmsg does not know closes the
+// ApiVersions 0-3, Metadata 0-9, CreateTopics 0-6, DeleteTopics 0-5, Produce 3-9, Fetch 4-11,
+// ListOffsets 1-6 (earliest, latest, and by timestamp over the batches' append times, searchTime).
+// Any other API of kmsg's, or another version, is answered with its response at the version asked,
+// UNSUPPORTED_VERSION in its top-level error code where it has one (ApiVersions: version 0 with
+// the list, KIP-511); an API key kmsg does not know closes the
 // connection (counted as kafka bad_request with the key named), since no response can be formed
 // for it. docs/kafka.md lists what each unsupported API answers.
 //

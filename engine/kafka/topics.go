@@ -71,3 +71,63 @@ func (h *Handler) validateCreate(t *kmsg.CreateTopicsRequestTopic) (int32, uint8
 	}
 	return parts, uint8(rf), errNone, ""
 }
+
+func serveDeleteTopics(h *Handler, s *shard.Shard, st *shardState, r *request, kreq kmsg.Request) {
+	req := kreq.(*kmsg.DeleteTopicsRequest)
+	resp := kmsg.NewPtrDeleteTopicsResponse()
+	resp.SetVersion(req.Version)
+	r.resp = resp
+	resp.Topics = make([]kmsg.DeleteTopicsResponseTopic, len(req.TopicNames))
+	wait := time.Duration(min(max(req.TimeoutMillis, 1000), 30000)) * time.Millisecond
+	for i, name := range req.TopicNames {
+		rt := &resp.Topics[i]
+		*rt = kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic = &req.TopicNames[i]
+		fail := func(code int16, msg string) {
+			rt.ErrorCode = code
+			h.metrics.errorCode(deleteTopicsKey, code)
+			if req.Version >= 5 && msg != "" {
+				rt.ErrorMessage = &msg
+			}
+		}
+		if err := validateTopic(name); err != nil {
+			fail(errInvalidTopic, err.Error())
+			continue
+		}
+		h.deletePartition(s, st, r, name, 0, time.Now().Add(wait), 0, fail)
+	}
+}
+
+// deletePartition deletes the streams of topic from partition p on, one after the other, until the
+// node answers that the next one does not exist: a topic's partitions are 0..N-1 (createTopic), and
+// asking the metadata service instead of this node's replica finds a topic created a moment ago.
+// No partition 0: the topic is unknown. Passing states are tried again, as createPartition does.
+func (h *Handler) deletePartition(s *shard.Shard, st *shardState, r *request, topic string, p int32,
+	deadline time.Time, attempt int, fail func(code int16, msg string)) {
+	rid := st.nextRequestID()
+	st.name = appendStreamName(st.name[:0], topic, p)
+	name := string(st.name)
+	b := wire.AppendDeleteStream(st.takeBuf(), h.from, &wire.StreamNameRequest{RequestID: rid, Name: st.name})
+	h.submit(s, st, r, rid, 0, b, func(s *shard.Shard, st *shardState, rep *reply) {
+		code, msg := rep.errorCode()
+		switch {
+		case code == errNone:
+			delete(st.ids, name)
+			if p+1 < PartitionsMax {
+				h.deletePartition(s, st, r, topic, p+1, deadline, 0, fail)
+			}
+		case code == errUnknownTopicOrPart:
+			delete(st.ids, name)
+			if p == 0 {
+				fail(code, fmt.Sprintf("no topic %q", topic))
+			}
+		case (code == errLeaderNotAvailable || code == errRequestTimedOut) && time.Now().Before(deadline):
+			h.later(s, r, min(100*time.Millisecond<<min(attempt, 4), createBackoffMax), func(s *shard.Shard, st *shardState) {
+				h.deletePartition(s, st, r, topic, p, deadline, attempt+1, fail)
+			})
+		default:
+			fail(code, fmt.Sprintf("partition %d: %s", p, msg))
+		}
+	})
+	st.giveBuf(b)
+}
