@@ -56,7 +56,7 @@ func TestFranzGo_OwnerKilled(t *testing.T) {
 				break
 			}
 		}
-		list := string(kcat(t, ctx, path, nil, "-L", "-b", live, "-t", "failover"))
+		list := string(kcat(t, ctx, path, nil, append(saslArgs(lc), "-L", "-b", live, "-t", "failover")...))
 		m := regexp.MustCompile(`partition 0, leader (\d+),`).FindStringSubmatch(list)
 		if m == nil || m[1] == strconv.Itoa(int(old)) {
 			t.Fatalf("kcat -L after the kill of node %d:\n%s", old, list)

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"slices"
+	"strings"
 
 	"strconv"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/ringstream/ringstream/localcluster"
 )
@@ -35,7 +38,8 @@ func franzClient(t *testing.T, lc *localcluster.Cluster, opts ...kgo.Opt) *kgo.C
 	// create by a heartbeat; kgo's default of 5 s between refreshes would then stall the test that
 	// long (docs/kafka.md).
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(lc.KafkaAddrs()...), kgo.DisableIdempotentWrite(),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)...)
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(100 * time.Millisecond),
+		kgo.SASL(plain.Auth{User: "ringstream", Pass: lc.Secret()}.AsMechanism())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +160,43 @@ func TestFranzGo_ProduceConsume(t *testing.T) {
 		}
 		createTopic(t, ctx, cl, "gone", 1)
 	})
+	t.Run("authentication", func(t *testing.T) {
+		addr := lc.Nodes()[0].KafkaAddr
+		// ApiVersions needs no authentication, and lists the SASL APIs.
+		av := kmsg.NewPtrApiVersionsRequest()
+		avr := kmsg.NewPtrApiVersionsResponse()
+		rawExchange(t, addr, "", av, avr)
+		var keys []int16
+		for _, k := range avr.ApiKeys {
+			keys = append(keys, k.ApiKey)
+		}
+		if !slices.Contains(keys, 17) || !slices.Contains(keys, 36) {
+			t.Fatalf("ApiVersions lists %v, without SaslHandshake and SaslAuthenticate", keys)
+		}
+		// Metadata before authenticating: the connection closes.
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := c.Write(kmsg.NewRequestFormatter().AppendRequest(nil, kmsg.NewPtrMetadataRequest(), 1)); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.Read(make([]byte, 1)); err == nil {
+			t.Fatalf("an unauthenticated Metadata was answered (%d bytes)", n)
+		}
+		// A wrong password is refused.
+		bad, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.SASL(plain.Auth{User: "ringstream", Pass: "wrong"}.AsMechanism()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bad.Close()
+		if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, bad); err == nil ||
+			!strings.Contains(err.Error(), "SASL_AUTHENTICATION_FAILED") {
+			t.Fatalf("metadata with a wrong password: %v, want SASL_AUTHENTICATION_FAILED", err)
+		}
+	})
 	t.Run("errors", func(t *testing.T) {
 		cl := franzClient(t, lc)
 		topic := "plain"
@@ -190,7 +231,7 @@ func TestFranzGo_ProduceConsume(t *testing.T) {
 		prod.Topics = []kmsg.ProduceRequestTopic{{Topic: topic, Partitions: []kmsg.ProduceRequestTopicPartition{
 			{Partition: 0, Records: []byte{0}}}}}
 		presp := kmsg.NewPtrProduceResponse()
-		rawExchange(t, lc.Nodes()[leader-1].KafkaAddr, prod, presp)
+		rawExchange(t, lc.Nodes()[leader-1].KafkaAddr, lc.Secret(), prod, presp)
 		if code := presp.Topics[0].Partitions[0].ErrorCode; code != errInvalidRequiredAcks {
 			t.Fatalf("produce with acks=2: error %d, want INVALID_REQUIRED_ACKS", code)
 		}
@@ -335,8 +376,9 @@ func listOffset(t *testing.T, ctx context.Context, cl *kgo.Client, topic string,
 	return lp.Offset
 }
 
-// rawExchange sends req on a connection of its own to addr and reads its response into resp.
-func rawExchange(t *testing.T, addr string, req kmsg.Request, resp kmsg.Response) {
+// rawExchange sends req on a connection of its own to addr, after SASL PLAIN with password (none
+// when it is empty), and reads its response into resp.
+func rawExchange(t *testing.T, addr, password string, req kmsg.Request, resp kmsg.Response) {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
@@ -344,6 +386,26 @@ func rawExchange(t *testing.T, addr string, req kmsg.Request, resp kmsg.Response
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if password != "" {
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.SetVersion(1)
+		hs.Mechanism = "PLAIN"
+		exchangeOn(t, c, hs, kmsg.NewPtrSASLHandshakeResponse())
+		auth := kmsg.NewPtrSASLAuthenticateRequest()
+		auth.SetVersion(1)
+		auth.SASLAuthBytes = []byte("\x00ringstream\x00" + password)
+		ar := kmsg.NewPtrSASLAuthenticateResponse()
+		exchangeOn(t, c, auth, ar)
+		if ar.ErrorCode != 0 {
+			t.Fatalf("SASL authenticate: error %d", ar.ErrorCode)
+		}
+	}
+	exchangeOn(t, c, req, resp)
+}
+
+// exchangeOn sends req on c and reads its response into resp.
+func exchangeOn(t *testing.T, c net.Conn, req kmsg.Request, resp kmsg.Response) {
+	t.Helper()
 	if _, err := c.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, 7)); err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +421,7 @@ func rawExchange(t *testing.T, addr string, req kmsg.Request, resp kmsg.Response
 		t.Fatalf("correlation id %d, want 7", id)
 	}
 	body := b[4:]
-	if req.IsFlexible() {
+	if req.IsFlexible() && req.Key() != 18 { // ApiVersions answers with header v0
 		body = body[1:] // an empty tagged-field section
 	}
 	resp.SetVersion(req.GetVersion())

@@ -48,6 +48,12 @@ func startCluster(t *testing.T, ctx context.Context) *localcluster.Cluster {
 	return lc
 }
 
+// saslArgs are kcat's options to authenticate to lc: SASL PLAIN, the cluster secret as password.
+func saslArgs(lc *localcluster.Cluster) []string {
+	return []string{"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN", "-X",
+		"sasl.username=ringstream", "-X", "sasl.password=" + lc.Secret()}
+}
+
 // kcat runs kcat with args (stdin from in, when set) and returns its standard output.
 func kcat(t *testing.T, ctx context.Context, path string, in []byte, args ...string) []byte {
 	t.Helper()
@@ -78,8 +84,11 @@ func TestKcat_ListProduceConsume(t *testing.T) {
 	for i := range n {
 		fmt.Fprintf(&in, "key-%d\tvalue-%d\n", i, i)
 	}
-	kcat(t, ctx, path, in.Bytes(), "-P", "-b", broker, "-t", "orders", "-K", "\t", "-H", "app=kcat", "-H", "run=1")
-	out := kcat(t, ctx, path, nil, "-C", "-b", broker, "-t", "orders", "-e", "-q", "-f", "%k\t%s\t%h\t%o\n")
+	auth := saslArgs(lc)
+	kcat(t, ctx, path, in.Bytes(), append(auth, "-P", "-b", broker, "-t", "orders", "-K", "\t", "-H", "app=kcat",
+		"-H", "run=1")...)
+	out := kcat(t, ctx, path, nil, append(auth, "-C", "-b", broker, "-t", "orders", "-e", "-q", "-f",
+		"%k\t%s\t%h\t%o\n")...)
 	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
 	if len(lines) != n {
 		t.Fatalf("read %d records back, want %d", len(lines), n)
@@ -90,7 +99,7 @@ func TestKcat_ListProduceConsume(t *testing.T) {
 		}
 	}
 
-	list := string(kcat(t, ctx, path, nil, "-L", "-b", broker, "-t", "orders"))
+	list := string(kcat(t, ctx, path, nil, append(auth, "-L", "-b", broker, "-t", "orders")...))
 	for _, node := range lc.Nodes() {
 		if want := fmt.Sprintf("broker %d at %s", node.ID, node.KafkaAddr); !strings.Contains(list, want) {
 			t.Fatalf("kcat -L does not list %q:\n%s", want, list)

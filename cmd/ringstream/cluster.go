@@ -228,11 +228,14 @@ func printCluster(out io.Writer, c *localcluster.Cluster, profileName, profPath 
 	fmt.Fprintf(out, "  ringstream cluster health\n")
 	fmt.Fprintf(out, "  ringstream bench --cluster %s --admin %s\n", strings.Join(c.ClientAddrs(), ","),
 		strings.Join(clusterAdmins(c), ","))
-	brokers := strings.Join(c.KafkaAddrs(), ",")
-	fmt.Fprintf(out, "\nKafka clients (no SASL: the Kafka listener has no authentication yet; docs/kafka.md):\n")
-	fmt.Fprintf(out, "  printf 'k1:hello\\nk2:world\\n' | kcat -P -b %s -t events -K:\n", brokers)
-	fmt.Fprintf(out, "  kcat -C -b %s -t events -e -f '%%k: %%s (offset %%o)\\n'\n", brokers)
-	fmt.Fprintf(out, "  kcat -L -b %s\n", brokers)
+	// SASL PLAIN with the cluster secret as the password, read from the secret file by the shell.
+	kcat := fmt.Sprintf("kcat -b %s -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=PLAIN "+
+		"-X sasl.username=ringstream -X sasl.password=$(cat %s)", strings.Join(c.KafkaAddrs(), ","),
+		filepath.Join(c.Dir(), "secret"))
+	fmt.Fprintf(out, "\nKafka clients (SASL PLAIN, any user name, the cluster secret as the password; docs/kafka.md):\n")
+	fmt.Fprintf(out, "  printf 'k1:hello\\nk2:world\\n' | %s -P -t events -K:\n", kcat)
+	fmt.Fprintf(out, "  %s -C -t events -e -f '%%k: %%s (offset %%o)\\n'\n", kcat)
+	fmt.Fprintf(out, "  %s -L\n", kcat)
 	fmt.Fprintf(out, "\nCtrl-C stops the cluster.\n")
 }
 

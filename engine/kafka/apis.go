@@ -37,6 +37,8 @@ var apis = [...]api{
 	{apiVersionsKey, 0, 3},
 	{createTopicsKey, 0, 6},
 	{deleteTopicsKey, 0, 5},
+	{saslHandshakeKey, 0, 1},
+	{saslAuthenticateKey, 0, 2},
 }
 
 // serve serves a decoded request of a supported API and version.
@@ -56,6 +58,10 @@ func (h *Handler) serve(s *shard.Shard, st *shardState, r *request, req kmsg.Req
 		serveCreateTopics(h, s, st, r, req)
 	case deleteTopicsKey:
 		serveDeleteTopics(h, s, st, r, req)
+	case saslHandshakeKey:
+		serveSASLHandshake(h, s, st, r, req)
+	case saslAuthenticateKey:
+		serveSASLAuthenticate(h, s, st, r, req)
 	}
 }
 

@@ -10,7 +10,8 @@
 //
 // What it serves, and at which versions, is the apis table, advertised exactly by ApiVersions:
 // ApiVersions 0-3, Metadata 0-9, CreateTopics 0-6, DeleteTopics 0-5, Produce 3-9, Fetch 4-11,
-// ListOffsets 1-6 (earliest, latest, and by timestamp over the batches' append times, searchTime).
+// ListOffsets 1-6 (earliest, latest, and by timestamp over the batches' append times, searchTime),
+// SaslHandshake 0-1 and SaslAuthenticate 0-2 (PLAIN).
 // Any other API of kmsg's, or another version, is answered with its response at the version asked,
 // UNSUPPORTED_VERSION in its top-level error code where it has one (ApiVersions: version 0 with
 // the list, KIP-511); an API key kmsg does not know closes the
@@ -55,6 +56,9 @@
 //   - Fetch runs in two rounds (serveFetch): without waiting, then, when the records are below
 //     min_bytes, the empty partitions again with max_wait_ms as the streams' long poll. There
 //     are no fetch sessions (session id 0: full fetches).
+//   - On a cluster with a secret, a connection authenticates with SASL PLAIN (sasl.go): any user
+//     name, the cluster secret as the password, before anything but ApiVersions; any other request
+//     first closes the connection. SCRAM and user lists are not served.
 //   - Stream ids are cached per shard by name, learned from Metadata and lookups, and dropped when
 //     a stream is answered unknown.
 package kafka

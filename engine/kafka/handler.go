@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -40,6 +41,7 @@ type Handler struct {
 	copies  uint8        // the replication factor of a topic created without one
 	shards  []shardState
 	metrics *metrics
+	secret  []byte // the cluster secret: SASL PLAIN's password; empty: no authentication
 }
 
 // shardState is one shard's Kafka connections and the client requests submitted for them, used
@@ -78,9 +80,13 @@ func (st *shardState) giveBuf(b []byte) {
 // bufKeptMax bounds a buffer kept for reuse: a produce of the largest batch.
 const bufKeptMax = 8 << 20
 
-// conn is one Kafka connection's requests not answered yet, in arrival order.
+// conn is one Kafka connection: its requests not answered yet, in arrival order, and where it is
+// in its SASL authentication (sasl.go).
 type conn struct {
-	queue []*request
+	queue     []*request
+	saslPlain bool // a SaslHandshake chose PLAIN
+	rawSASL   bool // SaslHandshake v0: the next frame is the bare PLAIN token
+	authed    bool // authenticated, or no secret to authenticate with
 }
 
 // request is one Kafka request under way.
@@ -88,10 +94,11 @@ type request struct {
 	conn     uint64
 	hdr      requestHeader
 	resp     kmsg.Response
-	waiting  int  // client requests submitted and not answered
-	done     bool // resp is complete
-	silent   bool // acks=0: nothing is sent back
-	finished bool // answered (or dropped): later replies are ignored
+	waiting  int    // client requests submitted and not answered
+	done     bool   // resp is complete
+	silent   bool   // acks=0: nothing is sent back
+	raw      []byte // sent as it is instead of resp (a bare SASL token's answer)
+	finished bool   // answered (or dropped): later replies are ignored
 	fetch    *fetchState
 	// onDone runs once waiting drops to 0 (nil: the request is done then).
 	onDone func(s *shard.Shard, st *shardState, r *request)
@@ -133,7 +140,7 @@ func New(cfg Config) (*Handler, error) {
 	f := &cfg.Node.File
 	h := &Handler{cfg: cfg, log: cfg.Logger, from: wire.From{Cluster: f.Cluster.ID, Node: f.Node.ID}, node: f.Node.ID,
 		brokers: slices.Clone(cfg.Node.KafkaAddrs), copies: uint8(min(3, len(cfg.Node.Nodes))),
-		shards: make([]shardState, cfg.Node.ShardCount)}
+		shards: make([]shardState, cfg.Node.ShardCount), secret: cfg.Node.Secret}
 	for i := range h.shards {
 		h.shards[i] = shardState{handler: h, conns: make(map[uint64]*conn), calls: make(map[uint64]*call), ids: make(map[string]uint64),
 			creating: make(map[string]bool)}
@@ -192,12 +199,19 @@ func decodeRequest(frame []byte) (hdr requestHeader, req kmsg.Request, ok bool, 
 	return hdr, req, ok, bodyErr, nil
 }
 
+// ErrUnauthenticated is a request other than ApiVersions and SASL's before the connection
+// authenticated on a cluster with a secret: the connection closes, as Kafka brokers close it.
+var ErrUnauthenticated = errors.New("kafka: not authenticated")
+
 // requestBytesMax bounds a request other than Produce (whose size the [client] frame bound limits).
 const requestBytesMax = 256 << 10
 
 // OnKafkaRequest implements shard.KafkaHandler.
 func (h *Handler) OnKafkaRequest(s *shard.Shard, connID uint64, frame []byte) error {
 	st := &h.shards[s.Index()]
+	if c := st.conns[connID]; c != nil && c.rawSASL {
+		return h.rawSASLToken(s, st, connID, c, frame)
+	}
 	hdr, req, ok, bodyErr, err := decodeRequest(frame)
 	if err != nil {
 		h.metrics.badHeaders.Inc()
@@ -205,8 +219,13 @@ func (h *Handler) OnKafkaRequest(s *shard.Shard, connID uint64, frame []byte) er
 	}
 	c := st.conns[connID]
 	if c == nil {
-		c = &conn{}
+		c = &conn{authed: len(h.secret) == 0}
 		st.conns[connID] = c
+	}
+	if !c.authed && !beforeAuth(hdr.Key) {
+		h.metrics.unauthenticated.Inc()
+		return fmt.Errorf("%w: %s before SASL authentication (the cluster has a secret)", ErrUnauthenticated,
+			kmsg.NameForKey(hdr.Key))
 	}
 	r := &request{conn: connID, hdr: hdr}
 	c.queue = append(c.queue, r)
@@ -254,6 +273,10 @@ func (h *Handler) flush(s *shard.Shard, st *shardState, connID uint64) {
 		r.finished = true
 		if r.silent {
 			s.KafkaRespond(connID, nil)
+			continue
+		}
+		if r.raw != nil {
+			s.KafkaRespond(connID, r.raw)
 			continue
 		}
 		st.out = h.encode(st.out[:0], r)

@@ -11,13 +11,14 @@ import (
 // metrics are the Kafka handler's counters. Each refusal has a name: requests by api, errors by
 // api and Kafka error code, and the requests that could not be read at all.
 type metrics struct {
-	requests      *prometheus.CounterVec
-	errors        *prometheus.CounterVec
-	badHeaders    prometheus.Counter
-	unsupported   prometheus.Counter
-	invalid       prometheus.Counter
-	submitRefused prometheus.Counter
-	orphanReplies prometheus.Counter
+	requests        *prometheus.CounterVec
+	errors          *prometheus.CounterVec
+	badHeaders      prometheus.Counter
+	unsupported     prometheus.Counter
+	invalid         prometheus.Counter
+	submitRefused   prometheus.Counter
+	orphanReplies   prometheus.Counter
+	unauthenticated prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, labels prometheus.Labels) (*metrics, error) {
@@ -38,12 +39,15 @@ func newMetrics(reg prometheus.Registerer, labels prometheus.Labels) (*metrics, 
 			ConstLabels: labels}),
 		orphanReplies: prometheus.NewCounter(prometheus.CounterOpts{Name: "ringstream_kafka_orphan_replies_total",
 			Help: "Replies for no client request of the Kafka handler's.", ConstLabels: labels}),
+		unauthenticated: prometheus.NewCounter(prometheus.CounterOpts{Name: "ringstream_kafka_unauthenticated_total",
+			Help:        "Kafka requests before SASL authentication on a cluster with a secret: their connection was closed.",
+			ConstLabels: labels}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.errors, m.badHeaders, m.unsupported, m.invalid,
-		m.submitRefused, m.orphanReplies} {
+		m.submitRefused, m.orphanReplies, m.unauthenticated} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("kafka: metrics: %w", err)
 		}
