@@ -245,12 +245,12 @@ func TestKafkaIdleClosed(t *testing.T) {
 		ln := newKafkaNode(t, b, 1, &kafkaEcho{}, func(c *shard.ClientConfig) {
 			c.HandshakeTimeoutTicks, c.IdleTimeoutTicks = 20, ticks
 		})
+		start := tickClock(ln.Shards()[0]) // before the dial: the shard may accept before Dial returns
 		c, err := net.Dial("tcp", ln.KafkaAddr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		start := tickClock(ln.Shards()[0])
 		expectClosed(t, c, "idle kafka client")
 		if ran := tickClock(ln.Shards()[0]) - start; ran < ticks {
 			t.Fatalf("closed after %d ticks, before the bound of %d", ran, ticks)

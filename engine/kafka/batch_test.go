@@ -271,3 +271,29 @@ func TestStreamNames(t *testing.T) {
 		}
 	}
 }
+
+// A Fetch response keeps within max_bytes: partitions' records in request order, the first one with
+// records always, the next ones while they fit.
+func TestTrimFetch(t *testing.T) {
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxBytes = 100
+	sizes := []int{0, 80, 30, 20, 200}
+	fs := &fetchState{req: req}
+	for _, n := range sizes {
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.RecordBatches = make([]byte, n)
+		fs.parts = append(fs.parts, fetchPart{rp: &rp})
+	}
+	trimFetch(fs)
+	for i, want := range []int{0, 80, 0, 20, 0} {
+		if got := len(fs.parts[i].rp.RecordBatches); got != want {
+			t.Fatalf("partition %d: %d bytes kept, want %d", i, got, want)
+		}
+	}
+	req.MaxBytes = 10
+	fs.parts[1].rp.RecordBatches = make([]byte, 80)
+	trimFetch(fs)
+	if len(fs.parts[1].rp.RecordBatches) != 80 {
+		t.Fatal("the first partition's records dropped: no progress past a batch above max_bytes")
+	}
+}

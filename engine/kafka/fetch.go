@@ -51,6 +51,12 @@ func serveFetch(h *Handler, s *shard.Shard, st *shardState, r *request, kreq kms
 		n += len(t.Partitions)
 	}
 	fs.parts = make([]fetchPart, 0, n)
+	// The request's max_bytes bounds the response (trimFetch) and, shared out, what each partition
+	// asks its stream for, so that a fetch of many partitions does not gather many times it.
+	share := int32(fetchBytesMax)
+	if req.MaxBytes > 0 {
+		share = max(req.MaxBytes/int32(max(n, 1)), 1)
+	}
 	for ti := range req.Topics {
 		t := &req.Topics[ti]
 		for pi := range t.Partitions {
@@ -68,7 +74,7 @@ func serveFetch(h *Handler, s *shard.Shard, st *shardState, r *request, kreq kms
 				continue
 			}
 			fs.parts = append(fs.parts, fetchPart{rp: rp, name: StreamName(t.Topic, p.Partition), offset: p.FetchOffset,
-				max: uint32(min(max(p.PartitionMaxBytes, 1), fetchBytesMax))})
+				max: uint32(min(max(p.PartitionMaxBytes, 1), share, fetchBytesMax))})
 		}
 	}
 	for i := range fs.parts {
@@ -156,5 +162,29 @@ func (h *Handler) fetched(r *request, fp *fetchPart, rep *reply, second bool) {
 	fs.bytes += len(rp.RecordBatches) - before
 	if second && len(rp.RecordBatches) > 0 && !r.done {
 		r.done, r.onDone = true, nil // enough: the partitions still waiting answer with their first round
+	}
+}
+
+// trimFetch keeps a Fetch response within the request's max_bytes: the records of the partitions
+// in request order until the next would pass it (the first partition with records is always kept,
+// as Kafka keeps it, so that a batch above max_bytes still makes progress). A partition whose
+// records are dropped keeps its high watermark and is asked again by the client's next fetch.
+func trimFetch(fs *fetchState) {
+	if fs.req.MaxBytes <= 0 {
+		return
+	}
+	total, kept := 0, false
+	for i := range fs.parts {
+		rp := fs.parts[i].rp
+		n := len(rp.RecordBatches)
+		if n == 0 {
+			continue
+		}
+		if kept && total+n > int(fs.req.MaxBytes) {
+			rp.RecordBatches = []byte{}
+			continue
+		}
+		total += n
+		kept = true
 	}
 }

@@ -279,6 +279,9 @@ func (h *Handler) flush(s *shard.Shard, st *shardState, connID uint64) {
 			s.KafkaRespond(connID, r.raw)
 			continue
 		}
+		if r.fetch != nil {
+			trimFetch(r.fetch)
+		}
 		st.out = h.encode(st.out[:0], r)
 		s.KafkaRespond(connID, st.out)
 	}
