@@ -26,9 +26,10 @@ type api struct {
 
 // apis are the APIs and versions this listener implements, advertised exactly by ApiVersions.
 // The lower bounds: Produce 3 and Fetch 4 are the first versions that carry record batches of
-// magic 2, ListOffsets 1 the first with one offset per partition. The upper bounds stop before
-// topic ids (Metadata 10, Fetch 13, CreateTopics 7, DeleteTopics 6) and before fields this listener does not fill
-// (Produce 10's current-leader hints are tagged; 9 is the last flexible version without them).
+// magic 2, ListOffsets 1 the first with one offset per partition, SaslHandshake 0 takes the bare
+// token after it (rawSASLToken). The upper bounds stop before topic ids (Metadata 10, Fetch 13,
+// CreateTopics 7, DeleteTopics 6) and before fields this listener does not fill (Produce 10's
+// current-leader hints; 9 is the last flexible version without them).
 var apis = [...]api{
 	{produceKey, 3, 9},
 	{fetchKey, 4, 11},
