@@ -3,6 +3,7 @@ package kafkatest
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -136,6 +137,47 @@ func TestFranzGo_ProduceConsume(t *testing.T) {
 			if got != c.want {
 				t.Fatalf("ListOffsets at %d: offset %d, want %d", c.ts, got, c.want)
 			}
+		}
+	})
+	t.Run("long poll", func(t *testing.T) {
+		// A Fetch with min_bytes 1 at the high watermark waits (max_wait_ms as the streams' long
+		// poll) and is answered with the record produced meanwhile, not at once and empty.
+		cl := franzClient(t, lc, kgo.DefaultProduceTopic("polled"), kgo.AllowAutoTopicCreation())
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("first")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		leader := partitions(t, ctx, cl, "polled", 1)[0].Leader
+		fetch := kmsg.NewPtrFetchRequest()
+		fetch.SetVersion(11)
+		fetch.ReplicaID, fetch.MaxWaitMillis, fetch.MinBytes, fetch.MaxBytes = -1, 20000, 1, 1<<20
+		fetch.Topics = []kmsg.FetchRequestTopic{{Topic: "polled", Partitions: []kmsg.FetchRequestTopicPartition{
+			{Partition: 0, FetchOffset: 1, PartitionMaxBytes: 1 << 20, CurrentLeaderEpoch: -1, LogStartOffset: -1}}}}
+		got := make(chan *kmsg.FetchResponse, 1)
+		failed := make(chan error, 1)
+		go func() {
+			resp := kmsg.NewPtrFetchResponse()
+			if err := rawExchangeErr(lc.Nodes()[leader-1].KafkaAddr, lc.Secret(), fetch, resp); err != nil {
+				failed <- err
+				return
+			}
+			got <- resp
+		}()
+		time.Sleep(200 * time.Millisecond) // the fetch is (most likely) waiting: not asserted
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("second")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case resp := <-got:
+			p := resp.Topics[0].Partitions[0]
+			var rb kmsg.RecordBatch
+			if p.ErrorCode != 0 || len(p.RecordBatches) == 0 || rb.ReadFrom(p.RecordBatches) != nil || rb.FirstOffset != 1 {
+				t.Fatalf("long poll answered error %d, %d record bytes, batch at %d", p.ErrorCode, len(p.RecordBatches),
+					rb.FirstOffset)
+			}
+		case err := <-failed:
+			t.Fatal(err)
+		case <-ctx.Done():
+			t.Fatal("the long poll never answered")
 		}
 	})
 	t.Run("delete topic", func(t *testing.T) {
@@ -380,9 +422,16 @@ func listOffset(t *testing.T, ctx context.Context, cl *kgo.Client, topic string,
 // when it is empty), and reads its response into resp.
 func rawExchange(t *testing.T, addr, password string, req kmsg.Request, resp kmsg.Response) {
 	t.Helper()
+	if err := rawExchangeErr(addr, password, req, resp); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawExchangeErr is rawExchange for any goroutine: it returns what went wrong.
+func rawExchangeErr(addr, password string, req kmsg.Request, resp kmsg.Response) error {
 	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
@@ -390,42 +439,43 @@ func rawExchange(t *testing.T, addr, password string, req kmsg.Request, resp kms
 		hs := kmsg.NewPtrSASLHandshakeRequest()
 		hs.SetVersion(1)
 		hs.Mechanism = "PLAIN"
-		exchangeOn(t, c, hs, kmsg.NewPtrSASLHandshakeResponse())
+		if err := exchangeOn(c, hs, kmsg.NewPtrSASLHandshakeResponse()); err != nil {
+			return err
+		}
 		auth := kmsg.NewPtrSASLAuthenticateRequest()
 		auth.SetVersion(1)
 		auth.SASLAuthBytes = []byte("\x00ringstream\x00" + password)
 		ar := kmsg.NewPtrSASLAuthenticateResponse()
-		exchangeOn(t, c, auth, ar)
+		if err := exchangeOn(c, auth, ar); err != nil {
+			return err
+		}
 		if ar.ErrorCode != 0 {
-			t.Fatalf("SASL authenticate: error %d", ar.ErrorCode)
+			return fmt.Errorf("SASL authenticate: error %d", ar.ErrorCode)
 		}
 	}
-	exchangeOn(t, c, req, resp)
+	return exchangeOn(c, req, resp)
 }
 
 // exchangeOn sends req on c and reads its response into resp.
-func exchangeOn(t *testing.T, c net.Conn, req kmsg.Request, resp kmsg.Response) {
-	t.Helper()
+func exchangeOn(c net.Conn, req kmsg.Request, resp kmsg.Response) error {
 	if _, err := c.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, 7)); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	var size [4]byte
 	if _, err := io.ReadFull(c, size[:]); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	b := make([]byte, binary.BigEndian.Uint32(size[:]))
 	if _, err := io.ReadFull(c, b); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if id := int32(binary.BigEndian.Uint32(b)); id != 7 {
-		t.Fatalf("correlation id %d, want 7", id)
+		return fmt.Errorf("correlation id %d, want 7", id)
 	}
 	body := b[4:]
 	if req.IsFlexible() && req.Key() != 18 { // ApiVersions answers with header v0
 		body = body[1:] // an empty tagged-field section
 	}
 	resp.SetVersion(req.GetVersion())
-	if err := resp.ReadFrom(body); err != nil {
-		t.Fatal(err)
-	}
+	return resp.ReadFrom(body)
 }
