@@ -40,7 +40,7 @@ func franzClient(t *testing.T, lc *localcluster.Cluster, opts ...kgo.Opt) *kgo.C
 	// long (docs/kafka.md).
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(lc.KafkaAddrs()...), kgo.DisableIdempotentWrite(),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(100 * time.Millisecond),
-		kgo.SASL(plain.Auth{User: "ringstream", Pass: lc.Secret()}.AsMechanism())}, opts...)...)
+		kgo.SASL(plain.Auth{User: "ringstream", Pass: password(lc)}.AsMechanism())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestFranzGo_ProduceConsume(t *testing.T) {
 		failed := make(chan error, 1)
 		go func() {
 			resp := kmsg.NewPtrFetchResponse()
-			if err := rawExchangeErr(lc.Nodes()[leader-1].KafkaAddr, lc.Secret(), fetch, resp); err != nil {
+			if err := rawExchangeErr(lc.Nodes()[leader-1].KafkaAddr, password(lc), fetch, resp); err != nil {
 				failed <- err
 				return
 			}
@@ -228,15 +228,17 @@ func TestFranzGo_ProduceConsume(t *testing.T) {
 		if n, err := c.Read(make([]byte, 1)); err == nil {
 			t.Fatalf("an unauthenticated Metadata was answered (%d bytes)", n)
 		}
-		// A wrong password is refused.
-		bad, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.SASL(plain.Auth{User: "ringstream", Pass: "wrong"}.AsMechanism()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer bad.Close()
-		if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, bad); err == nil ||
-			!strings.Contains(err.Error(), "SASL_AUTHENTICATION_FAILED") {
-			t.Fatalf("metadata with a wrong password: %v, want SASL_AUTHENTICATION_FAILED", err)
+		// A wrong password is refused, the cluster secret itself included (it never crosses the wire).
+		for _, pass := range []string{"wrong", lc.Secret()} {
+			bad, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.SASL(plain.Auth{User: "ringstream", Pass: pass}.AsMechanism()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = kmsg.NewPtrMetadataRequest().RequestWith(ctx, bad)
+			bad.Close()
+			if err == nil || !strings.Contains(err.Error(), "SASL_AUTHENTICATION_FAILED") {
+				t.Fatalf("metadata with password %q: %v, want SASL_AUTHENTICATION_FAILED", pass, err)
+			}
 		}
 	})
 	t.Run("errors", func(t *testing.T) {
@@ -273,7 +275,7 @@ func TestFranzGo_ProduceConsume(t *testing.T) {
 		prod.Topics = []kmsg.ProduceRequestTopic{{Topic: topic, Partitions: []kmsg.ProduceRequestTopicPartition{
 			{Partition: 0, Records: []byte{0}}}}}
 		presp := kmsg.NewPtrProduceResponse()
-		rawExchange(t, lc.Nodes()[leader-1].KafkaAddr, lc.Secret(), prod, presp)
+		rawExchange(t, lc.Nodes()[leader-1].KafkaAddr, password(lc), prod, presp)
 		if code := presp.Topics[0].Partitions[0].ErrorCode; code != errInvalidRequiredAcks {
 			t.Fatalf("produce with acks=2: error %d, want INVALID_REQUIRED_ACKS", code)
 		}

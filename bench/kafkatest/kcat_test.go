@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ringstream/ringstream/client"
+	"github.com/ringstream/ringstream/engine/kafka"
 	"github.com/ringstream/ringstream/localcluster"
 )
 
@@ -48,11 +49,14 @@ func startCluster(t *testing.T, ctx context.Context) *localcluster.Cluster {
 	return lc
 }
 
-// saslArgs are kcat's options to authenticate to lc: SASL PLAIN, the cluster secret as password.
+// saslArgs are kcat's options to authenticate to lc: SASL PLAIN with the Kafka password.
 func saslArgs(lc *localcluster.Cluster) []string {
 	return []string{"-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN", "-X",
-		"sasl.username=ringstream", "-X", "sasl.password=" + lc.Secret()}
+		"sasl.username=ringstream", "-X", "sasl.password=" + password(lc)}
 }
+
+// password is lc's Kafka password (SASL PLAIN), derived from its secret.
+func password(lc *localcluster.Cluster) string { return kafka.Password([]byte(lc.Secret())) }
 
 // kcat runs kcat with args (stdin from in, when set) and returns its standard output.
 func kcat(t *testing.T, ctx context.Context, path string, in []byte, args ...string) []byte {

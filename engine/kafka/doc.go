@@ -57,7 +57,8 @@
 //     min_bytes, the empty partitions again with max_wait_ms as the streams' long poll. There
 //     are no fetch sessions (session id 0: full fetches).
 //   - On a cluster with a secret, a connection authenticates with SASL PLAIN (sasl.go): any user
-//     name, the cluster secret as the password, before anything but ApiVersions; any other request
+//     name, and a password derived from the secret (Password, an HMAC), not the secret itself,
+//     which PLAIN would send in the clear; before anything but ApiVersions, any other request
 //     first closes the connection. SCRAM and user lists are not served.
 //   - Stream ids are cached per shard by name, learned from Metadata and lookups, and dropped when
 //     a stream is answered unknown.

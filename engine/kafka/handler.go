@@ -33,15 +33,16 @@ type Config struct {
 // submits the client requests they map onto, and answers each Kafka request once, in order per
 // connection.
 type Handler struct {
-	cfg     Config
-	log     *slog.Logger
-	from    wire.From
-	node    uint16
-	brokers []shard.Peer // every node with a Kafka address, sorted by id
-	copies  uint8        // the replication factor of a topic created without one
-	shards  []shardState
-	metrics *metrics
-	secret  []byte // the cluster secret: SASL PLAIN's password; empty: no authentication
+	cfg      Config
+	log      *slog.Logger
+	from     wire.From
+	node     uint16
+	brokers  []shard.Peer // every node with a Kafka address, sorted by id
+	copies   uint8        // the replication factor of a topic created without one
+	shards   []shardState
+	metrics  *metrics
+	secret   []byte // the cluster secret; empty: no authentication
+	password []byte // SASL PLAIN's password, Password(secret)
 }
 
 // shardState is one shard's Kafka connections and the client requests submitted for them, used
@@ -141,6 +142,9 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, log: cfg.Logger, from: wire.From{Cluster: f.Cluster.ID, Node: f.Node.ID}, node: f.Node.ID,
 		brokers: slices.Clone(cfg.Node.KafkaAddrs), copies: uint8(min(3, len(cfg.Node.Nodes))),
 		shards: make([]shardState, cfg.Node.ShardCount), secret: cfg.Node.Secret}
+	if len(h.secret) > 0 {
+		h.password = []byte(Password(h.secret))
+	}
 	for i := range h.shards {
 		h.shards[i] = shardState{handler: h, conns: make(map[uint64]*conn), calls: make(map[uint64]*call), ids: make(map[string]uint64),
 			creating: make(map[string]bool)}

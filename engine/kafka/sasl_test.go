@@ -2,6 +2,14 @@ package kafka
 
 import "testing"
 
+func TestPassword(t *testing.T) {
+	// printf %s 'ringstream kafka SASL PLAIN password' | openssl dgst -sha256 -hmac 0123456789abcdef
+	const want = "3842e9fcd1c9e149510bbac64213d02c7d0f6e7bfe937b3fd80132319ee93f2c"
+	if got := Password([]byte("0123456789abcdef")); got != want {
+		t.Fatalf("Password %s, want %s (openssl's)", got, want)
+	}
+}
+
 func TestCheckPlain(t *testing.T) {
 	secret := []byte("0123456789abcdef")
 	if err := checkPlain([]byte("\x00ringstream\x000123456789abcdef"), secret); err != nil {
