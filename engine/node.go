@@ -20,6 +20,7 @@ import (
 	"github.com/ringstream/ringstream/engine/clientreq"
 	"github.com/ringstream/ringstream/engine/config"
 	"github.com/ringstream/ringstream/engine/controlhost"
+	"github.com/ringstream/ringstream/engine/kafka"
 	"github.com/ringstream/ringstream/engine/metahost"
 	"github.com/ringstream/ringstream/engine/nodebeat"
 	"github.com/ringstream/ringstream/engine/stream"
@@ -103,6 +104,7 @@ type Node struct {
 	beat    *nodebeat.Beat
 	streams *streamhost.Host
 	clients *clientreq.Handler
+	kafka   *kafka.Handler // nil: no Kafka listener
 	metaSvc *clientreq.Service
 	admin   *admin.Server
 	reaper  *reaper
@@ -237,6 +239,21 @@ func (n *Node) compose() error {
 	if err := sn.SetClientHandler(n.clients); err != nil {
 		return fmt.Errorf("engine: node %d: %w", n.id, err)
 	}
+	if cfg.KafkaListen.IsValid() {
+		kh, err := kafka.New(kafka.Config{Node: cfg, Shards: sn, Meta: n.meta, Registry: n.reg, Labels: n.metricLabels(),
+			Logger: n.log})
+		if err != nil {
+			return fmt.Errorf("engine: node %d: kafka: %w", n.id, err)
+		}
+		if _, listed := cfg.File.Cluster.Kafka[strconv.Itoa(int(n.id))]; !listed && sn.KafkaAddr().Port() != 0 &&
+			!sn.KafkaAddr().Addr().IsUnspecified() {
+			kh.SetBroker(n.id, sn.KafkaAddr()) // kafka.listen on port 0: the port bound
+		}
+		if err := sn.SetKafkaHandler(kh); err != nil {
+			return fmt.Errorf("engine: node %d: %w", n.id, err)
+		}
+		n.kafka = kh
+	}
 	a, err := admin.New(admin.Config{Node: cfg, Registry: n.reg, OwnRegistry: n.opts.Registry == nil,
 		MetaRequestTimeout: n.opts.MetaRequestTimeout, State: func() admin.State { return admin.State(n.state.Load()) },
 		Shards: sn, Meta: n.meta, Ctl: n.ctl, Beat: beat, Streams: host, Clients: n.clients,
@@ -301,7 +318,7 @@ func (n *Node) Start(ctx context.Context) error {
 	go func() { defer n.background.Done(); n.metaSvc.Register(bg) }()
 	go func() { defer n.background.Done(); n.reaper.run(bg) }()
 	go func() { defer n.background.Done(); n.admin.Serve() }()
-	n.log.Info("node serving", "peer", n.shard.Addr(), "client", n.ClientAddr(), "admin", n.AdminAddr(),
+	n.log.Info("node serving", "peer", n.shard.Addr(), "client", n.ClientAddr(), "kafka", n.KafkaAddr(), "admin", n.AdminAddr(),
 		"shards", n.cfg.ShardCount, "metadata_replica", n.meta != nil)
 	return nil
 }
@@ -393,6 +410,9 @@ func (n *Node) PeerAddr() netip.AddrPort { return n.shard.Addr() }
 
 // ClientAddr is the address clients connect to, as bound.
 func (n *Node) ClientAddr() netip.AddrPort { return n.shard.ClientAddr() }
+
+// KafkaAddr is the address Kafka clients connect to (the zero value without kafka.listen).
+func (n *Node) KafkaAddr() netip.AddrPort { return n.shard.KafkaAddr() }
 
 // AdminAddr is the admin HTTP listener's address, as bound.
 func (n *Node) AdminAddr() netip.AddrPort { return n.admin.Addr() }

@@ -147,8 +147,9 @@ func (c *Cluster) setup(ctx context.Context) error {
 		id := uint16(i + 1)
 		c.nodes = append(c.nodes, &Node{
 			ID: id, Dir: filepath.Join(c.dir, "node"+strconv.Itoa(int(id))),
-			PeerAddr: addrs[3*i], ClientAddr: addrs[3*i+1], AdminAddr: addrs[3*i+2],
-			binary: c.opts.Binary,
+			PeerAddr: addrs[addrsPerNode*i], ClientAddr: addrs[addrsPerNode*i+1], AdminAddr: addrs[addrsPerNode*i+2],
+			KafkaAddr: addrs[addrsPerNode*i+3],
+			binary:    c.opts.Binary,
 		})
 	}
 	for _, n := range c.nodes {
@@ -174,13 +175,16 @@ func (c *Cluster) setup(ctx context.Context) error {
 	return nil
 }
 
-// HostPorts are the peer, client and admin ports of nodes given their own IP (Options.Hosts).
-var HostPorts = [3]int{7001, 7002, 7003}
+// HostPorts are the peer, client, admin and Kafka ports of nodes given their own IP (Options.Hosts).
+var HostPorts = [addrsPerNode]int{7001, 7002, 7003, 7004}
 
-// addresses is the peer, client and admin address of every node, three per node in id order.
+// addrsPerNode is the addresses each node listens on: peer, client, admin and Kafka.
+const addrsPerNode = 4
+
+// addresses is the peer, client, admin and Kafka address of every node, four per node in id order.
 func (c *Cluster) addresses() ([]string, error) {
 	if c.opts.Hosts == nil {
-		return freePorts(3 * c.opts.Nodes)
+		return freePorts(addrsPerNode * c.opts.Nodes)
 	}
 	if len(c.opts.Hosts) != c.opts.Nodes {
 		return nil, fmt.Errorf("%w: %d hosts for %d nodes", ErrStart, len(c.opts.Hosts), c.opts.Nodes)
@@ -235,6 +239,15 @@ func (c *Cluster) Node(id uint16) *Node {
 		return nil
 	}
 	return c.nodes[id-1]
+}
+
+// KafkaAddrs is every node's Kafka address, in id order.
+func (c *Cluster) KafkaAddrs() []string {
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.KafkaAddr
+	}
+	return out
 }
 
 // ClientAddrs is every node's client address, in id order.

@@ -99,14 +99,17 @@ func (c *Cluster) File(n *Node) config.File {
 	f.Cluster.Secret = c.secret
 	f.Cluster.Peers = make(map[string]string, len(c.nodes))
 	f.Cluster.Clients = make(map[string]string, len(c.nodes)) // lookups hand these out
+	f.Cluster.Kafka = make(map[string]string, len(c.nodes))   // Kafka Metadata lists these brokers
 	for _, p := range c.nodes {
 		f.Cluster.Peers[strconv.Itoa(int(p.ID))] = p.PeerAddr
 		f.Cluster.Clients[strconv.Itoa(int(p.ID))] = p.ClientAddr
+		f.Cluster.Kafka[strconv.Itoa(int(p.ID))] = p.KafkaAddr
 	}
 	f.Shards.Count = c.opts.Shards
 	f.Metadata.Replicas = metaReplicas(len(c.nodes))
 	f.Admin.Listen = n.AdminAddr
 	f.Client.Listen = n.ClientAddr
+	f.Kafka.Listen = n.KafkaAddr
 	if c.opts.Configure != nil {
 		c.opts.Configure(n.ID, &f)
 	}

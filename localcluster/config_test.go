@@ -19,14 +19,15 @@ func layout(t *testing.T, opts Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addrs, err := freePorts(3 * c.opts.Nodes)
+	addrs, err := freePorts(addrsPerNode * c.opts.Nodes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range c.opts.Nodes {
 		id := uint16(i + 1)
 		c.nodes = append(c.nodes, &Node{ID: id, Dir: filepath.Join(c.dir, "node"+strconv.Itoa(i+1)),
-			PeerAddr: addrs[3*i], ClientAddr: addrs[3*i+1], AdminAddr: addrs[3*i+2], binary: c.opts.Binary})
+			PeerAddr: addrs[addrsPerNode*i], ClientAddr: addrs[addrsPerNode*i+1], AdminAddr: addrs[addrsPerNode*i+2],
+			KafkaAddr: addrs[addrsPerNode*i+3], binary: c.opts.Binary})
 	}
 	for _, n := range c.nodes {
 		if err := c.writeConfig(n); err != nil {

@@ -31,6 +31,8 @@ type Node struct {
 	Dir string
 	// PeerAddr, ClientAddr and AdminAddr are node.listen, client.listen and admin.listen (ip:port).
 	PeerAddr, ClientAddr, AdminAddr string
+	// KafkaAddr is kafka.listen (ip:port): every node of a local cluster serves Kafka clients.
+	KafkaAddr string
 
 	binary    string
 	command   func(id uint16, argv []string) []string
@@ -239,7 +241,7 @@ func (n *Node) waitPortsFree(ctx context.Context) error {
 	}}
 	tick := time.NewTicker(readyPollInterval)
 	defer tick.Stop()
-	for _, addr := range []string{n.PeerAddr, n.ClientAddr, n.AdminAddr} {
+	for _, addr := range []string{n.PeerAddr, n.ClientAddr, n.AdminAddr, n.KafkaAddr} {
 		for {
 			ln, err := lc.Listen(ctx, "tcp", addr)
 			if err == nil {

@@ -109,6 +109,9 @@ type ClientRequest struct {
 	// Bytes is the request frame's size, counted against ClientConfig.PendingBytesMax until the
 	// reply: pass the request back to Shard.ReplyClient as it came.
 	Bytes int
+	// Kafka marks a request the KafkaHandler submitted for a Kafka request (SubmitClientRequest):
+	// its reply goes to KafkaHandler.OnKafkaReply, and Conn is the Kafka connection.
+	Kafka bool
 }
 
 // ClientHandler serves client requests. The node sets it with SetClientHandler before Start.
@@ -213,18 +216,20 @@ func (n *Node) closeClientListeners() {
 	for _, fd := range n.clientFDs {
 		unix.Close(fd)
 	}
-	n.clientFDs = nil
+	for _, fd := range n.kafkaFDs {
+		unix.Close(fd)
+	}
+	n.clientFDs, n.kafkaFDs = nil, nil
 }
 
 // clientShard is one shard's part of the client listener: its listening socket and its connections.
 type clientShard struct {
-	s           *Shard
-	fd          int // the shard's listening socket; -1 without a client listener
-	accepting   bool
-	acceptRetry bool
-	conns       []*clientConn
-	byID        map[uint64]*clientConn
-	nextID      uint64
+	s      *Shard
+	client acceptor // the shard's client listening socket
+	kafka  acceptor // the shard's Kafka listening socket (kafka.go)
+	conns  []*clientConn
+	byID   map[uint64]*clientConn
+	nextID uint64
 	// closes rate-limits the log lines of refused and closed connections, the shard's peer
 	// connections' included (client_limits.go).
 	closes closeLog
@@ -232,34 +237,29 @@ type clientShard struct {
 
 // start readies the shard's client side and posts its first Accept (shard goroutine).
 func (c *clientShard) start(s *Shard) {
-	c.s, c.fd = s, -1
+	c.s = s
+	c.client = acceptor{c: c, fd: -1}
+	c.kafka = acceptor{c: c, fd: -1, kafka: true}
 	c.byID = make(map[uint64]*clientConn)
 	c.closes = closeLog{log: s.log, shard: s.index, intervalTicks: closeLogIntervalTicks(s.cfg.Tick)}
 	if s.index < len(s.node.clientFDs) {
-		c.fd = s.node.clientFDs[s.index]
-		c.armAccept()
+		c.client.fd = s.node.clientFDs[s.index]
+		c.client.arm()
+	}
+	if s.index < len(s.node.kafkaFDs) && s.node.kafkaHandler != nil {
+		c.kafka.fd = s.node.kafkaFDs[s.index]
+		c.kafka.arm()
 	}
 }
 
-func (c *clientShard) armAccept() {
-	if c.fd < 0 || c.accepting || c.s.draining {
-		return
-	}
-	if err := c.s.ring.Accept(c, 0, c.fd, 0); err != nil {
-		c.acceptRetry = true
-		return
-	}
-	c.accepting = true
-}
-
-// Complete handles the listening socket's Accept.
-func (c *clientShard) Complete(r ring.Completion) {
-	c.accepting = false
+// accepted takes a connection a's listening socket accepted: a client connection, which starts
+// with its handshake, or a Kafka connection, which serves requests at once.
+func (c *clientShard) accepted(a *acceptor, r ring.Completion) {
 	s := c.s
 	if r.Res < 0 {
 		if !s.draining {
-			s.log.Warn("shard: client accept failed", "shard", s.index, "err", r.Err())
-			c.acceptRetry = true // out of fds or transient: retried at the next tick
+			s.log.Warn("shard: client accept failed", "shard", s.index, "kafka", a.kafka, "err", r.Err())
+			a.retry = true // out of fds or transient: retried at the next tick
 		}
 		return
 	}
@@ -268,16 +268,22 @@ func (c *clientShard) Complete(r ring.Completion) {
 		unix.Close(fd)
 		return
 	}
-	c.armAccept()
-	s.stats.Client.Accepted.Add(1)
+	a.arm()
+	shardFull, connsMax := closeClientShardFull, closeClientConnectionsMax
+	if a.kafka {
+		s.stats.Kafka.Accepted.Add(1)
+		shardFull, connsMax = closeKafkaShardFull, closeKafkaConnectionsMax
+	} else {
+		s.stats.Client.Accepted.Add(1)
+	}
 	if len(c.conns) >= ClientConnsShardMax(s.cfg.Ring.Entries) {
-		c.closes.note(&s.stats, s.tick.Number, closeClientShardFull, "limit", ClientConnsShardMax(s.cfg.Ring.Entries),
+		c.closes.note(&s.stats, s.tick.Number, shardFull, "limit", ClientConnsShardMax(s.cfg.Ring.Entries),
 			"ring_entries", s.cfg.Ring.Entries)
 		unix.Close(fd)
 		return
 	}
 	if !s.node.clients.admit(s.cfg.Client.ConnectionsMax) {
-		c.closes.note(&s.stats, s.tick.Number, closeClientConnectionsMax, "limit", s.cfg.Client.ConnectionsMax)
+		c.closes.note(&s.stats, s.tick.Number, connsMax, "limit", s.cfg.Client.ConnectionsMax)
 		unix.Close(fd)
 		return
 	}
@@ -285,6 +291,12 @@ func (c *clientShard) Complete(r ring.Completion) {
 	c.nextID++
 	now := s.tick.Number
 	cn := &clientConn{s: s, id: c.nextID, fd: fd, state: clientHello, acceptTick: now, lastActiveTick: now}
+	if a.kafka {
+		cn.kafka, cn.state, cn.open = true, clientOpen, true
+		cn.kin = newKafkaReader(clientRecvBytes, s.cfg.Client.FrameBytesMax)
+		cn.takeFn = cn.takeKafka
+		s.stats.Kafka.Open.Add(1)
+	}
 	c.conns = append(c.conns, cn)
 	c.byID[cn.id] = cn
 	cn.postRecv()
@@ -295,17 +307,21 @@ func (c *clientShard) onTick() {
 	if c.s == nil {
 		return // a shard ticked without its loop (tests)
 	}
-	if c.acceptRetry {
-		c.acceptRetry = false
-		c.armAccept()
+	for _, a := range [...]*acceptor{&c.client, &c.kafka} {
+		if a.retry {
+			a.retry = false
+			a.arm()
+		}
 	}
 	c.expire(c.s.tick.Number)
 }
 
 // drain shuts the listening socket and every connection down for Stop.
 func (c *clientShard) drain() {
-	if c.fd >= 0 {
-		_ = unix.Shutdown(c.fd, unix.SHUT_RDWR)
+	for _, a := range [...]*acceptor{&c.client, &c.kafka} {
+		if a.fd >= 0 {
+			_ = unix.Shutdown(a.fd, unix.SHUT_RDWR)
+		}
 	}
 	for i := len(c.conns) - 1; i >= 0; i-- {
 		c.conns[i].close()
@@ -355,6 +371,10 @@ func (s *Shard) ReplyClient(req ClientRequest, frame []byte) error {
 
 // deliver puts a reply in its connection's outbox.
 func (c *clientShard) deliver(req ClientRequest, frame []byte) {
+	if req.Kafka {
+		c.s.node.kafkaHandler.OnKafkaReply(c.s, req, frame)
+		return
+	}
 	cn := c.byID[req.Conn]
 	if cn == nil || cn.state != clientOpen {
 		c.s.stats.Client.RepliesDropped.Add(1)

@@ -60,7 +60,13 @@ type clientConn struct {
 	pendingBytes int  // their frames' bytes (ClientConfig.PendingBytesMax)
 	stalled      bool // stopped reading: a bound or a full queue; receive(0) retries
 	closeAfter   bool // a refusal is queued: close once it is sent
-	open         bool // counted in ClientStats.Open
+	open         bool // counted in ClientStats.Open (KafkaStats.Open for a Kafka connection)
+
+	// A Kafka connection (kafka.go) reads size-prefixed frames with kin instead of in, has no
+	// handshake, and hands its frames to the KafkaHandler.
+	kafka  bool
+	kin    *kafkaReader
+	takeFn func([]byte) error // takeKafka, bound once
 
 	// Time bounds (client_limits.go), in ticks of the shard.
 	lastActiveTick uint64     // the last byte received or reply queued (IdleTimeoutTicks)
@@ -206,6 +212,10 @@ func (cn *clientConn) replyError(h *wire.Header, err error) {
 // receive hands on the requests completed by n bytes just received (0: retry a stalled one) and reads
 // on, unless a bound or a full queue stopped it.
 func (cn *clientConn) receive(n int) {
+	if cn.kafka {
+		cn.receiveKafka(n)
+		return
+	}
 	err := cn.in.Commit(n, cn)
 	was := cn.stalled
 	cn.stalled = errors.Is(err, wire.ErrStall)
@@ -239,8 +249,8 @@ func (cn *clientConn) onClientGone() {
 		cn.close()
 	case cn.unsent() > 0:
 		cn.closeFor(closeClientClosedMidReply, "unsent", cn.unsent())
-	case cn.in.Buffered() > 0:
-		cn.closeFor(closeClientClosedMidFrame, "received", cn.in.Buffered(), "missing", cn.in.Pending())
+	case cn.buffered() > 0:
+		cn.closeFor(closeClientClosedMidFrame, "received", cn.buffered(), "missing", cn.missing())
 	default:
 		cn.close()
 	}
@@ -311,10 +321,13 @@ func (cn *clientConn) postRecv() {
 		return
 	}
 	var buf []byte
-	if cn.state == clientOpen {
+	switch {
+	case cn.kafka:
+		buf = cn.kin.free()
+	case cn.state == clientOpen:
 		cn.fitReader()
 		buf = cn.in.Free()
-	} else {
+	default:
 		buf = cn.hs.space()
 	}
 	err := cn.s.ring.Recv(cn, clientTagRecv, cn.fd, buf, 0, 0)
@@ -400,7 +413,14 @@ func (cn *clientConn) close() {
 	cn.stalled = false
 	if cn.open {
 		cn.open = false
-		cn.s.stats.Client.Open.Add(-1)
+		if cn.kafka {
+			cn.s.stats.Kafka.Open.Add(-1)
+		} else {
+			cn.s.stats.Client.Open.Add(-1)
+		}
+	}
+	if cn.kafka {
+		cn.s.node.kafkaHandler.OnKafkaClosed(cn.s, cn.id)
 	}
 	cn.pendingBytes = 0
 	_ = unix.Shutdown(cn.fd, unix.SHUT_RDWR)

@@ -27,7 +27,16 @@ const (
 	closePeerBrokenFrame // a peer frame whose header fails its checks, or larger than FrameSizeMax
 	closePeerFrameTimeout
 	closePeerRecvError // a receive failed (a reset, or TCP keepalive found the peer gone)
-	closeReasons       // the count of reasons
+	// The Kafka listener's (kafka.go), each the client reason of the same name.
+	closeKafkaConnectionsMax
+	closeKafkaShardFull
+	closeKafkaIdleTimeout
+	closeKafkaFrameTimeout
+	closeKafkaFrameTooLarge
+	closeKafkaBadRequest // a request whose header (or size prefix) breaks a rule, named in the log line
+	closeKafkaClosedMidFrame
+	closeKafkaClosedMidReply
+	closeReasons // the count of reasons
 )
 
 // closeReasonNames are the metric labels, listener and reason, of each closeReason.
@@ -48,6 +57,14 @@ var closeReasonNames = [closeReasons][2]string{
 	closePeerBrokenFrame:        {"peer", "broken_frame"},
 	closePeerFrameTimeout:       {"peer", "frame_timeout"},
 	closePeerRecvError:          {"peer", "recv_error"},
+	closeKafkaConnectionsMax:    {"kafka", "connections_max"},
+	closeKafkaShardFull:         {"kafka", "shard_full"},
+	closeKafkaIdleTimeout:       {"kafka", "idle_timeout"},
+	closeKafkaFrameTimeout:      {"kafka", "frame_timeout"},
+	closeKafkaFrameTooLarge:     {"kafka", "frame_too_large"},
+	closeKafkaBadRequest:        {"kafka", "bad_request"},
+	closeKafkaClosedMidFrame:    {"kafka", "closed_mid_frame"},
+	closeKafkaClosedMidReply:    {"kafka", "closed_mid_reply"},
 }
 
 func (r closeReason) listener() string { return closeReasonNames[r][0] }
@@ -144,7 +161,7 @@ func (c *clientShard) expire(now uint64) {
 			// Closing, or not reading by our own choice (a bound or a full queue): the client is not late.
 		case cn.frame.expired(now, cfg.FrameTimeoutTicks):
 			cn.closeFor(closeClientFrameTimeout, "ticks", now-cn.frame.startTick,
-				"received", cn.in.Buffered(), "missing", cn.in.Pending())
+				"received", cn.buffered(), "missing", cn.missing())
 		case cn.idle() && now-cn.lastActiveTick >= cfg.IdleTimeoutTicks:
 			cn.closeFor(closeClientIdleTimeout, "ticks", now-cn.lastActiveTick)
 		}
@@ -155,14 +172,30 @@ func (c *clientShard) expire(now uint64) {
 // idle reports that an open connection has nothing under way: no request unanswered (a long-poll
 // fetch waiting for records is not idle), no reply unsent, no part of a frame received.
 func (cn *clientConn) idle() bool {
-	return cn.pending == 0 && len(cn.out) == 0 && len(cn.sending) == 0 && cn.in.Buffered() == 0
+	return cn.pending == 0 && len(cn.out) == 0 && len(cn.sending) == 0 && cn.buffered() == 0
+}
+
+// buffered is the bytes received and not handed on yet: part of the next request.
+func (cn *clientConn) buffered() int {
+	if cn.kafka {
+		return cn.kin.buffered()
+	}
+	return cn.in.Buffered()
+}
+
+// missing is how many more bytes complete the request under way, once its size is known.
+func (cn *clientConn) missing() int {
+	if cn.kafka {
+		return cn.kin.pending()
+	}
+	return cn.in.Pending()
 }
 
 // markFrame notes, after bytes were handed to the reader, whether part of a frame waits for the rest.
 func (cn *clientConn) markFrame() {
 	now := cn.s.tick.Number
 	cn.lastActiveTick = now
-	cn.frame.mark(now, cn.in.Buffered(), cn.framesDone)
+	cn.frame.mark(now, cn.buffered(), cn.framesDone)
 }
 
 // frameClock times the frame a connection is receiving, client or peer, in ticks: from its first
@@ -194,6 +227,6 @@ func (c *frameClock) expired(now, limit uint64) bool {
 
 // closeFor closes the connection for reason r: counted by reason and logged (rate-limited).
 func (cn *clientConn) closeFor(r closeReason, attrs ...any) {
-	cn.s.cl.closes.note(&cn.s.stats, cn.s.tick.Number, r, append(attrs, "conn", cn.id)...)
+	cn.s.cl.closes.note(&cn.s.stats, cn.s.tick.Number, cn.reason(r), append(attrs, "conn", cn.id)...)
 	cn.close()
 }

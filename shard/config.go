@@ -75,6 +75,10 @@ type Config struct {
 	// see Node.ClientAddr). The client options are in client.go (ClientConfig).
 	ClientListen netip.AddrPort
 	Client       ClientConfig
+	// KafkaListen is the address Kafka clients connect to; unset, the node has no Kafka listener.
+	// Every shard binds its own socket to it with SO_REUSEPORT, as ClientListen. Its connections
+	// take the bounds and timeouts of Client (kafka.go); the node must SetKafkaHandler.
+	KafkaListen netip.AddrPort
 
 	// Ring configures each shard's ring (default Entries 1024: room for the tick's superblock saves).
 	Ring ring.Config

@@ -38,6 +38,9 @@ type Node struct {
 	clientAddr    netip.AddrPort
 	clientHandler ClientHandler
 	clients       nodeClients // client connections on every shard (ClientConfig.ConnectionsMax)
+	kafkaFDs      []int       // one listening socket per shard (SO_REUSEPORT), when KafkaListen is set
+	kafkaAddr     netip.AddrPort
+	kafkaHandler  KafkaHandler
 
 	wg      sync.WaitGroup // one per shard goroutine
 	drained sync.WaitGroup // every shard has no operation left on its ring
@@ -71,6 +74,10 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if err := n.listenClients(); err != nil {
+		n.closeListener()
+		return nil, err
+	}
+	if err := n.listenKafka(); err != nil {
 		n.closeListener()
 		return nil, err
 	}

@@ -81,6 +81,7 @@ type Stats struct {
 	ConnectionsClosed [closeReasons]atomic.Uint64
 
 	Client ClientStats // the client listener (client.go)
+	Kafka  KafkaStats  // the Kafka listener (kafka.go)
 }
 
 // counterDesc pairs a metric name with the Stats field it reads.
@@ -158,6 +159,7 @@ func newCollector(node uint16, shards []*Shard) *collector {
 	counter("node_frames_total", "Node-level frames handed to the node handler.", func(s *Stats) float64 { return u(&s.NodeFrames) })
 	counter("drain_abandoned_total", "Operations abandoned at the drain deadline of Stop.", func(s *Stats) float64 { return u(&s.DrainAbandoned) })
 	clientMetrics(counter, gauge)
+	kafkaMetrics(counter, gauge)
 	gauge("groups_busy", "Led groups in the busy state (R20).", func(s *Stats) float64 { return float64(s.GroupsBusy.Load()) })
 	gauge("groups_idle", "Led groups in the idle state (R20).", func(s *Stats) float64 { return float64(s.GroupsIdle.Load()) })
 	gauge("links_up", "Outbound peer links connected.", func(s *Stats) float64 { return float64(s.LinksUp.Load()) })

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ringstream/ringstream/engine/adminapi"
+	"github.com/ringstream/ringstream/engine/kafka"
 	"github.com/ringstream/ringstream/localcluster"
 )
 
@@ -168,10 +169,15 @@ func startOrReopen(ctx context.Context, opts *localcluster.Options) (*localclust
 	return localcluster.Start(bg, *opts)
 }
 
-// writeClusterProfile writes DIR/secret and the profile of the cluster, and makes it current.
+// writeClusterProfile writes DIR/secret, DIR/kafka-password (the Kafka listener's SASL PLAIN
+// password, derived from the secret) and the profile of the cluster, and makes it current.
 func writeClusterProfile(c *localcluster.Cluster, name string) (string, error) {
 	secretPath := filepath.Join(c.Dir(), "secret")
 	if err := os.WriteFile(secretPath, []byte(c.Secret()+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("cluster up: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(c.Dir(), "kafka-password"), []byte(kafka.Password([]byte(c.Secret()))+"\n"),
+		0o600); err != nil {
 		return "", fmt.Errorf("cluster up: %w", err)
 	}
 	root, err := profileRoot()
@@ -212,10 +218,10 @@ func exitText(err error) string {
 func printCluster(out io.Writer, c *localcluster.Cluster, profileName, profPath string) {
 	fmt.Fprintf(out, "ringstream local cluster: %d nodes, cluster id %d, directory %s\n\n", len(c.Nodes()),
 		c.ClusterID(), c.Dir())
-	fmt.Fprintf(out, "%-5s %-7s %-21s %-21s %-21s %s\n", "node", "pid", "client", "admin", "peer", "log")
+	fmt.Fprintf(out, "%-5s %-7s %-21s %-21s %-21s %-21s %s\n", "node", "pid", "client", "admin", "peer", "kafka", "log")
 	for _, n := range c.Nodes() {
-		fmt.Fprintf(out, "%-5d %-7d %-21s %-21s %-21s %s\n", n.ID, n.PID(), n.ClientAddr, n.AdminAddr, n.PeerAddr,
-			n.LogPath())
+		fmt.Fprintf(out, "%-5d %-7d %-21s %-21s %-21s %-21s %s\n", n.ID, n.PID(), n.ClientAddr, n.AdminAddr, n.PeerAddr,
+			n.KafkaAddr, n.LogPath())
 	}
 	fmt.Fprintf(out, "\nprofile %q (now current): %s; secret in %s\n", profileName, profPath,
 		filepath.Join(c.Dir(), "secret"))
@@ -228,6 +234,15 @@ func printCluster(out io.Writer, c *localcluster.Cluster, profileName, profPath 
 	fmt.Fprintf(out, "  ringstream cluster health\n")
 	fmt.Fprintf(out, "  ringstream bench --cluster %s --admin %s\n", strings.Join(c.ClientAddrs(), ","),
 		strings.Join(clusterAdmins(c), ","))
+	// SASL PLAIN with the Kafka password, read from its file by the shell.
+	kcat := fmt.Sprintf("kcat -b %s -X security.protocol=SASL_PLAINTEXT -X sasl.mechanisms=PLAIN "+
+		"-X sasl.username=ringstream -X sasl.password=$(cat %s)", strings.Join(c.KafkaAddrs(), ","),
+		filepath.Join(c.Dir(), "kafka-password"))
+	fmt.Fprintf(out, "\nKafka clients (SASL PLAIN, any user name, the password in %s; docs/kafka.md):\n",
+		filepath.Join(c.Dir(), "kafka-password"))
+	fmt.Fprintf(out, "  printf 'k1:hello\\nk2:world\\n' | %s -P -t events -K:\n", kcat)
+	fmt.Fprintf(out, "  %s -C -t events -e -f '%%k: %%s (offset %%o)\\n'\n", kcat)
+	fmt.Fprintf(out, "  %s -L\n", kcat)
 	fmt.Fprintf(out, "\nCtrl-C stops the cluster.\n")
 }
 

@@ -73,6 +73,9 @@ func serve(ctx context.Context, out io.Writer, cfg *config.Config, shutdownTimeo
 	}
 	fmt.Fprintf(out, "ringstream: node %d serving: peers %s, clients %s, admin %s\n", n.ID(), n.PeerAddr(),
 		n.ClientAddr(), n.AdminAddr())
+	if k := n.KafkaAddr(); k.IsValid() {
+		fmt.Fprintf(out, "ringstream: node %d serving Kafka clients at %s\n", n.ID(), k)
+	}
 	<-ctx.Done()
 	fmt.Fprintf(out, "ringstream: node %d shutting down (at most %v)\n", n.ID(), shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)

@@ -43,6 +43,7 @@ func (c *Config) Shard() shard.Config {
 
 		ClientListen: c.ClientListen,
 		Client:       c.clientConfig(),
+		KafkaListen:  c.KafkaListen,
 	}
 }
 

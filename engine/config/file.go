@@ -15,6 +15,7 @@ type File struct {
 	Metadata MetadataSection `toml:"metadata"`
 	Admin    AdminSection    `toml:"admin"`
 	Client   ClientSection   `toml:"client"`
+	Kafka    KafkaSection    `toml:"kafka"`
 	Metrics  MetricsSection  `toml:"metrics"`
 	Log      LogSection      `toml:"log"`
 }
@@ -35,7 +36,10 @@ type ClusterSection struct {
 	Peers map[string]string `toml:"peers"`
 	// Clients maps node ids to the ip:port clients reach each node at (its client.listen as seen from
 	// clients). A node left out is reached at its peers address with the port plus one.
-	Clients    map[string]string `toml:"clients"`
+	Clients map[string]string `toml:"clients"`
+	// Kafka maps node ids to the ip:port Kafka clients reach each node at (its kafka.listen as seen
+	// from clients): the brokers a Kafka Metadata response lists. A node left out is no broker.
+	Kafka      map[string]string `toml:"kafka"`
 	Secret     string            `toml:"secret"`
 	SecretFile string            `toml:"secret_file"`
 	TickMs     uint64            `toml:"tick_ms"`
@@ -106,6 +110,13 @@ type ClientSection struct {
 	FrameTimeout     heartbeat.Millis `toml:"frame_timeout"`
 }
 
+// KafkaSection is [kafka]: the Kafka protocol listener (engine/kafka). Its connections take the
+// bounds and timeouts of [client].
+type KafkaSection struct {
+	// Listen is the address Kafka clients connect to; empty (the default): no Kafka listener.
+	Listen string `toml:"listen"`
+}
+
 // Defaults returns every option at its default: node 1 of a three-node cluster on this host, with its
 // data in ./data.
 func Defaults() File {
@@ -116,6 +127,7 @@ func Defaults() File {
 			ID:                          1,
 			Peers:                       map[string]string{"1": "127.0.0.1:7001", "2": "127.0.0.1:7011", "3": "127.0.0.1:7021"},
 			Clients:                     map[string]string{"1": "127.0.0.1:7002", "2": "127.0.0.1:7012", "3": "127.0.0.1:7022"},
+			Kafka:                       map[string]string{},
 			TickMs:                      10,
 			CommitBroadcastInterval:     hb.CommitBroadcastInterval,
 			CommitHeartbeatTimeout:      hb.CommitHeartbeatTimeout,
@@ -192,6 +204,12 @@ func optionComments() map[string]string {
 
 		"admin.listen": "Admin HTTP (metrics, status, pprof): localhost unless you set another address; it has " +
 			"no authentication of its own.",
+
+		"kafka.listen": "Address Kafka clients connect to, ip:port; every shard listens on it (SO_REUSEPORT). " +
+			"Empty: no Kafka listener. Its connections take the [client] bounds and timeouts.",
+		"cluster.kafka": "Every node's Kafka address as Kafka clients dial it: node id = \"ip:port\". Kafka " +
+			"Metadata lists these nodes as the brokers; a node left out is no broker (its kafka.listen, when " +
+			"set, stands for itself).",
 
 		"client.listen": "Address clients connect to, ip:port; every shard listens on it (SO_REUSEPORT).",
 		"client.outbox_bytes": "Unsent replies a connection may hold before it reads no more requests " +

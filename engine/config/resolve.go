@@ -36,6 +36,11 @@ type Config struct {
 	ClientAddrs []shard.Peer
 	// Listen, ClientListen and AdminListen are node.listen, client.listen and admin.listen.
 	Listen, ClientListen, AdminListen netip.AddrPort
+	// KafkaListen is kafka.listen; the zero value: no Kafka listener.
+	KafkaListen netip.AddrPort
+	// KafkaAddrs is the Kafka address of every node of cluster.kafka (this node's kafka.listen when
+	// it is left out and dialable), sorted by node id: the brokers of a Kafka Metadata response.
+	KafkaAddrs []shard.Peer
 	// Schedule is the four R23 options in ticks.
 	Schedule heartbeat.Ticks
 	// NodeLivenessTimeoutTicks and EagerFailoverGraceTicks are the [cluster] options in ticks.
@@ -103,10 +108,48 @@ func (c *Config) resolveNode() error {
 		c.Warnings = append(c.Warnings, fmt.Sprintf("config: admin.listen is %s, not a loopback address: "+
 			"/metrics, /v1 and /debug/pprof are served without authentication to whoever reaches it", c.AdminListen))
 	}
+	if f.Kafka.Listen != "" {
+		if c.KafkaListen, err = parseAddr("kafka.listen", f.Kafka.Listen); err != nil {
+			return err
+		}
+	}
 	if err := c.resolvePeers(); err != nil {
 		return err
 	}
-	return c.resolveClients()
+	if err := c.resolveClients(); err != nil {
+		return err
+	}
+	return c.resolveKafka()
+}
+
+// resolveKafka checks cluster.kafka (node ids of cluster.peers, dialable addresses) into KafkaAddrs.
+func (c *Config) resolveKafka() error {
+	f := &c.File
+	for _, p := range c.Nodes {
+		key := strconv.FormatUint(uint64(p.Node), 10)
+		v, ok := f.Cluster.Kafka[key]
+		if !ok {
+			if p.Node == f.Node.ID && c.KafkaListen.IsValid() && c.KafkaListen.Port() != 0 &&
+				!c.KafkaListen.Addr().IsUnspecified() {
+				c.KafkaAddrs = append(c.KafkaAddrs, shard.Peer{Node: p.Node, Addr: c.KafkaListen})
+			}
+			continue
+		}
+		ap, err := parseAddr("cluster.kafka."+key, v)
+		if err != nil {
+			return err
+		}
+		if ap.Port() == 0 || ap.Addr().IsUnspecified() {
+			return invalid("cluster.kafka."+key, "%s is not an address a client can dial (port 0 or unspecified IP)", ap)
+		}
+		c.KafkaAddrs = append(c.KafkaAddrs, shard.Peer{Node: p.Node, Addr: ap})
+	}
+	for _, k := range slices.Sorted(maps.Keys(f.Cluster.Kafka)) {
+		if _, ok := f.Cluster.Peers[k]; !ok {
+			return invalid("cluster.kafka", "key %q is not a node of cluster.peers", k)
+		}
+	}
+	return nil
 }
 
 // resolveClients checks cluster.clients (node ids of cluster.peers, dialable addresses) and fills in

@@ -1,0 +1,65 @@
+// Package kafka serves the Kafka protocol on the node's Kafka listener (kafka.listen): Handler is
+// the node's shard.KafkaHandler. It reads each Kafka request on the shard of its connection,
+// decodes it with franz-go's kmsg (request and response types generated from Kafka's message
+// specs), maps it onto the client requests the node already serves (produce, fetch, list cursors,
+// lookup, create), submits those through shard.Shard.SubmitClientRequest, which routes each to
+// the shard of its stream as a client connection's request would be, and answers the Kafka
+// request once their replies are in, in request order per connection. The shard owns the socket,
+// the size-prefixed framing and the connection bounds (shard/kafka.go); this package owns what is
+// inside a frame.
+//
+// What it serves, and at which versions, is the apis table, advertised exactly by ApiVersions:
+// ApiVersions 0-3, Metadata 0-9, CreateTopics 0-6, DeleteTopics 0-5, Produce 3-9, Fetch 4-11,
+// ListOffsets 1-6 (earliest, latest, and by timestamp over the batches' append times, searchTime),
+// SaslHandshake 0-1 and SaslAuthenticate 0-2 (PLAIN).
+// Any other API of kmsg's, or another version, is answered with its response at the version asked,
+// UNSUPPORTED_VERSION in its top-level error code where it has one (ApiVersions: version 0 with
+// the list, KIP-511); an API key kmsg does not know closes the
+// connection (counted as kafka bad_request with the key named), since no response can be formed
+// for it. docs/kafka.md lists what each unsupported API answers.
+//
+// Decisions where the design is silent:
+//   - Topics are streams by name: partition p of topic t is the stream "t.p" (StreamName,
+//     SplitStreamName). A topic of N partitions is the streams t.0 .. t.(N-1); a stream whose name
+//     does not split so is no topic. '.' is allowed in topic names: the partition is what follows
+//     the last '.'.
+//   - Kafka offsets are the streams' record offsets, unchanged: a record's offset in its stream is
+//     its Kafka offset, the high watermark is the stream's confirmed tail, the log start offset is
+//     its retained head (ListOffsets earliest). Consumers see only confirmed records.
+//   - A produced Kafka batch (magic 2, one per partition) is stored as one batch of record format 2
+//     (wire.FormatRecords): the Kafka batch's base timestamp, then its records section byte for
+//     byte. Uncompressed records are validated in place (validateRecords) and stored as they are;
+//     zstd batches are stored with codec zstd, since record format 2's zstd is Kafka's; other
+//     compressions are refused (UNSUPPORTED_COMPRESSION_TYPE). A fetched batch is sent as a Kafka
+//     batch header built from the stored one (base offset, record count, base timestamp, the
+//     largest record timestamp of an uncompressed batch, CRC) and the stored records section.
+//     Nothing is allocated or decoded per record on either path; batches of record format 1 are
+//     written in the v2 layout on the way out.
+//   - acks=-1 (all) and acks=1 (leader) are answered alike: once the batch is confirmed by the
+//     stream's policy (W copies durable, the owner among them). acks=1 does not mean "on the
+//     owner's disk only": the node never answers a produce before its confirm. acks=0 sends no
+//     answer; the batch is still appended.
+//   - A Kafka producer's id and sequence are not mapped yet: batches are produced without a
+//     producer id, so a retried batch may be appended twice. Transactional batches are refused.
+//   - Metadata is read from the node's own metadata replica (its applied state, on shard 0): the
+//     brokers are the nodes of cluster.kafka, a partition's leader is its stream's owner (-1 with
+//     LEADER_NOT_AVAILABLE while a recovery has none), its replicas and ISR the assignment's
+//     copies. Leader epochs are -1, so clients do not validate epochs (no OffsetForLeaderEpoch).
+//     A node without a replica answers every topic LEADER_NOT_AVAILABLE. A topic asked for that
+//     does not exist is created with one partition and min(3, nodes) copies when the request
+//     allows auto-creation.
+//   - Data requests go to this node's copy of the stream: a node that is not the owner answers
+//     NOT_LEADER_OR_FOLLOWER, and the client refreshes its metadata and follows. Other mappings:
+//     a stream without an owner or not serving yet is LEADER_NOT_AVAILABLE, a failed record log
+//     KAFKA_STORAGE_ERROR, a fetch past the confirmed tail or below the retained head
+//     OFFSET_OUT_OF_RANGE (codeOf).
+//   - Fetch runs in two rounds (serveFetch): without waiting, then, when the records are below
+//     min_bytes, the empty partitions again with max_wait_ms as the streams' long poll. There
+//     are no fetch sessions (session id 0: full fetches).
+//   - On a cluster with a secret, a connection authenticates with SASL PLAIN (sasl.go): any user
+//     name, and a password derived from the secret (Password, an HMAC), not the secret itself,
+//     which PLAIN would send in the clear; before anything but ApiVersions, any other request
+//     first closes the connection. SCRAM and user lists are not served.
+//   - Stream ids are cached per shard by name, learned from Metadata and lookups, and dropped when
+//     a stream is answered unknown.
+package kafka
