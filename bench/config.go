@@ -85,6 +85,9 @@ type Config struct {
 	JSONPath   string `json:"-"`
 	PlotPath   string `json:"-"`
 	ProfileDir string `json:"-"`
+	// TraceStages switches the nodes' stage traces on for the load and reports the latency budget of
+	// one batch, stage by stage (stages.go): Report.StageBudget.
+	TraceStages bool `json:"trace_stages,omitempty"`
 	// ProgressBar draws the progress (Run's writer) as one terminal line, redrawn; false writes a
 	// plain line a second.
 	ProgressBar bool `json:"-"`

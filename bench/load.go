@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +29,7 @@ type producer struct {
 	pad    []byte
 	watch  *watches
 	errors *atomic.Int64
+	traces *clientTraces // nil: no stage tracing
 
 	mu        sync.Mutex
 	queue     []pending // appended, not confirmed, in append order
@@ -46,20 +46,18 @@ func newPad(n int) []byte {
 }
 
 // producerConfig is the client Producer of one bench producer. A batch of --batch records is full at
-// exactly that many records (BatchRecords), whatever the records' framing; BatchBytes holds them with
-// their length prefixes, up to the nodes' 1 MiB. The client sends a batch at once while none is in
-// flight, so the linger never delays a producer with one batch in flight.
+// exactly that many records (BatchRecords), whatever the records' framing; BatchBytes holds them as
+// the client encodes them (client.BatchBytesFor, FormatRecords), up to the nodes' 1 MiB. The client
+// sends a batch at once while none is in flight, so the linger never delays a producer with one batch
+// in flight.
 func (p *producer) producerConfig(codec client.Codec) client.ProducerConfig {
-	framed := p.cfg.RecordSize + uvarintLen(p.cfg.RecordSize)
-	batchBytes := min(p.cfg.Batch*framed, 1<<20)
-	return client.ProducerConfig{Stream: p.stream, BatchBytes: max(batchBytes, 16), BatchRecords: p.cfg.Batch,
+	batchBytes := min(client.BatchBytesFor(p.cfg.Batch, p.cfg.RecordSize), 1<<20)
+	pc := client.ProducerConfig{Stream: p.stream, BatchBytes: max(batchBytes, 16), BatchRecords: p.cfg.Batch,
 		Linger: time.Millisecond, Codec: codec, OnConfirm: p.onConfirm}
-}
-
-// uvarintLen is the bytes of n's uvarint, the length prefix the client puts before each record.
-func uvarintLen(n int) int {
-	var b [binary.MaxVarintLen64]byte
-	return binary.PutUvarint(b[:], uint64(n))
+	if p.traces != nil {
+		pc.OnTrace = p.traces.add
+	}
+	return pc
 }
 
 // onConfirm takes the batch's records off the queue, in order, and records them.
@@ -111,9 +109,20 @@ func (p *producer) run(ctx context.Context, codec client.Codec, pacer *pacer, dr
 	}
 }
 
-// appendUntilError appends records to prod until ctx ends or prod fails.
-func (p *producer) appendUntilError(ctx context.Context, prod *client.Producer, buf []byte, pacer *pacer) error {
-	for {
+// appender is what appendUntilError needs of a client Producer.
+type appender interface {
+	Append(ctx context.Context, rec []byte) error
+	Flush(ctx context.Context) error
+}
+
+// appendUntilError appends records to prod until ctx ends or prod fails. In a closed loop (no --rate)
+// each bench producer has at most one batch unconfirmed, as --in-flight says: after each --batch
+// records it waits for their confirm (Flush) before it appends the next. Appending on at once would
+// queue a whole batch behind the one in flight, and a record's latency would then be its wait for
+// the previous batch's confirm plus its own round trip: --batch 1 --in-flight 1 measured two records
+// at a time, not one. With --rate the pacer alone decides when a record is appended (open loop).
+func (p *producer) appendUntilError(ctx context.Context, prod appender, buf []byte, pacer *pacer) error {
+	for n := 1; ; n++ {
 		due, ok := pacer.next(ctx)
 		if !ok {
 			return ctx.Err()
@@ -129,6 +138,11 @@ func (p *producer) appendUntilError(ctx context.Context, prod *client.Producer, 
 			p.queue = p.queue[:len(p.queue)-1] // not taken by the producer
 			p.mu.Unlock()
 			return err
+		}
+		if pacer.interval == 0 && n%p.cfg.Batch == 0 {
+			if err := prod.Flush(ctx); err != nil {
+				return err
+			}
 		}
 	}
 }
