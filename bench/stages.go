@@ -40,7 +40,8 @@ const stageClockNoise = 20 * time.Microsecond
 
 // Stage names: the top-level stages in path order, then the parts of stageReplicate.
 const (
-	StageClientSend   = "client: batch, encode, start write"
+	StageClientTake   = "client: sender takes the batch"
+	StageClientSend   = "client: encode, start write"
 	StageToOwner      = "client -> owner: write, socket, shard read"
 	StageOwnerStep    = "owner: held to turn end, stepped, append queued"
 	StageReplicate    = "owner: replicate and confirm"
@@ -220,7 +221,8 @@ func batchSpans(ct clientTrace, reqs, owners map[batchKey]adminapi.StageEntry,
 		return nil, false
 	}
 	spans := []stageSpan{
-		{StageClientSend, "", ct.appended, ct.sent},
+		{StageClientTake, "", ct.appended, ct.taken},
+		{StageClientSend, "", ct.taken, ct.sent},
 		{StageToOwner, "", ct.sent, req.Received},
 		{StageOwnerStep, "", req.Received, own.Appended},
 		{StageReplicate, "", own.Appended, own.Confirmed},

@@ -249,7 +249,7 @@ func TestBenchTraceStages(t *testing.T) {
 			topMeans += s.MeanUs
 		}
 	}
-	top := []string{bench.StageClientSend, bench.StageToOwner, bench.StageOwnerStep, bench.StageReplicate,
+	top := []string{bench.StageClientTake, bench.StageClientSend, bench.StageToOwner, bench.StageOwnerStep, bench.StageReplicate,
 		bench.StageOwnerReply, bench.StageToClient, bench.StageClientWake}
 	parts := []string{bench.StageOwnerQueue, bench.StageOwnerSync, bench.StagePrepare, bench.StageFollowQueue,
 		bench.StageFollowSync, bench.StageFollowAnswer, bench.StageAnswer, bench.StageConfirm}
