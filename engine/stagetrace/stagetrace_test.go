@@ -110,3 +110,30 @@ func TestHooksAllocateNothing(t *testing.T) {
 		t.Fatalf("%.1f allocations per traced batch", allocs)
 	}
 }
+
+// Snapshot, Start and Stop run on other goroutines (the admin listener's) while a shard traces: the
+// race detector checks that they share only the log, under its lock, and the switch.
+func TestSnapshotBesideTheShard(t *testing.T) {
+	tr := New(1)
+	s := tr.Shard(0)
+	tr.Start()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 2000 {
+			if !s.On() {
+				continue
+			}
+			seq := uint64(i)
+			s.OwnerAppended(1, 5, seq, seq, seq+1, 1, s.Now())
+			s.Durable(1, seq+1, s.Now(), s.Now())
+			s.OwnerConfirmed(1, seq, s.Now())
+		}
+	}()
+	for range 50 {
+		_ = tr.Snapshot(1)
+		tr.Stop()
+		tr.Start()
+	}
+	<-done
+}
