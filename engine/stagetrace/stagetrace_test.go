@@ -32,6 +32,7 @@ func TestTracesFinishAtTheirLastStage(t *testing.T) {
 		t.Fatalf("entries before any trace finished: %+v", got)
 	}
 	s.FollowerAnswered(8, 22, 150)
+	s.FollowerAnswered(8, 23, 151) // [22, 23) is not durable here yet: nothing can have answered it
 	s.OwnerConfirmed(7, 10, 160)
 	s.Request(7, 99, 1, 90, 170)
 	got := tr.Snapshot(1)
