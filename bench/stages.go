@@ -217,7 +217,7 @@ func batchSpans(ct clientTrace, reqs, owners map[batchKey]adminapi.StageEntry,
 	k := batchKey{ct.producer, ct.seq}
 	req, ok1 := reqs[k]
 	own, ok2 := owners[k]
-	if !ok1 || !ok2 || own.Durable == 0 || own.Confirmed == 0 {
+	if !ok1 || !ok2 || own.Submitted == 0 || own.Durable == 0 || own.Confirmed == 0 {
 		return nil, false
 	}
 	spans := []stageSpan{
@@ -262,7 +262,7 @@ func batchSpans(ct clientTrace, reqs, owners map[batchKey]adminapi.StageEntry,
 func coveringPrepare(list []adminapi.StageEntry, own adminapi.StageEntry) (adminapi.StageEntry, bool) {
 	for _, fe := range list {
 		if fe.Base <= own.Base && fe.End >= own.End && fe.Received >= own.Appended-int64(stageClockNoise) &&
-			fe.Durable != 0 && fe.Answered != 0 {
+			fe.Submitted != 0 && fe.Durable != 0 && fe.Answered != 0 {
 			return fe, true
 		}
 	}

@@ -287,3 +287,15 @@ func TestBenchTraceStages(t *testing.T) {
 		t.Errorf("end to end %+v", b.EndToEnd)
 	}
 }
+
+// --trace-stages reads the nodes' traces from their admin listeners: with --cluster it needs --admin.
+func TestBenchTraceStagesOnClusterNeedsAdmin(t *testing.T) {
+	if _, err := resolveBench(t, "--cluster", "127.0.0.1:1", "--trace-stages"); err == nil ||
+		!strings.Contains(err.Error(), "--trace-stages") {
+		t.Fatalf("--cluster --trace-stages without --admin: %v, want a refusal naming --trace-stages", err)
+	}
+	if c, err := resolveBench(t, "--cluster", "127.0.0.1:1", "--admin", "127.0.0.1:2", "--trace-stages"); err != nil ||
+		!c.TraceStages {
+		t.Fatalf("--cluster --admin --trace-stages: %v (trace %v)", err, c.TraceStages)
+	}
+}

@@ -24,6 +24,8 @@
 //     the segment's own clock read when the group's writes were queued, Durable at the fdatasync's
 //     completion, an answer when the prepare-ok is stepped, Confirmed when the reply is made. The
 //     shard's socket writes and reads are not marked: the hops between processes include them.
+//     Submitted is 0 when the segment keeps no commit clock (segment.Config.CommitObserver unset; the
+//     node always sets it).
 package stagetrace
 
 import (
