@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +76,63 @@ func TestClosedLoopConfirmsEachBatchBeforeTheNext(t *testing.T) {
 				t.Fatalf("calls %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// An open loop's pacer waits on a Go timer only until pacerCoarse before each due time and sleeps the
+// rest precisely (a Go timer fires up to a millisecond late when the process is idle, which the
+// latency of --rate runs measured): with a timer 1.5 ms late, the precise sleep gets the last 0.5 ms;
+// with a timer later than pacerCoarse, or a due time already past, nothing more is waited. The due
+// times are the schedule's either way.
+func TestPacerSleepsTheLastStretchPrecisely(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		timerLate  time.Duration
+		wantTimer  time.Duration // 0: not checked
+		wantSleeps []time.Duration
+	}{
+		{"timer 1.5 ms late", 1500 * time.Microsecond, 3 * time.Millisecond, []time.Duration{500 * time.Microsecond,
+			500 * time.Microsecond}},
+		{"timer 3 ms late", 3 * time.Millisecond, 0, nil}, // appends run late: their timers vary
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Unix(1000, 0)
+			cur := start
+			p := newPacer(start, 1000/5.0) // one every 5 ms
+			var sleeps []time.Duration
+			p.now = func() time.Time { return cur }
+			p.onTimer = func(_ context.Context, d time.Duration) bool {
+				if c.wantTimer != 0 && d != c.wantTimer {
+					t.Errorf("timer of %v, want %v", d, c.wantTimer)
+				}
+				cur = cur.Add(d + c.timerLate)
+				return true
+			}
+			p.sleep = func(d time.Duration) { sleeps = append(sleeps, d); cur = cur.Add(d) }
+			for i := range 3 {
+				due, ok := p.next(context.Background())
+				if want := start.Add(time.Duration(i) * 5 * time.Millisecond); !ok || !due.Equal(want) {
+					t.Fatalf("append %d due %v (%v), want %v", i, due.Sub(start), ok, want.Sub(start))
+				}
+				if c.timerLate < pacerCoarse {
+					cur = due // appended at once
+				}
+			}
+			if fmt.Sprint(sleeps) != fmt.Sprint(c.wantSleeps) {
+				t.Fatalf("precise sleeps %v, want %v", sleeps, c.wantSleeps)
+			}
+		})
+	}
+}
+
+// preciseSleep sleeps at least what it is asked, across the signals the Go runtime sends its threads
+// (an interrupted nanosleep resumes with what is left).
+func TestPreciseSleepSleepsItsDuration(t *testing.T) {
+	for range 20 {
+		start := time.Now()
+		preciseSleep(time.Millisecond)
+		if d := time.Since(start); d < time.Millisecond {
+			t.Fatalf("slept %v of 1 ms", d)
+		}
 	}
 }
