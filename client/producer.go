@@ -50,13 +50,13 @@ type ProducerConfig struct {
 	OnConfirm func(Confirmed)
 	// OnTrace, if set, is called on the producer's goroutine for each confirmed batch, before
 	// OnConfirm, with the instants it passed the client's stages (BatchTrace). Tracing reads the clock
-	// three more times per batch, never per record, and only when this is set.
+	// four more times per batch, never per record, and only when this is set.
 	OnTrace func(BatchTrace)
 }
 
 // BatchTrace is when one confirmed batch passed the client's stages, on this process's clock (each
 // time.Time carries Go's monotonic reading). `ringstream bench --trace-stages` lines these up with the
-// nodes' stage marks. With retries, Written and ReplyRead are the last attempt's.
+// nodes' stage marks. With retries, Sent and ReplyRead are the last attempt's.
 type BatchTrace struct {
 	ProducerID uint64
 	Sequence   uint64
