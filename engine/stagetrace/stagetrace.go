@@ -40,9 +40,10 @@ import (
 const (
 	// openMax bounds a shard's traces begun and not finished.
 	openMax = 64
-	// logMax is how many finished traces a shard keeps (the newest), about 2.5 MiB per shard while
-	// tracing: ten seconds of one record at a time, owner and request entries.
-	logMax = 16384
+	// logMax is how many finished traces a shard keeps (the newest), 168 bytes each: 11 MiB per shard once
+	// tracing was started: the owner's request and batch entries of a default 20 s bench run with one
+	// record at a time (about 1,500 batches a second).
+	logMax = 65536
 	// answersMax bounds the followers' answers an owner trace keeps (E up to 5: four followers).
 	answersMax = 4
 )
