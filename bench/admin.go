@@ -29,7 +29,16 @@ func newAdmin() *admin { return &admin{hc: &http.Client{Timeout: 60 * time.Secon
 
 // get fetches http://addr/path and returns its body; any status but 200 is an error.
 func (a *admin) get(ctx context.Context, addr, path string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	return a.do(ctx, http.MethodGet, addr, path)
+}
+
+// post posts nothing to http://addr/path and returns the answer's body, as get does.
+func (a *admin) post(ctx context.Context, addr, path string) ([]byte, error) {
+	return a.do(ctx, http.MethodPost, addr, path)
+}
+
+func (a *admin) do(ctx context.Context, method, addr, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("bench: admin %s%s: %w", addr, path, err)
 	}

@@ -85,6 +85,10 @@ type Config struct {
 	JSONPath   string `json:"-"`
 	PlotPath   string `json:"-"`
 	ProfileDir string `json:"-"`
+	// TraceStages switches the nodes' stage traces on for the load and reports the latency budget of
+	// one batch, stage by stage (stages.go): Report.StageBudget. The marks of the nodes and the client
+	// are compared on CLOCK_MONOTONIC, so with --cluster the nodes must run on the bench's machine.
+	TraceStages bool `json:"trace_stages,omitempty"`
 	// ProgressBar draws the progress (Run's writer) as one terminal line, redrawn; false writes a
 	// plain line a second.
 	ProgressBar bool `json:"-"`
@@ -150,6 +154,8 @@ func (c *Config) Validate() error {
 		{c.OwnerOnMetaPrimary && c.OwnerOffMetaPrimary, "--owner-off-metadata-primary",
 			"not with --owner-on-metadata-primary"},
 		{c.Addrs != nil && (c.faults() || c.Script != nil), "--cluster", "a running cluster takes no faults (the bench cannot kill its nodes)"},
+		{c.TraceStages && c.Addrs != nil && len(c.Admins) == 0, "--trace-stages",
+			"with --cluster, needs --admin (the traces are read from the nodes' admin listeners)"},
 	}
 	for _, ch := range checks {
 		if ch.bad {

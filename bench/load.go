@@ -3,10 +3,11 @@ package bench
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ringstream/ringstream/client"
 )
@@ -30,6 +31,7 @@ type producer struct {
 	pad    []byte
 	watch  *watches
 	errors *atomic.Int64
+	traces *clientTraces // nil: no stage tracing
 
 	mu        sync.Mutex
 	queue     []pending // appended, not confirmed, in append order
@@ -46,20 +48,18 @@ func newPad(n int) []byte {
 }
 
 // producerConfig is the client Producer of one bench producer. A batch of --batch records is full at
-// exactly that many records (BatchRecords), whatever the records' framing; BatchBytes holds them with
-// their length prefixes, up to the nodes' 1 MiB. The client sends a batch at once while none is in
-// flight, so the linger never delays a producer with one batch in flight.
+// exactly that many records (BatchRecords), whatever the records' framing; BatchBytes holds them as
+// the client encodes them (client.BatchBytesFor, FormatRecords), up to the nodes' 1 MiB. The client
+// sends a batch at once while none is in flight, so the linger never delays a producer with one batch
+// in flight.
 func (p *producer) producerConfig(codec client.Codec) client.ProducerConfig {
-	framed := p.cfg.RecordSize + uvarintLen(p.cfg.RecordSize)
-	batchBytes := min(p.cfg.Batch*framed, 1<<20)
-	return client.ProducerConfig{Stream: p.stream, BatchBytes: max(batchBytes, 16), BatchRecords: p.cfg.Batch,
+	batchBytes := min(client.BatchBytesFor(p.cfg.Batch, p.cfg.RecordSize), 1<<20)
+	pc := client.ProducerConfig{Stream: p.stream, BatchBytes: max(batchBytes, 16), BatchRecords: p.cfg.Batch,
 		Linger: time.Millisecond, Codec: codec, OnConfirm: p.onConfirm}
-}
-
-// uvarintLen is the bytes of n's uvarint, the length prefix the client puts before each record.
-func uvarintLen(n int) int {
-	var b [binary.MaxVarintLen64]byte
-	return binary.PutUvarint(b[:], uint64(n))
+	if p.traces != nil {
+		pc.OnTrace = p.traces.add
+	}
+	return pc
 }
 
 // onConfirm takes the batch's records off the queue, in order, and records them.
@@ -111,9 +111,20 @@ func (p *producer) run(ctx context.Context, codec client.Codec, pacer *pacer, dr
 	}
 }
 
-// appendUntilError appends records to prod until ctx ends or prod fails.
-func (p *producer) appendUntilError(ctx context.Context, prod *client.Producer, buf []byte, pacer *pacer) error {
-	for {
+// appender is what appendUntilError needs of a client Producer.
+type appender interface {
+	Append(ctx context.Context, rec []byte) error
+	Flush(ctx context.Context) error
+}
+
+// appendUntilError appends records to prod until ctx ends or prod fails. In a closed loop (no --rate)
+// each bench producer has at most one batch unconfirmed, as --in-flight says: after each --batch
+// records it waits for their confirm (Flush) before it appends the next. Appending on at once would
+// queue a whole batch behind the one in flight, and a record's latency would then be its wait for
+// the previous batch's confirm plus its own round trip: --batch 1 --in-flight 1 measured two records
+// at a time, not one. With --rate the pacer alone decides when a record is appended (open loop).
+func (p *producer) appendUntilError(ctx context.Context, prod appender, buf []byte, pacer *pacer) error {
+	for n := 1; ; n++ {
 		due, ok := pacer.next(ctx)
 		if !ok {
 			return ctx.Err()
@@ -130,21 +141,44 @@ func (p *producer) appendUntilError(ctx context.Context, prod *client.Producer, 
 			p.mu.Unlock()
 			return err
 		}
+		if pacer.interval == 0 && n%p.cfg.Batch == 0 {
+			if err := prod.Flush(ctx); err != nil {
+				return err
+			}
+		}
 	}
 }
 
 // pacer gives each append its due time: now in a closed loop; with --rate, one every 1/rate seconds
 // from the start whatever happened before (open loop), so that a stall shows in the latency of the
 // records due during it instead of being hidden by coordinated omission.
+//
+// The wait for a due time must not be late, or the open loop's latency measures the bench: Go's
+// timers fire up to about a millisecond late when the process is idle (the runtime's netpoll waits in
+// whole milliseconds: a timer due in 4.3 ms waits 4 ms, then 1 ms more), which added about 0.7 ms to
+// the p50 of `--rate 200` with one record at a time. So the pacer waits on a timer only until
+// pacerCoarse before the due time, and sleeps the rest with nanosleep(2), whose wake is the kernel's
+// high-resolution timer's (a blocking system call: it holds an OS thread, not a P, for under
+// pacerCoarse).
 type pacer struct {
 	start    time.Time
 	interval time.Duration // 0: closed loop
 	n        int64
 	timer    *time.Timer
+	// The clock and the two waits (tests swap them): now; onTimer waits on a Go timer (false once ctx
+	// ended); sleep waits the last stretch before a due time (preciseSleep).
+	now     func() time.Time
+	onTimer func(ctx context.Context, d time.Duration) bool
+	sleep   func(time.Duration)
 }
 
+// pacerCoarse is how long before a due time the pacer stops waiting on a Go timer: more than the
+// timer's lateness when the process is idle (a millisecond).
+const pacerCoarse = 2 * time.Millisecond
+
 func newPacer(start time.Time, ratePerProducer float64) *pacer {
-	p := &pacer{start: start}
+	p := &pacer{start: start, now: time.Now, sleep: preciseSleep}
+	p.onTimer = p.waitTimer
 	if ratePerProducer > 0 {
 		p.interval = time.Duration(float64(time.Second) / ratePerProducer)
 		p.timer = time.NewTimer(time.Hour)
@@ -159,19 +193,36 @@ func (p *pacer) next(ctx context.Context) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	if p.interval == 0 {
-		return time.Now(), true
+		return p.now(), true
 	}
 	due := p.start.Add(time.Duration(p.n) * p.interval)
 	p.n++
-	if wait := time.Until(due); wait > 0 {
-		p.timer.Reset(wait)
-		select {
-		case <-p.timer.C:
-		case <-ctx.Done():
-			return time.Time{}, false
-		}
+	if wait := due.Sub(p.now()) - pacerCoarse; wait > 0 && !p.onTimer(ctx, wait) {
+		return time.Time{}, false
+	}
+	if wait := due.Sub(p.now()); wait > 0 {
+		p.sleep(wait)
 	}
 	return due, true
+}
+
+// waitTimer waits d on the pacer's timer; false once ctx ended.
+func (p *pacer) waitTimer(ctx context.Context, d time.Duration) bool {
+	p.timer.Reset(d)
+	select {
+	case <-p.timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// preciseSleep sleeps d with nanosleep(2), resumed with what is left when a signal interrupts it
+// (the Go runtime's preemption signals do).
+func preciseSleep(d time.Duration) {
+	ts := unix.NsecToTimespec(int64(d))
+	for unix.Nanosleep(&ts, &ts) == unix.EINTR {
+	}
 }
 
 // watches measures the gaps the faults open: from a fault to the first confirmation that shows the

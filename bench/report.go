@@ -52,6 +52,9 @@ type Report struct {
 	CPUUsPerRecordParts *CPUParts `json:"cpu_us_per_record_parts,omitempty"`
 	CPUNotMeasured      string    `json:"cpu_not_measured,omitempty"`
 
+	// StageBudget: with --trace-stages, the latency budget of one batch, stage by stage (stages.go).
+	StageBudget *StageBudget `json:"stage_budget,omitempty"`
+
 	Verification Verification `json:"verification"`
 	Nodes        []NodeUsage  `json:"nodes,omitempty"`
 	Events       []Event      `json:"events"`
@@ -109,6 +112,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("throughput", "%.0f records/s, %.2f MiB/s", r.ThroughputRecordsPerS, r.ThroughputMiBPerS)
 	row("latency (ms)", "p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f", r.LatencyMs.P50, r.LatencyMs.P99,
 		r.LatencyMs.P999, r.LatencyMs.Max)
+	if r.StageBudget != nil {
+		r.writeStages(row)
+	}
 	row("failover gap", "%s", msOrDash(r.FailoverGapMs))
 	for _, k := range sortedKeys(r.FailoverGapPartsMs) {
 		row("  "+k, "%.1f ms", r.FailoverGapPartsMs[k])

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/ringstream/ringstream/client"
+	"github.com/ringstream/ringstream/engine/adminapi"
 	"github.com/ringstream/ringstream/engine/config"
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/internal/monoclock"
 	"github.com/ringstream/ringstream/localcluster"
 	"github.com/ringstream/ringstream/wire"
 )
@@ -227,10 +229,17 @@ func (r *run) drive(ctx context.Context, names []string, progress io.Writer) (*R
 	live := newLiveStats()
 	count := r.cfg.Producers * r.cfg.InFlight
 	pad := newPad(r.cfg.RecordSize - recordHeaderBytes)
+	var traces *clientTraces
+	var stageFailures []string
+	if r.cfg.TraceStages {
+		traces = &clientTraces{clock: monoclock.New()}
+		traces.from = traces.clock.Nanos(start.Add(r.cfg.Warmup))
+		stageFailures = r.startStages(ctx)
+	}
 	prods := make([]*producer, count)
 	for i := range prods {
 		prods[i] = &producer{index: uint32(i), stream: names[i%len(names)], cl: r.cl, cfg: &r.cfg, pad: pad,
-			rec: newRecorder(start, r.cfg.Warmup, live), watch: r.watches, errors: &prodErrors}
+			rec: newRecorder(start, r.cfg.Warmup, live), watch: r.watches, errors: &prodErrors, traces: traces}
 	}
 	loadCtx, stopLoad := context.WithTimeout(ctx, r.cfg.Duration)
 	defer stopLoad()
@@ -250,8 +259,18 @@ func (r *run) drive(ctx context.Context, names []string, progress io.Writer) (*R
 	cpuAfter := r.sampleCPU()
 	stopProgress()
 	elapsed := time.Since(start)
+	var nodeTraces []adminapi.StageTrace
+	if traces != nil {
+		var failures []string
+		nodeTraces, failures = r.readStages(ctx)
+		stageFailures = append(stageFailures, failures...)
+	}
 	f.wait()
 	rep := r.report(ctx, prods, f, elapsed)
+	if traces != nil {
+		rep.StageBudget = budget(traces.all(), nodeTraces)
+		rep.StageBudget.Failures = stageFailures
+	}
 	rep.setCPU(cpuPerRecord(cpuBefore, cpuAfter, rep.Confirmed))
 	rep.ProduceErrors = prodErrors.Load()
 	rep.Consumed = consumed.Load()

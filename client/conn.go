@@ -33,6 +33,10 @@ type call struct {
 	expires time.Time // when the node counts as silent (zero: never); read by the watchdog under conn.mu
 	route   Route     // the route of the current attempt
 	timer   *time.Timer
+	// Stage tracing (ProducerConfig.OnTrace): with trace set, the start of the request's write and
+	// its reply's arrival are timed; appended and taken are the producer's marks of the batch.
+	trace                            bool
+	appended, taken, sent, replyRead time.Time
 }
 
 func newCall() *call {
@@ -194,6 +198,9 @@ func (cn *conn) HandleFrame(h wire.Header, body []byte, _ []byte) error {
 	if c == nil {
 		return nil // its caller gave up (context done); the reply is dropped
 	}
+	if c.trace {
+		c.replyRead = time.Now()
+	}
 	c.h = h
 	c.body = append(c.body[:0], body...)
 	c.err = nil
@@ -268,6 +275,9 @@ func (cn *conn) send(ctx context.Context, c *call, timeout time.Duration) error 
 	cn.mu.Unlock()
 
 	cn.wmu.Lock()
+	if c.trace {
+		c.sent = time.Now() // before the write: the node may read the request before the write returns
+	}
 	err := cn.write(ctx, c.out)
 	cn.wmu.Unlock()
 	if err != nil {

@@ -137,6 +137,10 @@ func (p *Producer) fill(w *window, free *[][]byte) (time.Duration, bool) {
 		s := w.push()
 		p.windowMax = max(p.windowMax, w.n)
 		s.batch, s.count, s.seq = batch, count, seq
+		s.cl.trace = p.cfg.OnTrace != nil
+		if s.cl.trace {
+			s.cl.appended, s.cl.taken = p.takenSince, time.Now()
+		}
 		s.zbuf = p.encode(&s.q, batch, count, seq, s.zbuf)
 		s.sent, s.err = false, nil
 		if w.n > 1 && !w.at(w.n-2).sent {

@@ -48,6 +48,24 @@ type ProducerConfig struct {
 	// OnConfirm, if set, is called on the producer's goroutine for each confirmed batch, in order. It
 	// should return quickly: the next batch waits for it.
 	OnConfirm func(Confirmed)
+	// OnTrace, if set, is called on the producer's goroutine for each confirmed batch, before
+	// OnConfirm, with the instants it passed the client's stages (BatchTrace). Tracing reads the clock
+	// four more times per batch, never per record, and only when this is set.
+	OnTrace func(BatchTrace)
+}
+
+// BatchTrace is when one confirmed batch passed the client's stages, on this process's clock (each
+// time.Time carries Go's monotonic reading). `ringstream bench --trace-stages` lines these up with the
+// nodes' stage marks. With retries, Sent and ReplyRead are the last attempt's.
+type BatchTrace struct {
+	ProducerID uint64
+	Sequence   uint64
+	Count      uint32
+	Appended   time.Time // the batch's first record was appended
+	Taken      time.Time // the sender took the batch to encode and send it
+	Sent       time.Time // the write of its request to the owner's connection began
+	ReplyRead  time.Time // the connection's reader handed its reply over
+	Woken      time.Time // the sender had the reply
 }
 
 // Confirmed reports one confirmed batch: its records hold offsets BaseOffset to BaseOffset+Count-1.
@@ -135,11 +153,12 @@ type Producer struct {
 	changed   chan struct{} // closed and replaced whenever the state above moves
 
 	// The sender's own state.
-	windowMax int // the most batches a pipelined sender had in flight (read by tests after Close)
-	q         produceRequest
-	cl        *call
-	zenc      *zstd.Encoder
-	zbuf      []byte
+	windowMax  int       // the most batches a pipelined sender had in flight (read by tests after Close)
+	takenSince time.Time // the openSince of the batch take returned last
+	q          produceRequest
+	cl         *call
+	zenc       *zstd.Encoder
+	zbuf       []byte
 }
 
 type produceRequest struct{ m wire.Produce }
@@ -325,6 +344,7 @@ func (p *Producer) take(idle bool) (batch []byte, count uint32, wait time.Durati
 		}
 	}
 	batch, count = p.open, p.openCount
+	p.takenSince = p.openSince
 	p.open, p.spare = p.spare[:0], nil
 	p.openCount = 0
 	p.openFull = false
@@ -339,6 +359,10 @@ func (p *Producer) send(batch []byte, count uint32) bool {
 	p.mu.Lock()
 	seq := p.seq
 	p.mu.Unlock()
+	p.cl.trace = p.cfg.OnTrace != nil
+	if p.cl.trace {
+		p.cl.appended, p.cl.taken = p.takenSince, time.Now()
+	}
 	p.zbuf = p.encode(&p.q, batch, count, seq, p.zbuf)
 	err := p.c.exchange(p.ctx, p.cfg.Stream, &p.q, p.cl, wire.CommandProduceReply, 0)
 	if !p.finish(p.cl, err, count, seq) {
@@ -387,6 +411,10 @@ func (p *Producer) finish(cl *call, err error, count uint32, seq uint64) bool {
 		if err != nil {
 			err = fmt.Errorf("%w: %w", ErrProtocol, err)
 		}
+	}
+	if err == nil && cl.trace {
+		p.cfg.OnTrace(BatchTrace{ProducerID: p.cfg.ProducerID, Sequence: seq, Count: m.Count, Appended: cl.appended,
+			Taken: cl.taken, Sent: cl.sent, ReplyRead: cl.replyRead, Woken: time.Now()})
 	}
 	if err == nil && p.cfg.OnConfirm != nil {
 		p.cfg.OnConfirm(Confirmed{BaseOffset: m.BaseOffset, Count: m.Count, Epoch: m.Epoch, Sequence: seq,

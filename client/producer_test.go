@@ -249,3 +249,48 @@ func TestBatchRecordsChecked(t *testing.T) {
 		t.Fatal("BatchRecords -1 accepted")
 	}
 }
+
+// OnTrace hears each confirmed batch, before its OnConfirm, with its producer id, sequence and count
+// and the client's marks in path order: appended, taken, write started, reply read, woken; the reply
+// is read only after the owner was let answer, so it cannot be marked before the owner saw the batch.
+func TestOnTraceMarksEachBatchInOrder(t *testing.T) {
+	for _, inFlight := range []int{1, 4} {
+		t.Run(fmt.Sprintf("inflight%d", inFlight), func(t *testing.T) {
+			o := startHoldingOwner(t)
+			c := dialTest(t, testConfig(o.n.addr))
+			traces := make(chan BatchTrace, 4)
+			cfg := ProducerConfig{Stream: "orders", InFlight: inFlight, ProducerID: 77,
+				OnTrace: func(bt BatchTrace) { traces <- bt }}
+			confirms := confirmsOf(&cfg)
+			p, err := c.Producer(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close(testCtx(t))
+			defer o.releaseAll()
+			before := time.Now()
+			if err := p.Append(testCtx(t), []byte("one")); err != nil {
+				t.Fatal(err)
+			}
+			hp := o.next(t)
+			released := time.Now()
+			close(hp.release)
+			cf := nextConfirm(t, confirms)
+			var bt BatchTrace
+			select {
+			case bt = <-traces:
+			default:
+				t.Fatal("no trace by the batch's confirm")
+			}
+			if bt.ProducerID != 77 || bt.Sequence != cf.Sequence || bt.Count != 1 {
+				t.Fatalf("trace %+v of confirm %+v", bt, cf)
+			}
+			marks := []time.Time{before, bt.Appended, bt.Taken, bt.Sent, released, bt.ReplyRead, bt.Woken}
+			for i := 1; i < len(marks); i++ {
+				if marks[i].Before(marks[i-1]) {
+					t.Fatalf("mark %d (%v) before mark %d (%v): trace %+v", i, marks[i], i-1, marks[i-1], bt)
+				}
+			}
+		})
+	}
+}

@@ -93,6 +93,24 @@ func record2BodySize(r *Record, tsDelta int64, index uint32) int {
 	return n
 }
 
+// BatchBytesFor is a BatchBytes that holds n records of FormatRecords with values of valueSize bytes,
+// a null key and no headers, whatever their timestamps: for a producer that makes its batches full
+// by count (BatchRecords n) and needs its byte bound never to cut one short. It counts each record's
+// timestamp delta at its largest (a batch open for about a year).
+func BatchBytesFor(n, valueSize int) int {
+	size := baseTimestampSize
+	for i := range n {
+		// attributes, timestamp delta, offset delta, null key, value, no headers: as record2BodySize.
+		body := 1 + varintSize(tsDeltaMax) + varintSize(int64(i)) + nullableSize(nil) +
+			varintSize(int64(valueSize)) + valueSize + varintSize(0)
+		size += varintSize(int64(body)) + body
+	}
+	return size
+}
+
+// tsDeltaMax is the largest timestamp delta BatchBytesFor sizes for, in ms: about a year.
+const tsDeltaMax = 1 << 35
+
 // record2Size is the bytes appendRecord2 adds for r.
 func record2Size(r *Record, tsDelta int64, index uint32) int {
 	n := record2BodySize(r, tsDelta, index)

@@ -380,3 +380,24 @@ func TestOffsetForTimeRefusesWrongBatches(t *testing.T) {
 		})
 	}
 }
+
+// BatchBytesFor holds n records of the size asked as appendRecord2 encodes them, behind the batch's
+// base timestamp, with timestamp deltas up to its bound, and is no looser than a few bytes a record.
+func TestBatchBytesForHoldsNRecords(t *testing.T) {
+	for _, size := range []int{0, 1, 127, 128, 1024, 16383, 16384} {
+		for _, n := range []int{1, 2, 16, 200} {
+			for _, delta := range []int64{0, 1, 1500, tsDeltaMax} {
+				b := make([]byte, baseTimestampSize)
+				r := Record{Value: make([]byte, size)}
+				for i := range n {
+					b = appendRecord2(b, &r, delta, uint32(i))
+				}
+				got := BatchBytesFor(n, size)
+				if len(b) > got || got-len(b) > 8*n {
+					t.Fatalf("%d records of %d bytes (delta %d ms): encoded %d bytes, BatchBytesFor %d", n, size,
+						delta, len(b), got)
+				}
+			}
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/ringstream/ringstream/engine/kafka"
 	"github.com/ringstream/ringstream/engine/metahost"
 	"github.com/ringstream/ringstream/engine/nodebeat"
+	"github.com/ringstream/ringstream/engine/stagetrace"
 	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/engine/streamhost"
 	"github.com/ringstream/ringstream/ring"
@@ -209,16 +210,17 @@ func (n *Node) compose() error {
 	seg.CommitObserver = storage.ObserveCommit
 	data := admin.NewDataMetrics(n.metricLabels())
 	replies := func(id uint64, r *stream.Reply) { data.Count(r); n.clients.StreamReply(id, r) }
+	stages := stagetrace.New(cfg.ShardCount)
 	host, err := streamhost.New(sn, streamhost.Config{Dir: cfg.File.Node.DataDir, Cluster: cfg.File.Cluster.ID,
 		Node: n.id, Shards: cfg.ShardCount, Segment: seg,
 		Stream:  stream.Config{TickMs: uint32(cfg.File.Cluster.TickMs)},
-		Replies: replies, SealReplies: n.sealReply, IdleCloseTicks: cfg.IdleCloseTicks(), Logger: n.log})
+		Replies: replies, SealReplies: n.sealReply, IdleCloseTicks: cfg.IdleCloseTicks(), Stages: stages, Logger: n.log})
 	if err != nil {
 		return fmt.Errorf("engine: node %d: stream host: %w", n.id, err)
 	}
 	n.streams = host
 	n.clients = clientreq.New(clientreq.Config{Node: cfg, ClientAddrs: n.clientAddrs,
-		MetaRequestTimeout: n.opts.MetaRequestTimeout, Shards: sn, Meta: n.meta, Streams: host,
+		MetaRequestTimeout: n.opts.MetaRequestTimeout, Shards: sn, Meta: n.meta, Streams: host, Stages: stages,
 		Labels: n.metricLabels(), Logger: n.log})
 	n.metaSvc = n.clients.Service()
 	for i := range cfg.ShardCount { // ids below the stream host's, so their hooks run first (clientreq.Group)
@@ -256,7 +258,7 @@ func (n *Node) compose() error {
 	}
 	a, err := admin.New(admin.Config{Node: cfg, Registry: n.reg, OwnRegistry: n.opts.Registry == nil,
 		MetaRequestTimeout: n.opts.MetaRequestTimeout, State: func() admin.State { return admin.State(n.state.Load()) },
-		Shards: sn, Meta: n.meta, Ctl: n.ctl, Beat: beat, Streams: host, Clients: n.clients,
+		Shards: sn, Meta: n.meta, Ctl: n.ctl, Beat: beat, Streams: host, Clients: n.clients, Stages: stages,
 		Storage: storage, Recoveries: recoveries, Data: data, Labels: n.metricLabels(), Logger: n.log})
 	if err != nil {
 		return err

@@ -511,6 +511,11 @@ func (l *Log) finishCommit() {
 	l.Flush()
 }
 
+// CommitWritesAt is when the writes of the group commit in flight were queued on the ring; inside
+// Events.AppendDone, of the group that just completed. It is the zero time without
+// Config.CommitObserver, which is what makes the log read the clock.
+func (l *Log) CommitWritesAt() time.Time { return l.commit.writesAt }
+
 // afterCommit lets work that waits for a quiet log proceed.
 func (l *Log) afterCommit() {
 	l.prewriteKick()

@@ -98,6 +98,9 @@ func (bf *benchFlags) register(fs *pflag.FlagSet, shardList *string) {
 		"(-: to stdout, and the table to stderr)")
 	fs.StringVar(&c.PlotPath, "plot", "", "chart throughput and p99 over time to this file (.png or .svg)")
 	fs.StringVar(&c.ProfileDir, "profile", "", "save every node's CPU and heap profiles (pprof) to this directory")
+	fs.BoolVar(&c.TraceStages, "trace-stages", false, "trace every node's and the client's stages of each batch "+
+		"(CLOCK_MONOTONIC marks) and print the latency budget of one batch: stage, p50, p99, share of the "+
+		"end-to-end p50; with --cluster, the nodes must run on this machine (one clock)")
 	fs.StringVar(&bf.addrs, "cluster", "", "client addresses of a running cluster, comma-separated (no faults); "+
 		"each run creates streams of its own, bench-<UTC start>-<4 hex digits>-N, and deletes them once verified")
 	fs.StringVar(&c.StreamPrefix, "stream-prefix", "", "name the streams PREFIX-0 .. PREFIX-N (default bench on a "+

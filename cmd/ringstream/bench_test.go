@@ -211,3 +211,91 @@ func TestBenchCluster_SecondRunWorks(t *testing.T) {
 		t.Fatalf("streams left on the cluster %v, want only kept-0 (the other runs delete theirs)", names)
 	}
 }
+
+// TestBenchTraceStages: `bench --trace-stages` on three real `ringstream serve` processes, one record
+// at a time. Every batch the client traced is traced by the owner's handler, the owner and the quorum
+// follower too; every stage is seen for each; no stage is negative beyond the clock's noise (the marks
+// of four processes are in path order on one clock); the top-level stages add up to the end to end,
+// and the owner's commit and the quorum follower's path each fit inside the replicate-and-confirm
+// stage they detail. Behaviour, not speed.
+func TestBenchTraceStages(t *testing.T) {
+	bin := buildBinary(t)
+	out, code := runCLI(t, "", "bench", "--binary", bin, "--dir", t.TempDir(), "--kill-owner-at-secs", "0",
+		"--duration", "2s", "--warmup", "500ms", "--producers", "1", "--batch", "1", "--in-flight", "1",
+		"--trace-stages", "--progress", "off", "--json", "-")
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report (%v):\n%s", err, out)
+	}
+	if code != 0 {
+		t.Fatalf("exit %d: %v", code, rep.Failures)
+	}
+	b := rep.StageBudget
+	if b == nil || b.Batches < 10 || b.Batches != b.ClientBatches || len(b.Failures) != 0 {
+		t.Fatalf("budget %+v: want every batch the client traced (at least 10) traced end to end", b)
+	}
+	const noiseUs = 20 // bench's stageClockNoise
+	rows := map[string]bench.StageRow{}
+	var topMeans float64
+	for _, s := range b.Stages {
+		rows[s.Name] = s
+		if s.Count != b.Batches {
+			t.Errorf("stage %q seen in %d of %d batches", s.Name, s.Count, b.Batches)
+		}
+		if s.MinUs < -noiseUs {
+			t.Errorf("stage %q: a batch took %.1f us (its marks out of path order)", s.Name, s.MinUs)
+		}
+		if s.Part == "" {
+			topMeans += s.MeanUs
+		}
+	}
+	top := []string{bench.StageClientTake, bench.StageClientSend, bench.StageToOwner, bench.StageOwnerStep, bench.StageReplicate,
+		bench.StageOwnerReply, bench.StageToClient, bench.StageClientWake}
+	parts := []string{bench.StageOwnerQueue, bench.StageOwnerSync, bench.StagePrepare, bench.StageFollowQueue,
+		bench.StageFollowSync, bench.StageFollowAnswer, bench.StageAnswer, bench.StageConfirm}
+	for _, name := range append(top, parts...) {
+		if _, ok := rows[name]; !ok {
+			t.Errorf("stage %q missing from the budget", name)
+		}
+	}
+	if len(rows) != len(top)+len(parts) {
+		t.Errorf("%d stages, want %d", len(rows), len(top)+len(parts))
+	}
+	if d := topMeans - b.EndToEnd.MeanUs; d < -1 || d > 1 {
+		t.Errorf("top-level stages' means add up to %.1f us, the end to end's mean is %.1f us", topMeans,
+			b.EndToEnd.MeanUs)
+	}
+	mean := func(names ...string) float64 {
+		var sum float64
+		for _, n := range names {
+			sum += rows[n].MeanUs
+		}
+		return sum
+	}
+	replicate := rows[bench.StageReplicate].MeanUs
+	if owner := mean(bench.StageOwnerQueue, bench.StageOwnerSync, bench.StageConfirm); owner > replicate+noiseUs {
+		t.Errorf("the owner's commit and confirm take %.1f us on average, more than replicate and confirm (%.1f us)",
+			owner, replicate)
+	}
+	follower := mean(bench.StagePrepare, bench.StageFollowQueue, bench.StageFollowSync, bench.StageFollowAnswer,
+		bench.StageAnswer, bench.StageConfirm)
+	if follower > replicate+noiseUs {
+		t.Errorf("the quorum follower's path and the confirm take %.1f us on average, more than replicate and "+
+			"confirm (%.1f us)", follower, replicate)
+	}
+	if b.EndToEnd.P50Us <= 0 || b.EndToEnd.ShareOfP50 != 1 {
+		t.Errorf("end to end %+v", b.EndToEnd)
+	}
+}
+
+// --trace-stages reads the nodes' traces from their admin listeners: with --cluster it needs --admin.
+func TestBenchTraceStagesOnClusterNeedsAdmin(t *testing.T) {
+	if _, err := resolveBench(t, "--cluster", "127.0.0.1:1", "--trace-stages"); err == nil ||
+		!strings.Contains(err.Error(), "--trace-stages") {
+		t.Fatalf("--cluster --trace-stages without --admin: %v, want a refusal naming --trace-stages", err)
+	}
+	if c, err := resolveBench(t, "--cluster", "127.0.0.1:1", "--admin", "127.0.0.1:2", "--trace-stages"); err != nil ||
+		!c.TraceStages {
+		t.Fatalf("--cluster --admin --trace-stages: %v (trace %v)", err, c.TraceStages)
+	}
+}

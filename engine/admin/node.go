@@ -17,6 +17,7 @@ import (
 	"github.com/ringstream/ringstream/engine/controlhost"
 	"github.com/ringstream/ringstream/engine/metahost"
 	"github.com/ringstream/ringstream/engine/nodebeat"
+	"github.com/ringstream/ringstream/engine/stagetrace"
 	"github.com/ringstream/ringstream/engine/streamhost"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/wire"
@@ -50,6 +51,8 @@ type Config struct {
 	Beat    *nodebeat.Beat
 	Streams *streamhost.Host
 	Clients *clientreq.Handler
+	// Stages is the node's stage tracing, switched and read by /v1/stages (nil: those answer 404).
+	Stages *stagetrace.Tracer
 	// Storage, Recoveries (nil without a metadata replica) and Data are the metrics the node's
 	// groups feed, made before them (NewStorageMetrics, NewRecoveryMetrics, NewDataMetrics).
 	Storage    *StorageMetrics
@@ -80,6 +83,7 @@ type node struct {
 	beat    *nodebeat.Beat
 	streams *streamhost.Host
 	clients *clientreq.Handler
+	stages  *stagetrace.Tracer
 	metaSvc *clientreq.Service
 	metrics *nodeMetrics
 	admin   *Server
@@ -96,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 		id: f.Node.ID, from: wire.From{Cluster: f.Cluster.ID, Node: f.Node.ID},
 		replicas: slices.Clone(f.Metadata.Replicas), metaRequestTimeout: cfg.MetaRequestTimeout, state: cfg.State,
 		shard: cfg.Shards, meta: cfg.Meta, ctl: cfg.Ctl, beat: cfg.Beat, streams: cfg.Streams, clients: cfg.Clients,
-		metaSvc: cfg.Clients.Service()}
+		stages: cfg.Stages, metaSvc: cfg.Clients.Service()}
 	n.metrics = newNodeMetrics(n, cfg.Storage, cfg.Recoveries)
 	if err := n.reg.Register(n.metrics); err != nil {
 		return nil, fmt.Errorf("engine: register node metrics: %w", err)

@@ -19,7 +19,8 @@ import (
 
 // Server is the node's admin HTTP listener: /metrics, /healthz, /readyz, /debug/pprof/,
 // /v1/status, /v1/attention, the operator's recovery actions (POST /v1/recovery/accept-loss and
-// /v1/recovery/withdraw) and the retry of a failed copy (POST /v1/copies/{stream}/retry). It is bound
+// /v1/recovery/withdraw), the retry of a failed copy (POST /v1/copies/{stream}/retry) and the stage
+// trace (GET /v1/stages, POST /v1/stages/start and /v1/stages/stop; engine/stagetrace). It is bound
 // in NewNode (so its address is known before Start) and served from Start.
 type Server struct {
 	n   *node
@@ -53,6 +54,17 @@ func newServer(n *node, addr netip.AddrPort) (*Server, error) {
 	mux.HandleFunc("POST /v1/recovery/accept-loss", n.serveRecovery("accept-loss"))
 	mux.HandleFunc("POST /v1/recovery/withdraw", n.serveRecovery("withdraw"))
 	mux.HandleFunc("POST /v1/copies/{stream}/retry", n.serveCopyRetry)
+	if n.stages != nil {
+		mux.HandleFunc("GET /v1/stages", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, n.stages.Snapshot(n.id)) })
+		mux.HandleFunc("POST /v1/stages/start", func(w http.ResponseWriter, _ *http.Request) {
+			n.stages.Start()
+			writeJSON(w, n.stages.Snapshot(n.id))
+		})
+		mux.HandleFunc("POST /v1/stages/stop", func(w http.ResponseWriter, _ *http.Request) {
+			n.stages.Stop()
+			writeJSON(w, n.stages.Snapshot(n.id))
+		})
+	}
 	a.ln = ln
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return a, nil

@@ -1,7 +1,8 @@
 // Package adminapi holds the JSON documents a node's admin HTTP listener serves (engine/admin.go):
 // GET /v1/status answers Status, GET /v1/attention answers Attention, and the operator's POST
-// /v1/recovery/accept-loss and /v1/recovery/withdraw answer RecoveryAction. `ringstream status`,
-// `attention` and `recovery` decode them with these types, so server and client cannot drift apart.
+// /v1/recovery/accept-loss and /v1/recovery/withdraw answer RecoveryAction; GET /v1/stages and POST
+// /v1/stages/start and /v1/stages/stop answer StageTrace. `ringstream status`, `attention`, `recovery`
+// and `bench --trace-stages` decode them with these types, so server and client cannot drift apart.
 //
 // It owns the types and their JSON names only: no behaviour, no imports beyond the standard library.
 // Field names are snake_case; a field that does not apply to a node (no metadata replica, no

@@ -41,12 +41,16 @@ type clientShard struct {
 }
 
 type clientSlot struct {
-	req     shard.ClientRequest
-	start   int64 // time.Now().UnixNano() when the request reached the copy
-	gen     uint32
-	kind    wire.Command
-	used    bool
-	produce bool
+	req   shard.ClientRequest
+	start int64 // time.Now().UnixNano() when the request reached the copy
+	// A produce traced by engine/stagetrace: when it was decoded (CLOCK_MONOTONIC ns, 0: not
+	// traced), its producer id and sequence.
+	traced        int64
+	producer, seq uint64
+	gen           uint32
+	kind          wire.Command
+	used          bool
+	produce       bool
 }
 
 type pendingReply struct {
@@ -116,6 +120,10 @@ func (c *Handler) data(s *shard.Shard, req shard.ClientRequest, h *wire.Header, 
 	tok := cs.acquire(req, h.Command)
 	m.Client = tok
 	if h.Command == wire.CommandProduce {
+		if tr := c.n.stages.Shard(s.Index()); tr.On() {
+			sl := &cs.slots[uint32(tok)]
+			sl.traced, sl.producer, sl.seq = tr.Now(), m.Produce.ProducerID, m.Produce.Sequence
+		}
 		c.produces.Add(1)
 		c.holdProduce(s, cs, req, m)
 		return
@@ -139,6 +147,7 @@ func (cs *clientShard) acquire(req shard.ClientRequest, kind wire.Command) uint6
 	sl := &cs.slots[i]
 	sl.gen++
 	sl.req, sl.kind, sl.used, sl.produce = req, kind, true, kind == wire.CommandProduce
+	sl.traced = 0
 	sl.start = time.Now().UnixNano()
 	return uint64(sl.gen)<<32 | uint64(i)
 }
@@ -201,6 +210,11 @@ func (c *Handler) StreamReply(streamID uint64, r *stream.Reply) {
 		c.n.metrics.observe(sl.kind, sl.start)
 	}
 	c.send(c.n.shard.Shards()[i], cs, sl.req, cs.frame)
+	if sl.traced != 0 && r.Kind == stream.ReplyProduce {
+		if tr := c.n.stages.Shard(i); tr.On() {
+			tr.Request(streamID, sl.producer, sl.seq, sl.traced, tr.Now())
+		}
+	}
 }
 
 // send hands frame to req's connection from shard s; a full cross-shard queue keeps a copy for a

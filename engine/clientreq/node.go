@@ -9,6 +9,7 @@ import (
 
 	"github.com/ringstream/ringstream/engine/config"
 	"github.com/ringstream/ringstream/engine/metahost"
+	"github.com/ringstream/ringstream/engine/stagetrace"
 	"github.com/ringstream/ringstream/engine/streamhost"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/wire"
@@ -27,6 +28,9 @@ type Config struct {
 	Shards             *shard.Node
 	Meta               *metahost.Group // nil: this node holds no metadata replica
 	Streams            *streamhost.Host
+	// Stages, if set, hears each produce's receive and reply while it is switched on
+	// (engine/stagetrace).
+	Stages *stagetrace.Tracer
 	// Labels are the constant labels of the handler's metrics.
 	Labels prometheus.Labels
 	Logger *slog.Logger
@@ -46,6 +50,7 @@ type node struct {
 	shard   *shard.Node
 	meta    *metahost.Group
 	streams *streamhost.Host
+	stages  *stagetrace.Tracer
 	clients *Handler
 	metaSvc *Service
 	metrics *Metrics
@@ -63,7 +68,8 @@ func New(cfg Config) *Handler {
 	}
 	n := &node{cfg: cfg.Node, log: cfg.Logger, id: f.Node.ID, from: wire.From{Cluster: f.Cluster.ID, Node: f.Node.ID},
 		clientAddrs: cfg.ClientAddrs, replicas: slices.Clone(f.Metadata.Replicas),
-		metaRequestTimeout: cfg.MetaRequestTimeout, shard: cfg.Shards, meta: cfg.Meta, streams: cfg.Streams}
+		metaRequestTimeout: cfg.MetaRequestTimeout, shard: cfg.Shards, meta: cfg.Meta, streams: cfg.Streams,
+		stages: cfg.Stages}
 	n.metrics = newMetrics(cfg.Labels)
 	n.clients = newHandler(n)
 	n.metaSvc = newService(n)

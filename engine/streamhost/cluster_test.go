@@ -94,6 +94,13 @@ func newTestNode(t testing.TB, id uint16, dir string, listen netip.AddrPort, tun
 func newTestNodeOn(t testing.TB, id uint16, dir string, listen netip.AddrPort, wrap func(ring.Ring) ring.Ring,
 	tune ...func(*streamhost.Config)) *testNode {
 	t.Helper()
+	return newTestNodeTick(t, id, dir, listen, wrap, 2*time.Millisecond, tune...)
+}
+
+// newTestNodeTick is newTestNodeOn with the shard's tick set.
+func newTestNodeTick(t testing.TB, id uint16, dir string, listen netip.AddrPort, wrap func(ring.Ring) ring.Ring,
+	tick time.Duration, tune ...func(*streamhost.Config)) *testNode {
+	t.Helper()
 	tn := &testNode{id: id, dir: dir, listen: listen, sink: newSink()}
 	cfg := streamhost.Config{Dir: dir, Cluster: 42, Node: id, Shards: 1,
 		Segment: segment.Config{SegmentBytes: 8 << 20, Logger: quiet()}, Stream: streamConfig(),
@@ -102,7 +109,7 @@ func newTestNodeOn(t testing.TB, id uint16, dir string, listen netip.AddrPort, w
 	for _, f := range tune {
 		f(&cfg)
 	}
-	sc := shard.Config{Node: id, Cluster: 42, Shards: cfg.Shards, Tick: 2 * time.Millisecond, Listen: listen,
+	sc := shard.Config{Node: id, Cluster: 42, Shards: cfg.Shards, Tick: tick, Listen: listen,
 		ReconnectBaseTicks: 5, ReconnectMaxTicks: 50, Logger: quiet(), Ring: ring.Config{TaskRun: ring.TaskRun(*taskRun)}}
 	if wrap != nil {
 		sc.WrapRing = func(_ int, r ring.Ring) ring.Ring { return wrap(r) }
@@ -153,10 +160,17 @@ func newClusterWith(t testing.TB, asg meta.Assignment, extra []uint16, tune ...f
 // the nodes in wraps wrapped (a storage fault model).
 func newClusterOn(t testing.TB, root string, asg meta.Assignment, extra []uint16, wraps map[uint16]func(ring.Ring) ring.Ring,
 	tune ...func(*streamhost.Config)) *cluster {
+	return newClusterTick(t, root, asg, extra, wraps, 2*time.Millisecond, tune...)
+}
+
+// newClusterTick is newClusterOn with every shard's tick set.
+func newClusterTick(t testing.TB, root string, asg meta.Assignment, extra []uint16, wraps map[uint16]func(ring.Ring) ring.Ring,
+	tick time.Duration, tune ...func(*streamhost.Config)) *cluster {
 	c := &cluster{t: t, nodes: map[uint16]*testNode{}, asg: asg, root: root, tune: tune}
 	ids := append(append([]uint16{asg.Owner}, asg.Followers...), extra...)
 	for _, id := range ids {
-		c.nodes[id] = newTestNodeOn(t, id, filepath.Join(c.root, fmt.Sprint(id)), netip.MustParseAddrPort("127.0.0.1:0"), wraps[id], tune...)
+		c.nodes[id] = newTestNodeTick(t, id, filepath.Join(c.root, fmt.Sprint(id)), netip.MustParseAddrPort("127.0.0.1:0"),
+			wraps[id], tick, tune...)
 	}
 	for _, id := range ids {
 		c.start(id)

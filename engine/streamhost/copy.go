@@ -357,6 +357,10 @@ func (cg *copyGroup) AppendDone(log segment.LogKind, _ uint64, end uint64, err e
 		cg.storageFailed(err)
 		return
 	}
+	if log == segment.RecordLog && cg.h.tr.On() {
+		tr := cg.h.tr
+		tr.Durable(cg.spec.Stream, end, tr.Nanos(cg.seg.Records().CommitWritesAt()), tr.Now())
+	}
 	cg.syncHead()
 	cg.c.AppendDone(kindOf(log), end)
 	cg.h.markDirty(cg)

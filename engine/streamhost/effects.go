@@ -44,11 +44,17 @@ func (cg *copyGroup) carryOut() {
 		sh.scratch = wire.AppendStreamPrepareOK(sh.scratch[:0], from, &ok.Msg, ok.Epochs)
 		if sh.send.SendFrame(ok.To, sh.scratch) != nil {
 			sh.stats.SendsRefused++ // the owner's resend timer asks again
+		} else if ok.Msg.Log == wire.LogRecords && ok.Msg.Status == wire.PrepareAppended && sh.tr.On() {
+			sh.tr.FollowerAnswered(cg.spec.Stream, ok.Msg.RecordTail, sh.tr.Now())
 		}
 	}
 	if f := sh.h.cfg.Replies; f != nil {
 		for i := range fx.Replies {
-			f(cg.spec.Stream, &fx.Replies[i])
+			r := &fx.Replies[i]
+			if r.Kind == stream.ReplyProduce && sh.tr.On() {
+				sh.tr.OwnerConfirmed(cg.spec.Stream, r.Produce.BaseOffset, sh.tr.Now())
+			}
+			f(cg.spec.Stream, r)
 		}
 	}
 	for i, b := range cg.fresh { // the sends above hold their own references
@@ -95,6 +101,7 @@ func (cg *copyGroup) appendAll(fx *stream.Effects) (ob *buffer, err error) {
 		size += len(ob.b)
 	}
 	cg.spanOf = cg.spanOf[:0]
+	var now int64 // stage tracing's clock read, taken at the first traced append
 	for i := range fx.Appends {
 		a := &fx.Appends[i]
 		cg.token++
@@ -116,6 +123,13 @@ func (cg *copyGroup) appendAll(fx *stream.Effects) (ob *buffer, err error) {
 			ob.end = h.NextOffset()
 			cg.spanOf = append(cg.spanOf, len(ob.spans)-1)
 			base, err = cg.seg.AppendEncoded(cg.token, ob.b[from:])
+			if err == nil && sh.tr.On() {
+				if now == 0 {
+					now = sh.tr.Now() // one clock read for the Ready: its appends and prepares are queued together
+				}
+				sh.tr.OwnerAppended(cg.spec.Stream, h.ProducerID, h.ProducerSeq, h.BaseOffset, h.NextOffset(),
+					cg.Quorum(), now)
+			}
 		case a.Log == wire.LogRecords:
 			cg.spanOf = append(cg.spanOf, -1)
 			base, err = cg.seg.AppendEncoded(cg.token, a.Encoded)

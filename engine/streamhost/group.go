@@ -114,6 +114,9 @@ func (cg *copyGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
 		cg.h.stats.FramesBad++
 		return
 	}
+	if cg.h.tr.On() {
+		cg.traceFrame(from, m)
+	}
 	cg.syncHead()
 	cg.c.Step(m)
 	*m = stream.Message{}
@@ -135,6 +138,19 @@ func (cg *copyGroup) keepProbe(from uint16, h *wire.Header, body []byte) {
 func (cg *copyGroup) stepKeptProbe() {
 	if m, ok := cg.keptProbe.Take(); ok {
 		cg.c.Step(&m)
+	}
+}
+
+// traceFrame marks a record prepare's arrival at a follower, or a follower's answer at the owner
+// (engine/stagetrace).
+func (cg *copyGroup) traceFrame(from uint16, m *stream.Message) {
+	tr := cg.h.tr
+	switch {
+	case m.Kind == stream.KindPrepare && m.Prepare.Log == wire.LogRecords && m.Prepare.Count > 0:
+		p := &m.Prepare
+		tr.FollowerReceived(cg.spec.Stream, from, p.BaseOffset, p.BaseOffset+uint64(p.Count), tr.Now())
+	case m.Kind == stream.KindPrepareOK && m.PrepareOK.Log == wire.LogRecords && m.PrepareOK.Status == wire.PrepareAppended:
+		tr.OwnerAnswer(cg.spec.Stream, from, m.PrepareOK.RecordTail, tr.Now())
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ringstream/ringstream/engine/meta"
+	"github.com/ringstream/ringstream/engine/stagetrace"
 	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/segment"
 	"github.com/ringstream/ringstream/shard"
@@ -65,7 +66,10 @@ type Config struct {
 	// (defaults 100 and 3000 ticks: 1 s and 30 s at the default tick).
 	HealBaseTicks uint64
 	HealMaxTicks  uint64
-	Logger        *slog.Logger // nil: slog.Default()
+	// Stages, if set, hears the stages of the batches its copies append, replicate and confirm while
+	// it is switched on (engine/stagetrace): owner and follower marks, on the copies' shards.
+	Stages *stagetrace.Tracer
+	Logger *slog.Logger // nil: slog.Default()
 }
 
 // Spec names one copy to open on this node: the stream, its incarnation, the assignment this node

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringstream/ringstream/engine/stagetrace"
 	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/segment"
 	"github.com/ringstream/ringstream/shard"
@@ -35,6 +36,7 @@ type shardHost struct {
 	lastHeader []byte
 	stats      Stats
 	stopping   bool
+	tr         *stagetrace.Shard // stage tracing (nil: none)
 	// The copies' tails for the node heartbeats: published is read under Host.mu, pending is rebuilt.
 	published, pending []wire.CopyTail
 	// Parked copies and parks so far, as of the last publish (Host.ParkedCopies, any goroutine).
@@ -79,7 +81,8 @@ type Stats struct {
 }
 
 func newShardHost(h *Host, index int, id uint64) *shardHost {
-	return &shardHost{h: h, index: index, id: id, jobs: segment.NewJobs(), copies: map[uint64]*copyGroup{}}
+	return &shardHost{h: h, index: index, id: id, jobs: segment.NewJobs(), copies: map[uint64]*copyGroup{},
+		tr: h.cfg.Stages.Shard(index)}
 }
 
 // markDirty queues cg's Ready for the end of this turn.
