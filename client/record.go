@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ringstream/ringstream/internal/varfield"
 	"github.com/ringstream/ringstream/wire"
 )
 
@@ -136,43 +137,6 @@ func appendRecord2(dst []byte, r *Record, tsDelta int64, index uint32) []byte {
 	return dst
 }
 
-// fieldReader reads the varints and length-prefixed fields of one record; the first failure sticks
-// and names the field.
-type fieldReader struct {
-	b   []byte
-	bad string
-}
-
-func (d *fieldReader) varint(what string) int64 {
-	if d.bad != "" {
-		return 0
-	}
-	v, k := binary.Varint(d.b)
-	if k <= 0 {
-		d.bad = what
-		return 0
-	}
-	d.b = d.b[k:]
-	return v
-}
-
-// field reads a length-prefixed field; nullable allows length -1 (returned as nil).
-func (d *fieldReader) field(what string, nullable bool) []byte {
-	n := d.varint(what)
-	switch {
-	case d.bad != "":
-		return nil
-	case n == -1 && nullable:
-		return nil
-	case n < 0 || n > int64(len(d.b)):
-		d.bad = what
-		return nil
-	}
-	f := d.b[:n:n]
-	d.b = d.b[n:]
-	return f
-}
-
 // record2 is one decoded FormatRecords record; its slices alias the batch.
 type record2 struct {
 	tsDelta int64
@@ -189,38 +153,38 @@ func parseRecord2(body []byte, index uint32, rec *record2) string {
 	if len(body) == 0 || body[0] != 0 {
 		return "attributes"
 	}
-	d := fieldReader{b: body[1:]}
-	rec.tsDelta = d.varint("timestamp delta")
-	if od := d.varint("offset delta"); d.bad == "" && od != int64(index) {
+	d := varfield.Reader{B: body[1:]}
+	rec.tsDelta = d.Varint("timestamp delta")
+	if od := d.Varint("offset delta"); d.Bad == "" && od != int64(index) {
 		return "offset delta"
 	}
-	rec.key = d.field("key length", true)
-	rec.value = d.field("value length", true)
-	hc := d.varint("header count")
-	if d.bad != "" {
-		return d.bad
+	rec.key = d.Field("key length", true)
+	rec.value = d.Field("value length", true)
+	hc := d.Varint("header count")
+	if d.Bad != "" {
+		return d.Bad
 	}
-	if hc < 0 || hc > int64(len(d.b)/2) { // a header takes at least 2 bytes
+	if hc < 0 || hc > int64(len(d.B)/2) { // a header takes at least 2 bytes
 		return "header count"
 	}
-	rec.headers, rec.hcount = d.b, int(hc)
+	rec.headers, rec.hcount = d.B, int(hc)
 	for range hc {
-		d.field("header key length", false)
-		d.field("header value length", true)
+		d.Field("header key length", false)
+		d.Field("header value length", true)
 	}
 	switch {
-	case d.bad != "":
-		return d.bad
-	case len(d.b) != 0:
+	case d.Bad != "":
+		return d.Bad
+	case len(d.B) != 0:
 		return "bytes after the headers"
 	}
-	rec.headers = rec.headers[:len(rec.headers)-len(d.b)]
+	rec.headers = rec.headers[:len(rec.headers)-len(d.B)]
 	return ""
 }
 
 // HeaderIter reads one record's headers in order, aliasing the fetch's buffers; it allocates nothing.
 type HeaderIter struct {
-	d    fieldReader
+	d    varfield.Reader
 	left int
 	h    Header
 }
@@ -231,9 +195,9 @@ func (it *HeaderIter) Next() bool {
 		return false
 	}
 	it.left--
-	it.h.Key = it.d.field("header key length", false)
-	it.h.Value = it.d.field("header value length", true)
-	if it.d.bad != "" { // the record was checked when Next reached it: cannot happen
+	it.h.Key = it.d.Field("header key length", false)
+	it.h.Value = it.d.Field("header value length", true)
+	if it.d.Bad != "" { // the record was checked when Next reached it: cannot happen
 		it.left, it.h = 0, Header{}
 		return false
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/ringstream/ringstream/internal/varfield"
 )
 
 // Codec is a batch's compression, chosen by the producer and stored in the batch header; the nodes never
@@ -330,7 +332,7 @@ func (r *Records) Key() []byte { return r.rec2.key }
 // Headers iterates over the headers of the record Next moved to (none for FormatValues). The iterator
 // and its headers alias the fetch's buffers.
 func (r *Records) Headers() HeaderIter {
-	return HeaderIter{d: fieldReader{b: r.rec2.headers}, left: r.rec2.hcount}
+	return HeaderIter{d: varfield.Reader{B: r.rec2.headers}, left: r.rec2.hcount}
 }
 
 // HeaderCount is how many headers the record Next moved to has.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 
+	"github.com/ringstream/ringstream/internal/varfield"
 	"github.com/ringstream/ringstream/wire"
 )
 
@@ -141,77 +142,45 @@ func parseProducedBatch(b []byte) (producedBatch, error) {
 	return pb, nil
 }
 
-// recordWalker reads Kafka v2 records in place; the first failure sticks and names the field.
-type recordWalker struct {
-	b   []byte
-	bad string
-}
-
-func (w *recordWalker) varint(what string) int64 {
-	if w.bad != "" {
-		return 0
-	}
-	v, k := binary.Varint(w.b)
-	if k <= 0 {
-		w.bad = what
-		return 0
-	}
-	w.b = w.b[k:]
-	return v
-}
-
-// skip reads a length-prefixed field (length -1 allowed when nullable) and skips its bytes.
-func (w *recordWalker) skip(what string, nullable bool) {
-	n := w.varint(what)
-	switch {
-	case w.bad != "":
-	case n == -1 && nullable:
-	case n < 0 || n > int64(len(w.b)):
-		w.bad = what
-	default:
-		w.b = w.b[n:]
-	}
-}
-
 // validateRecords checks count uncompressed Kafka v2 records: each length within the batch,
 // attributes 0, the offset delta equal to its index (what record format 2 readers require), key,
 // value and headers within the record, nothing after the last field, nothing after the last record.
 // The validation of a produced batch's records; it allocates nothing.
 func validateRecords(b []byte, count uint32) error {
-	w := recordWalker{b: b}
+	w := varfield.Reader{B: b}
 	for i := range count {
-		n := w.varint("record length")
-		if w.bad != "" || n < 1 || n > int64(len(w.b)) {
+		n := w.Varint("record length")
+		if w.Bad != "" || n < 1 || n > int64(len(w.B)) {
 			return fmt.Errorf("%w: record %d: length", ErrCorruptBatch, i)
 		}
-		body := recordWalker{b: w.b[1:n]}
-		if w.b[0] != 0 {
-			return fmt.Errorf("%w: record %d: attributes %#x", ErrCorruptBatch, i, w.b[0])
+		body := varfield.Reader{B: w.B[1:n]}
+		if w.B[0] != 0 {
+			return fmt.Errorf("%w: record %d: attributes %#x", ErrCorruptBatch, i, w.B[0])
 		}
-		w.b = w.b[n:]
-		body.varint("timestamp delta")
-		if od := body.varint("offset delta"); body.bad == "" && od != int64(i) {
+		w.B = w.B[n:]
+		body.Varint("timestamp delta")
+		if od := body.Varint("offset delta"); body.Bad == "" && od != int64(i) {
 			return fmt.Errorf("%w: record %d: offset delta %d", ErrCorruptBatch, i, od)
 		}
-		body.skip("key", true)
-		body.skip("value", true)
-		hc := body.varint("header count")
-		if body.bad == "" && (hc < 0 || hc > int64(len(body.b))) {
-			body.bad = "header count"
+		body.Field("key", true)
+		body.Field("value", true)
+		hc := body.Varint("header count")
+		if body.Bad == "" && (hc < 0 || hc > int64(len(body.B))) {
+			body.Bad = "header count"
 		}
-		for j := int64(0); j < hc && body.bad == ""; j++ {
-			body.skip("header key", false)
-			body.skip("header value", true)
+		for j := int64(0); j < hc && body.Bad == ""; j++ {
+			body.Field("header key", false)
+			body.Field("header value", true)
 		}
 		switch {
-		case body.bad != "":
-			return fmt.Errorf("%w: record %d: %s", ErrCorruptBatch, i, body.bad)
-		case len(body.b) != 0:
-			return fmt.Errorf("%w: record %d: %d bytes after its headers", ErrCorruptBatch, i, len(body.b))
+		case body.Bad != "":
+			return fmt.Errorf("%w: record %d: %s", ErrCorruptBatch, i, body.Bad)
+		case len(body.B) != 0:
+			return fmt.Errorf("%w: record %d: %d bytes after its headers", ErrCorruptBatch, i, len(body.B))
 		}
 	}
-	if len(w.b) != 0 {
-		return fmt.Errorf("%w: %d bytes after record %d", ErrCorruptBatch, len(w.b), count)
+	if len(w.B) != 0 {
+		return fmt.Errorf("%w: %d bytes after record %d", ErrCorruptBatch, len(w.B), count)
 	}
 	return nil
 }
@@ -309,16 +278,16 @@ func appendKafkaBatch(dst, hdr, payload []byte) ([]byte, error) {
 // maxTimestampDelta is the largest timestamp delta of count records (0 when none is above 0, or
 // when the records do not read: the batch is sent as stored and its reader judges it).
 func maxTimestampDelta(b []byte, count uint32) int64 {
-	w := recordWalker{b: b}
+	w := varfield.Reader{B: b}
 	var hi int64
 	for range count {
-		n := w.varint("record length")
-		if w.bad != "" || n < 2 || n > int64(len(w.b)) {
+		n := w.Varint("record length")
+		if w.Bad != "" || n < 2 || n > int64(len(w.B)) {
 			return hi
 		}
-		body := recordWalker{b: w.b[1:n]}
-		w.b = w.b[n:]
-		if d := body.varint("timestamp delta"); body.bad == "" && d > hi {
+		body := varfield.Reader{B: w.B[1:n]}
+		w.B = w.B[n:]
+		if d := body.Varint("timestamp delta"); body.Bad == "" && d > hi {
 			hi = d
 		}
 	}
