@@ -99,6 +99,13 @@ func newTestClusterGrace(t testing.TB, secret string, graceMs int, clusterExtra 
 // newTestClusterN is newTestClusterGrace with count nodes; nodes 1 to 3 are the metadata replicas.
 func newTestClusterN(t testing.TB, count int, secret string, graceMs int, clusterExtra ...string) *testCluster {
 	t.Helper()
+	return newTestClusterOpts(t, count, secret, graceMs, nil, clusterExtra...)
+}
+
+// newTestClusterOpts is newTestClusterN with each node's NodeOptions from opts (nil: the defaults).
+func newTestClusterOpts(t testing.TB, count int, secret string, graceMs int, opts func(id uint16) NodeOptions,
+	clusterExtra ...string) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t, root: t.TempDir(), nodes: map[uint16]*Node{}}
 	for id := uint16(1); id <= uint16(count); id++ {
 		dir := c.dir(id)
@@ -108,8 +115,11 @@ func newTestClusterN(t testing.TB, count int, secret string, graceMs int, cluste
 				t.Fatal(err)
 			}
 		}
-		n, err := NewNodeWithOptions(nodeTestConfigN(t, count, id, dir, secret, graceMs, clusterExtra...), quietLogger(),
-			NodeOptions{DrainTimeout: 50 * time.Millisecond})
+		o := NodeOptions{DrainTimeout: 50 * time.Millisecond}
+		if opts != nil {
+			o = opts(id)
+		}
+		n, err := NewNodeWithOptions(nodeTestConfigN(t, count, id, dir, secret, graceMs, clusterExtra...), quietLogger(), o)
 		if err != nil {
 			t.Fatal(err)
 		}

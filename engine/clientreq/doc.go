@@ -28,6 +28,11 @@
 //     primary, or the one it forwarded to stopped being primary, it waits for the replica's next
 //     change and tries again, for up to 1 s (primaryWaitMax; a long-poll lookup its own wait), then
 //     refuses it (CodeNotYet or CodeUnavailable) as before. A node without a replica forwards once.
+//   - Links are one per direction, so a forward can arrive over the forwarder's link while the
+//     primary's link back is not up yet (after a start or a reconnect). The primary sends such an
+//     answer again every 10 ms (answerRetry) until the request's own time ends, counted in
+//     ringstream_meta_forward_replies_retried_total; only then is it lost
+//     (ringstream_meta_forward_replies_lost_total) and the forwarder answers CodeUnavailable.
 //   - A forwarded request stops waiting once the forwarding replica's view has moved past the node it
 //     was sent to (that node may be dead): it is answered CodeUnavailable at once, not after
 //     MetaRequestTimeout.

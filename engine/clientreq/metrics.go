@@ -20,12 +20,13 @@ type Metrics struct {
 
 	produce, fetch, cursor prometheus.Histogram
 
-	orphanReplies     prometheus.Counter
-	repliesLost       prometheus.Counter
-	forwards          prometheus.Counter
-	forwardsLost      prometheus.Counter
-	forwardsLate      prometheus.Counter
-	nodeFramesDropped prometheus.Counter
+	orphanReplies         prometheus.Counter
+	repliesLost           prometheus.Counter
+	forwards              prometheus.Counter
+	forwardsLost          prometheus.Counter
+	forwardAnswersRetried prometheus.Counter
+	forwardsLate          prometheus.Counter
+	nodeFramesDropped     prometheus.Counter
 }
 
 // LatencyBuckets are the buckets of the request and fsync histograms: 50 us to about 6.5 s.
@@ -64,7 +65,10 @@ func newMetrics(labels prometheus.Labels) *Metrics {
 	m.orphanReplies = counter("ringstream_client_orphan_replies_total", "Copy replies for no request in flight (a bug if not 0).")
 	m.repliesLost = counter("ringstream_client_replies_lost_total", "Replies the shard refused for another reason than a full queue.")
 	m.forwards = counter("ringstream_meta_forwards_total", "Metadata requests forwarded to the metadata primary's node.")
-	m.forwardsLost = counter("ringstream_meta_forward_replies_lost_total", "Answers to forwarded requests the link refused.")
+	m.forwardsLost = counter("ringstream_meta_forward_replies_lost_total", "Answers to forwarded requests the link "+
+		"refused until the request's time ended.")
+	m.forwardAnswersRetried = counter("ringstream_meta_forward_replies_retried_total", "Answers to forwarded requests "+
+		"sent again because the link back to the forwarder was not up.")
 	m.forwardsLate = counter("ringstream_meta_forward_replies_late_total", "Answers to forwarded requests that came after the wait ended.")
 	m.nodeFramesDropped = counter("ringstream_node_frames_dropped_total", "Node-level frames this node has no handler for.")
 	m.all = append(m.all, requests, errs, m.produce, m.fetch, m.cursor)

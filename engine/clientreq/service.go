@@ -112,23 +112,50 @@ func (m *Service) run(j metaJob) {
 	ctx, cancel := context.WithTimeout(m.ctx, m.n.metaRequestTimeout)
 	defer cancel()
 	frame := m.serve(ctx, &j)
-	m.answer(&j, frame)
+	m.answer(ctx, &j, frame)
 }
 
+// answerRetry is how often an answer to a forwarder is sent again while this node's link to it is
+// not up.
+const answerRetry = 10 * time.Millisecond
+
 // answer sends a reply frame to j's origin: the client connection on its own shard, or the peer that
-// forwarded it (from shard 0).
-func (m *Service) answer(j *metaJob, frame []byte) {
+// forwarded it (from shard 0). Links are one per direction: a forward can arrive over the
+// forwarder's link while this node's link back is not up yet (after a start or a reconnect), and an
+// answer dropped then held the forwarder's client for its whole MetaRequestTimeout. So an answer the
+// link refuses is sent again every answerRetry until ctx, the request's own time, ends; only then is
+// it lost, and the forwarder answers its client when its wait ends.
+func (m *Service) answer(ctx context.Context, j *metaJob, frame []byte) {
 	if j.from == 0 {
 		_ = m.n.shard.Run(j.client.Shard, func(s *shard.Shard) {
 			m.n.clients.send(s, &m.n.clients.shards[s.Index()], j.client, frame)
 		})
 		return
 	}
-	_ = m.n.shard.Run(0, func(s *shard.Shard) {
-		if err := s.SendFrame(j.from, frame); err != nil {
-			m.n.metrics.forwardsLost.Inc() // the forwarder answers its client when its wait ends
+	for {
+		sent := make(chan error, 1)
+		if m.n.shard.Run(0, func(s *shard.Shard) { sent <- s.SendFrame(j.from, frame) }) != nil {
+			return // the node is stopping
 		}
-	})
+		var err error
+		select {
+		case err = <-sent:
+		case <-ctx.Done():
+			return
+		}
+		if err == nil {
+			return
+		}
+		m.n.metrics.forwardAnswersRetried.Inc()
+		t := time.NewTimer(answerRetry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			m.n.metrics.forwardsLost.Inc()
+			return
+		}
+	}
 }
 
 // serve answers j: locally on the metadata primary, else through the primary's node. A request that
