@@ -60,6 +60,9 @@
 //     entry not durable; its host not serving yet) keeps the first record prepare of the newest
 //     epoch (OwedProbe) and answers it as a probe once its entry is durable, so the failover's first
 //     confirm does not wait ResendTicks for the owner's next probe.
+//   - An owner whose link to a follower's node comes up again (the host's shard.LinkWatcher) probes
+//     at once a follower there that owes it an answer (PeerUp): what it sent while the link was down
+//     was dropped, and waiting ResendTicks (500 ms) delayed a restarted follower's catch-up.
 //   - Produces that reach a new owner while its log-epoch entry is being made durable (one
 //     fdatasync) wait for it, their batches copied, within ProducesMax and PendingBytesMax, and are
 //     taken in arrival order at EpochDone; a refusal would send the client into a backoff step

@@ -164,3 +164,97 @@ func TestOwedProbe_TakeOnce(t *testing.T) {
 		t.Fatal("the kept probe was handed over twice")
 	}
 }
+
+// An owner whose link to a follower's node came up again probes that follower at once when it owes an
+// answer (here the probe of the owner's start), and leaves a follower that owes nothing alone.
+func TestOwner_PeerUpProbesAFollowerThatOwesAnAnswer(t *testing.T) {
+	c, err := stream.New(testConfig(1), assignment(2, 1, 2, 3), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.OpenDone(stream.OpenState{LogEpochs: []wire.LogEpoch{{Epoch: 1}}})
+	c.Ready()
+	probes := func(fx *stream.Effects, to uint16) int {
+		n := 0
+		for _, p := range fx.Prepares {
+			if p.To == to && p.Msg.Count == 0 {
+				n++
+			}
+		}
+		return n
+	}
+	c.PeerUp(2) // its epoch entry is not durable yet: nothing goes out before it is
+	if fx := c.Ready(); len(fx.Prepares) != 0 {
+		t.Fatalf("prepares before the epoch entry: %+v", fx.Prepares)
+	}
+	c.EpochDone(2, nil)
+	if fx := c.Ready(); probes(fx, 2) != 1 || probes(fx, 3) != 1 {
+		t.Fatalf("probes at the start: %+v", fx.Prepares)
+	}
+	ok := okMsg(3, 0, 0)
+	ok.PrepareOK.Epoch = 2
+	c.Step(&ok) // node 3 answered the probe at 0: it owes nothing
+	c.Ready()
+	c.PeerUp(3)
+	c.PeerUp(2)
+	fx := c.Ready()
+	if probes(fx, 2) != 1 || probes(fx, 3) != 0 {
+		t.Fatalf("probes after the links came up: to 2 %d, to 3 %d; want 1 and 0", probes(fx, 2), probes(fx, 3))
+	}
+	if c.Stats().Resets != 1 {
+		t.Fatalf("resets %d, want 1", c.Stats().Resets)
+	}
+	// Node 3 is live: a produce goes to it at once. Its link comes up again before it answered: it is
+	// probed from what it acknowledged, not past the prepare that was lost.
+	m := heldProduceMsg(1, 0, []byte("batch"))
+	c.Step(&m)
+	c.Ready()
+	c.PeerUp(3)
+	fx = c.Ready()
+	if probes(fx, 3) != 1 {
+		t.Fatalf("no probe to node 3 with a prepare unanswered: %+v", fx.Prepares)
+	}
+	for _, p := range fx.Prepares {
+		if p.To == 3 && p.Msg.BaseOffset != 0 {
+			t.Fatalf("probe to node 3 at %d, want at its acknowledged tail 0", p.Msg.BaseOffset)
+		}
+	}
+}
+
+// An owner that reopened in its own epoch (it waits for a new assignment), one whose log failed and
+// one sealed at a newer epoch probe nobody when a link comes up.
+func TestOwner_PeerUpProbesNothingRestartedOrFailed(t *testing.T) {
+	restarted, err := stream.New(testConfig(1), assignment(1, 1, 2, 3), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted.OpenDone(stream.OpenState{LogEpochs: []wire.LogEpoch{{Epoch: 1}}})
+	restarted.Ready()
+	if !restarted.Restarted() {
+		t.Fatal("an owner reopened in its own epoch is not restarted")
+	}
+	failed, err := stream.New(testConfig(1), assignment(2, 1, 2, 3), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed.OpenDone(stream.OpenState{LogEpochs: []wire.LogEpoch{{Epoch: 1}}})
+	failed.EpochDone(2, nil)
+	failed.Ready()
+	failed.LogFailed(wire.LogRecords)
+	failed.Ready()
+	sealed, err := stream.New(testConfig(1), assignment(2, 1, 2, 3), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed.OpenDone(stream.OpenState{LogEpochs: []wire.LogEpoch{{Epoch: 1}}})
+	sealed.EpochDone(2, nil)
+	sealed.Ready()
+	sealed.Sealed(3)
+	sealed.Ready()
+	for name, c := range map[string]*stream.Copy{"restarted": restarted, "failed": failed, "sealed": sealed} {
+		c.PeerUp(2)
+		if fx := c.Ready(); len(fx.Prepares) != 0 {
+			t.Fatalf("%s owner probed on a link up: %+v", name, fx.Prepares)
+		}
+	}
+}

@@ -400,16 +400,41 @@ func (c *Copy) onFollowerTick(i int) {
 	if !c.restarted && !c.epochPending && !c.failed {
 		c.kick(i) // retries a catch-up or cursor read the host could not start or finish
 	}
-	due := p.mode == modeProbe || p.mode == modeStalled || p.inflight.len() > 0 || p.reading ||
-		p.csent > p.cmatch
-	if !due {
+	if !c.owes(p) {
 		p.heardTick = c.now
 		return
 	}
-	if c.now-p.heardTick < c.cfg.ResendTicks || c.restarted || c.epochPending || c.failed {
+	if c.now-p.heardTick < c.cfg.ResendTicks || !c.mayProbe() {
 		return
 	}
 	c.stats.Resets++
 	p.sent = p.match
 	c.probe(i)
 }
+
+// owes reports that follower p owes the owner an answer: a probe, a stalled catch-up, prepares or
+// reads in flight, cursor events unacknowledged.
+func (c *Copy) owes(p *progress) bool {
+	return p.mode == modeProbe || p.mode == modeStalled || p.inflight.len() > 0 || p.reading || p.csent > p.cmatch
+}
+
+// PeerUp tells an owner that its link to node came up (again): what it sent a follower there while
+// the link was down was dropped, so a follower that owes an answer is probed at once, as ResendTicks
+// of silence would, rather than up to ResendTicks later (a follower's node restarted, or the owner's
+// own start).
+func (c *Copy) PeerUp(node uint16) {
+	if c.role != RoleOwner || !c.mayProbe() {
+		return // a sealed owner keeps its followers' progress, and must not probe at its old epoch
+	}
+	for i := range c.followers {
+		if p := &c.followers[i]; p.node == node && c.owes(p) {
+			c.stats.Resets++
+			p.sent = p.match
+			c.probe(i)
+		}
+	}
+}
+
+// mayProbe reports that the owner may probe its followers again: not restarted in its own epoch
+// (it waits for a new assignment), its epoch entry durable, its logs not failed.
+func (c *Copy) mayProbe() bool { return !c.restarted && !c.epochPending && !c.failed }

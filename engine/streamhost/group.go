@@ -123,6 +123,18 @@ func (cg *copyGroup) OnFrame(from uint16, h *wire.Header, body []byte) {
 	cg.carryOut()
 }
 
+// OnLinkUp implements shard.LinkWatcher: an owner probes again, at once, the followers on node that
+// owe it an answer (stream.Copy.PeerUp).
+func (cg *copyGroup) OnLinkUp(node uint16) {
+	if cg.c != nil {
+		cg.c.PeerUp(node)
+		cg.h.markDirty(cg)
+	}
+}
+
+// OnLinkDown implements shard.LinkWatcher; a link going down changes nothing until it is up again.
+func (cg *copyGroup) OnLinkDown(uint16) {}
+
 // keepProbe keeps a record prepare that arrived while the copy was not serving (opening, scanning,
 // applying an assignment): a new owner probes its followers as soon as its own epoch is durable,
 // while a follower may still be applying the same assignment, and the owner would probe again only

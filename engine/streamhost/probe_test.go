@@ -123,3 +123,27 @@ func TestFailover_FollowerApplyingKeepsTheNewOwnersProbe(t *testing.T) {
 		t.Fatalf("the new owner probed again %d times", st.Stats.Resets)
 	}
 }
+
+// A follower's node restarts: what the owner sent it while its link was down was dropped. The owner
+// probes it again as soon as the link is up (stream.Copy.PeerUp), not ResendTicks later; here its
+// resend is set beyond the test's bounds, so the follower catches up only through the link-up probe.
+func TestFailover_OwnerProbesARestartedFollowerWhenItsLinkIsUp(t *testing.T) {
+	noResend := func(c *streamhost.Config) {
+		if c.Node == 1 {
+			c.Stream.ResendTicks = 1 << 40
+		}
+	}
+	c := newCluster(t, majority(1, 2, 3), noResend)
+	n1 := c.nodes[1]
+	at := produceConfirmed(t, n1, 0, 5, 0)
+	waitDurable(t, c.nodes[3], at)
+	if err := c.nodes[3].node.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	at = produceConfirmed(t, n1, 5, 10, at) // confirmed by nodes 1 and 2; node 3's share is dropped
+	n3 := c.restart(3)
+	waitDurable(t, n3, at)
+	if st := state(t, n3); st.Role != stream.RoleFollower || st.Epoch != 1 {
+		t.Fatalf("node 3 after its restart: %+v", st)
+	}
+}
