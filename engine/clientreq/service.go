@@ -140,7 +140,7 @@ func (m *Service) answer(ctx context.Context, j *metaJob, frame []byte) {
 		var err error
 		select {
 		case err = <-sent:
-		case <-ctx.Done():
+		case <-m.ctx.Done(): // the node is stopping: shard 0 may never run the send
 			return
 		}
 		if err == nil {
