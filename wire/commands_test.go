@@ -120,6 +120,16 @@ func commandCases() []commandCase {
 	listCursorsReply := wire.ListCursorsReply{RequestID: 10, Stream: 77, Incarnation: 2, ConfirmedTail: 4160, Head: 12, Total: 5, More: true}
 	deleteCursor := wire.CursorRequest{RequestID: 11, Stream: 77, Incarnation: 2, Consumer: []byte("billing")}
 	deleteCursorReply := wire.CursorReply{RequestID: 11, Stream: 77, Incarnation: 2, Offset: 4002, Found: true}
+	batchNames, err := wire.StreamNamesOf([][]byte{[]byte("a.0"), []byte("a.1"), bytes.Repeat([]byte("z"), wire.NameSizeMax)})
+	if err != nil {
+		panic(err)
+	}
+	creates := wire.CreateStreams{RequestID: 12, Copies: 3, Policy: wire.PolicyMajority, Names: batchNames}
+	deletes := wire.DeleteStreams{RequestID: 13, Names: batchNames}
+	streamsReply := wire.StreamsReply{RequestID: 12}
+	outcomes := []wire.StreamOutcome{{Stream: 5, Incarnation: 1, Message: []byte{}},
+		{Code: wire.CodeStreamExists, Stream: 6, Incarnation: 2, Message: []byte("a stream is named \"a.1\" already")},
+		{Code: wire.CodeUnavailable, Message: []byte("no nodes")}}
 	errReply := wire.ErrorReply{RequestID: 9, Stream: 77, Code: wire.CodeNotOwner, Owner: 3, Message: []byte("node 2 does not own stream 77; owner is node 3")}
 	one := func(f func(h *wire.Header, body []byte) (any, error)) func(h *wire.Header, body []byte) (decoded, error) {
 		return func(h *wire.Header, body []byte) (decoded, error) {
@@ -302,6 +312,28 @@ func commandCases() []commandCase {
 			func(d []byte) []byte { return wire.AppendDeleteCursorReply(d, fromNode, &deleteCursorReply) },
 			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeDeleteCursorReply(h, b) }),
 			decoded{Msg: deleteCursorReply}, true},
+		{"create streams", wire.CommandCreateStreams,
+			func(d []byte) []byte { return wire.AppendCreateStreams(d, fromClient, &creates) },
+			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeCreateStreams(h, b) }),
+			decoded{Msg: creates}, true},
+		{"create streams reply", wire.CommandCreateStreamsReply,
+			func(d []byte) []byte { return wire.AppendCreateStreamsReply(d, fromNode, &streamsReply, outcomes) },
+			func(h *wire.Header, b []byte) (decoded, error) {
+				m, l, err := wire.DecodeCreateStreamsReply(h, b)
+				return decoded{m, l}, err
+			},
+			decoded{streamsReply, outcomes}, true},
+		{"delete streams", wire.CommandDeleteStreams,
+			func(d []byte) []byte { return wire.AppendDeleteStreams(d, fromClient, &deletes) },
+			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeDeleteStreams(h, b) }),
+			decoded{Msg: deletes}, true},
+		{"delete streams reply", wire.CommandDeleteStreamsReply,
+			func(d []byte) []byte { return wire.AppendDeleteStreamsReply(d, fromNode, &streamsReply, outcomes) },
+			func(h *wire.Header, b []byte) (decoded, error) {
+				m, l, err := wire.DecodeDeleteStreamsReply(h, b)
+				return decoded{m, l}, err
+			},
+			decoded{streamsReply, outcomes}, true},
 		{"error reply", wire.CommandErrorReply,
 			func(d []byte) []byte { return wire.AppendErrorReply(d, fromNode, &errReply) },
 			one(func(h *wire.Header, b []byte) (any, error) { return wire.DecodeErrorReply(h, b) }),

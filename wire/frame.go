@@ -86,30 +86,34 @@ const (
 	// CommandStreamAssignment carries an assignment with its history starts (assignment.go).
 	CommandStreamAssignment Command = 53
 
-	CommandCreateStream      Command = 60
-	CommandCreateStreamReply Command = 61
-	CommandDeleteStream      Command = 62
-	CommandDeleteStreamReply Command = 63
-	CommandListStreams       Command = 64
-	CommandListStreamsReply  Command = 65
-	CommandProduce           Command = 66
-	CommandProduceReply      Command = 67
-	CommandFetch             Command = 68
-	CommandFetchReply        Command = 69
-	CommandCommitCursor      Command = 70
-	CommandCommitCursorReply Command = 71
-	CommandGetCursor         Command = 72
-	CommandGetCursorReply    Command = 73
-	CommandLookupStream      Command = 74 // metadata: which node owns a stream
-	CommandLookupStreamReply Command = 75
-	CommandClientHello       Command = 76 // client handshake: the client's nonce
-	CommandClientChallenge   Command = 77 // client handshake: the node's nonce and proof
-	CommandClientProof       Command = 78 // client handshake: the client's proof
-	CommandListCursors       Command = 82 // a stream's consumers and their cursors (cursors.go)
-	CommandListCursorsReply  Command = 83
-	CommandDeleteCursor      Command = 84 // forget one consumer's cursor (cursors.go)
-	CommandDeleteCursorReply Command = 85
-	CommandErrorReply        Command = 99
+	CommandCreateStream       Command = 60
+	CommandCreateStreamReply  Command = 61
+	CommandDeleteStream       Command = 62
+	CommandDeleteStreamReply  Command = 63
+	CommandListStreams        Command = 64
+	CommandListStreamsReply   Command = 65
+	CommandProduce            Command = 66
+	CommandProduceReply       Command = 67
+	CommandFetch              Command = 68
+	CommandFetchReply         Command = 69
+	CommandCommitCursor       Command = 70
+	CommandCommitCursorReply  Command = 71
+	CommandGetCursor          Command = 72
+	CommandGetCursorReply     Command = 73
+	CommandLookupStream       Command = 74 // metadata: which node owns a stream
+	CommandLookupStreamReply  Command = 75
+	CommandClientHello        Command = 76 // client handshake: the client's nonce
+	CommandClientChallenge    Command = 77 // client handshake: the node's nonce and proof
+	CommandClientProof        Command = 78 // client handshake: the client's proof
+	CommandListCursors        Command = 82 // a stream's consumers and their cursors (cursors.go)
+	CommandListCursorsReply   Command = 83
+	CommandDeleteCursor       Command = 84 // forget one consumer's cursor (cursors.go)
+	CommandDeleteCursorReply  Command = 85
+	CommandCreateStreams      Command = 86 // many streams created in one request (client_batch.go)
+	CommandCreateStreamsReply Command = 87
+	CommandDeleteStreams      Command = 88 // many streams deleted in one request (client_batch.go)
+	CommandDeleteStreamsReply Command = 89
+	CommandErrorReply         Command = 99
 
 	clientCommandMin Command = 60
 	clientCommandMax Command = 99
@@ -184,6 +188,14 @@ func (c Command) name() string {
 		return "delete_cursor"
 	case CommandDeleteCursorReply:
 		return "delete_cursor_reply"
+	case CommandCreateStreams:
+		return "create_streams"
+	case CommandCreateStreamsReply:
+		return "create_streams_reply"
+	case CommandDeleteStreams:
+		return "delete_streams"
+	case CommandDeleteStreamsReply:
+		return "delete_streams_reply"
 	case CommandErrorReply:
 		return "error_reply"
 	}

@@ -101,6 +101,15 @@ func reencode(c wire.Command, d decoded, h *wire.Header) []byte {
 		return wire.AppendListCursorsReply(nil, from, &m, d.List.([]wire.CursorInfo))
 	case wire.ErrorReply:
 		return wire.AppendErrorReply(nil, from, &m)
+	case wire.CreateStreams:
+		return wire.AppendCreateStreams(nil, from, &m)
+	case wire.DeleteStreams:
+		return wire.AppendDeleteStreams(nil, from, &m)
+	case wire.StreamsReply:
+		if c == wire.CommandCreateStreamsReply {
+			return wire.AppendCreateStreamsReply(nil, from, &m, d.List.([]wire.StreamOutcome))
+		}
+		return wire.AppendDeleteStreamsReply(nil, from, &m, d.List.([]wire.StreamOutcome))
 	}
 	switch l := d.List.(type) {
 	case []wire.CommitEntry:
@@ -159,40 +168,44 @@ func fuzzDecoder(f *testing.F, command wire.Command) {
 	})
 }
 
-func FuzzHandshake(f *testing.F)         { fuzzDecoder(f, wire.CommandHandshake) }
-func FuzzCommitBatch(f *testing.F)       { fuzzDecoder(f, wire.CommandCommit) }
-func FuzzCommitReplyBatch(f *testing.F)  { fuzzDecoder(f, wire.CommandCommitReply) }
-func FuzzStreamPrepare(f *testing.F)     { fuzzDecoder(f, wire.CommandStreamPrepare) }
-func FuzzStreamPrepareOK(f *testing.F)   { fuzzDecoder(f, wire.CommandStreamPrepareOK) }
-func FuzzStreamSeal(f *testing.F)        { fuzzDecoder(f, wire.CommandStreamSeal) }
-func FuzzStreamSealReply(f *testing.F)   { fuzzDecoder(f, wire.CommandStreamSealReply) }
-func FuzzStreamAssignment(f *testing.F)  { fuzzDecoder(f, wire.CommandStreamAssignment) }
-func FuzzNodeHeartbeat(f *testing.F)     { fuzzDecoder(f, wire.CommandNodeHeartbeat) }
-func FuzzCreateStream(f *testing.F)      { fuzzDecoder(f, wire.CommandCreateStream) }
-func FuzzCreateStreamReply(f *testing.F) { fuzzDecoder(f, wire.CommandCreateStreamReply) }
-func FuzzDeleteStream(f *testing.F)      { fuzzDecoder(f, wire.CommandDeleteStream) }
-func FuzzDeleteStreamReply(f *testing.F) { fuzzDecoder(f, wire.CommandDeleteStreamReply) }
-func FuzzListStreams(f *testing.F)       { fuzzDecoder(f, wire.CommandListStreams) }
-func FuzzListStreamsReply(f *testing.F)  { fuzzDecoder(f, wire.CommandListStreamsReply) }
-func FuzzLookupStream(f *testing.F)      { fuzzDecoder(f, wire.CommandLookupStream) }
-func FuzzLookupStreamReply(f *testing.F) { fuzzDecoder(f, wire.CommandLookupStreamReply) }
-func FuzzProduce(f *testing.F)           { fuzzDecoder(f, wire.CommandProduce) }
-func FuzzProduceReply(f *testing.F)      { fuzzDecoder(f, wire.CommandProduceReply) }
-func FuzzFetch(f *testing.F)             { fuzzDecoder(f, wire.CommandFetch) }
-func FuzzFetchReply(f *testing.F)        { fuzzDecoder(f, wire.CommandFetchReply) }
-func FuzzCommitCursor(f *testing.F)      { fuzzDecoder(f, wire.CommandCommitCursor) }
-func FuzzCommitCursorReply(f *testing.F) { fuzzDecoder(f, wire.CommandCommitCursorReply) }
-func FuzzGetCursor(f *testing.F)         { fuzzDecoder(f, wire.CommandGetCursor) }
-func FuzzGetCursorReply(f *testing.F)    { fuzzDecoder(f, wire.CommandGetCursorReply) }
-func FuzzErrorReply(f *testing.F)        { fuzzDecoder(f, wire.CommandErrorReply) }
-func FuzzListCursors(f *testing.F)       { fuzzDecoder(f, wire.CommandListCursors) }
-func FuzzListCursorsReply(f *testing.F)  { fuzzDecoder(f, wire.CommandListCursorsReply) }
-func FuzzDeleteCursor(f *testing.F)      { fuzzDecoder(f, wire.CommandDeleteCursor) }
-func FuzzDeleteCursorReply(f *testing.F) { fuzzDecoder(f, wire.CommandDeleteCursorReply) }
-func FuzzHandshakeProof(f *testing.F)    { fuzzDecoder(f, wire.CommandHandshakeProof) }
-func FuzzClientHello(f *testing.F)       { fuzzDecoder(f, wire.CommandClientHello) }
-func FuzzClientChallenge(f *testing.F)   { fuzzDecoder(f, wire.CommandClientChallenge) }
-func FuzzClientProof(f *testing.F)       { fuzzDecoder(f, wire.CommandClientProof) }
+func FuzzHandshake(f *testing.F)          { fuzzDecoder(f, wire.CommandHandshake) }
+func FuzzCommitBatch(f *testing.F)        { fuzzDecoder(f, wire.CommandCommit) }
+func FuzzCommitReplyBatch(f *testing.F)   { fuzzDecoder(f, wire.CommandCommitReply) }
+func FuzzStreamPrepare(f *testing.F)      { fuzzDecoder(f, wire.CommandStreamPrepare) }
+func FuzzStreamPrepareOK(f *testing.F)    { fuzzDecoder(f, wire.CommandStreamPrepareOK) }
+func FuzzStreamSeal(f *testing.F)         { fuzzDecoder(f, wire.CommandStreamSeal) }
+func FuzzStreamSealReply(f *testing.F)    { fuzzDecoder(f, wire.CommandStreamSealReply) }
+func FuzzStreamAssignment(f *testing.F)   { fuzzDecoder(f, wire.CommandStreamAssignment) }
+func FuzzNodeHeartbeat(f *testing.F)      { fuzzDecoder(f, wire.CommandNodeHeartbeat) }
+func FuzzCreateStream(f *testing.F)       { fuzzDecoder(f, wire.CommandCreateStream) }
+func FuzzCreateStreamReply(f *testing.F)  { fuzzDecoder(f, wire.CommandCreateStreamReply) }
+func FuzzDeleteStream(f *testing.F)       { fuzzDecoder(f, wire.CommandDeleteStream) }
+func FuzzDeleteStreamReply(f *testing.F)  { fuzzDecoder(f, wire.CommandDeleteStreamReply) }
+func FuzzListStreams(f *testing.F)        { fuzzDecoder(f, wire.CommandListStreams) }
+func FuzzListStreamsReply(f *testing.F)   { fuzzDecoder(f, wire.CommandListStreamsReply) }
+func FuzzLookupStream(f *testing.F)       { fuzzDecoder(f, wire.CommandLookupStream) }
+func FuzzLookupStreamReply(f *testing.F)  { fuzzDecoder(f, wire.CommandLookupStreamReply) }
+func FuzzProduce(f *testing.F)            { fuzzDecoder(f, wire.CommandProduce) }
+func FuzzProduceReply(f *testing.F)       { fuzzDecoder(f, wire.CommandProduceReply) }
+func FuzzFetch(f *testing.F)              { fuzzDecoder(f, wire.CommandFetch) }
+func FuzzFetchReply(f *testing.F)         { fuzzDecoder(f, wire.CommandFetchReply) }
+func FuzzCommitCursor(f *testing.F)       { fuzzDecoder(f, wire.CommandCommitCursor) }
+func FuzzCommitCursorReply(f *testing.F)  { fuzzDecoder(f, wire.CommandCommitCursorReply) }
+func FuzzGetCursor(f *testing.F)          { fuzzDecoder(f, wire.CommandGetCursor) }
+func FuzzGetCursorReply(f *testing.F)     { fuzzDecoder(f, wire.CommandGetCursorReply) }
+func FuzzErrorReply(f *testing.F)         { fuzzDecoder(f, wire.CommandErrorReply) }
+func FuzzListCursors(f *testing.F)        { fuzzDecoder(f, wire.CommandListCursors) }
+func FuzzListCursorsReply(f *testing.F)   { fuzzDecoder(f, wire.CommandListCursorsReply) }
+func FuzzDeleteCursor(f *testing.F)       { fuzzDecoder(f, wire.CommandDeleteCursor) }
+func FuzzDeleteCursorReply(f *testing.F)  { fuzzDecoder(f, wire.CommandDeleteCursorReply) }
+func FuzzHandshakeProof(f *testing.F)     { fuzzDecoder(f, wire.CommandHandshakeProof) }
+func FuzzClientHello(f *testing.F)        { fuzzDecoder(f, wire.CommandClientHello) }
+func FuzzClientChallenge(f *testing.F)    { fuzzDecoder(f, wire.CommandClientChallenge) }
+func FuzzClientProof(f *testing.F)        { fuzzDecoder(f, wire.CommandClientProof) }
+func FuzzCreateStreams(f *testing.F)      { fuzzDecoder(f, wire.CommandCreateStreams) }
+func FuzzCreateStreamsReply(f *testing.F) { fuzzDecoder(f, wire.CommandCreateStreamsReply) }
+func FuzzDeleteStreams(f *testing.F)      { fuzzDecoder(f, wire.CommandDeleteStreams) }
+func FuzzDeleteStreamsReply(f *testing.F) { fuzzDecoder(f, wire.CommandDeleteStreamsReply) }
 
 // FuzzParseFrame: ParseFrame never panics, and a frame it accepts is exactly what BeginFrame and
 // EndFrame build from the parsed header and body (the encoding is canonical).

@@ -1,0 +1,89 @@
+package wire_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ringstream/ringstream/wire"
+)
+
+func namesOf(ss ...string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+// TestStreamNames_Rules: a batched request's names are 1..StreamsPerRequestMax valid stream names,
+// strictly ascending; every other list is refused with the rule it breaks.
+func TestStreamNames_Rules(t *testing.T) {
+	many := make([][]byte, wire.StreamsPerRequestMax+1)
+	for i := range many {
+		many[i] = []byte(fmt.Sprintf("s%05d", i))
+	}
+	cases := []struct {
+		name  string
+		names [][]byte
+		code  wire.ErrorCode
+		rule  string
+	}{
+		{"none", nil, wire.CodeBadCount, wire.CountRule},
+		{"too many", many, wire.CodeBadCount, wire.CountRule},
+		{"twice", namesOf("a", "b", "b"), wire.CodeBadStreamName, "strictly ascending"},
+		{"descending", namesOf("b", "a"), wire.CodeBadStreamName, "strictly ascending"},
+		{"bad name", namesOf("a", "b c"), wire.CodeBadStreamName, wire.StreamNameRule},
+		{"empty name", namesOf("", "a"), wire.CodeBadStreamName, wire.StreamNameRule},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := wire.StreamNamesOf(c.names)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if got := wire.CodeOf(err); got != c.code {
+				t.Fatalf("code %d, want %d (%v)", got, c.code, err)
+			}
+			if !strings.Contains(err.Error(), c.rule) {
+				t.Fatalf("%q does not name %q", err, c.rule)
+			}
+		})
+	}
+	l, err := wire.StreamNamesOf(many[:wire.StreamsPerRequestMax])
+	if err != nil || l.Len() != wire.StreamsPerRequestMax {
+		t.Fatalf("the most names a request holds: %v, %d", err, l.Len())
+	}
+}
+
+// TestCreateStreams_DecoderRefusesWhatTheEncoderWouldNot: a frame whose names break the rule
+// (here the second name repeats the first) is refused by the node's decoder, and so is one whose
+// body runs past its last name.
+func TestCreateStreams_DecoderRefusesWhatTheEncoderWouldNot(t *testing.T) {
+	names, err := wire.StreamNamesOf(namesOf("a", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := wire.AppendCreateStreams(nil, fromClient, &wire.CreateStreams{RequestID: 1, Copies: 1, Policy: wire.PolicyAll, Names: names})
+	h, body, err := wire.ParseFrame(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wire.DecodeCreateStreams(&h, body); err != nil {
+		t.Fatal(err)
+	}
+	dup := bytes.Clone(body)
+	dup[3] = 'a' // "\x01a\x01b" -> "\x01a\x01a"
+	if _, err := wire.DecodeCreateStreams(&h, dup); wire.CodeOf(err) != wire.CodeBadStreamName {
+		t.Fatalf("a repeated name: %v", err)
+	}
+	if _, err := wire.DecodeCreateStreams(&h, append(bytes.Clone(body), 0)); !errors.Is(err, wire.ErrTrailingBytes) {
+		t.Fatalf("a byte after the last name: %v", err)
+	}
+	h.EntryCount = 3
+	if _, err := wire.DecodeCreateStreams(&h, body); err == nil {
+		t.Fatal("a count past the names was accepted")
+	}
+}
