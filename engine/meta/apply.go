@@ -53,6 +53,10 @@ func (s *State) applyOp(op []byte, opNumber uint64) Result {
 		return s.applyCommitRecoveries(o)
 	case SetAssignments:
 		return s.applySetAssignments(o)
+	case CreateStreams:
+		return s.applyCreateStreams(o)
+	case DeleteStreams:
+		return s.applyDeleteStreams(o)
 	default:
 		// DecodeOp returns only the kinds above.
 		assert.True(false, "meta: decoded op of no known kind")

@@ -169,6 +169,12 @@ func TestBatchOps_ValidationRefusesCountDuplicatesOrderAndBadEntries(t *testing.
 		"set bad entry":     SetAssignments{Entries: []SetAssignment{{Stream: 5, Incarnation: 1, ExpectedEpoch: 1, Owner: 1, Followers: []uint16{1}}}},
 		"set empty":         SetAssignments{},
 		"commit none valid": CommitRecoveries{Entries: []CommitRecovery{{}}},
+		"create none":       CreateStreams{},
+		"create name twice": CreateStreams{Entries: []CreateStream{newStreamEntry("x", 1), newStreamEntry("x", 2)}},
+		"create descending": CreateStreams{Entries: []CreateStream{newStreamEntry("y", 1), newStreamEntry("x", 2)}},
+		"create bad entry":  CreateStreams{Entries: []CreateStream{newStreamEntry("x", 1), newStreamEntry("y z", 2)}},
+		"delete twice":      DeleteStreams{Entries: []DeleteStream{{Stream: 1, Incarnation: 1}, {Stream: 1, Incarnation: 1}}},
+		"delete bad entry":  DeleteStreams{Entries: []DeleteStream{{Stream: 1, Incarnation: 0}}},
 	}
 	for name, op := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -33,8 +33,11 @@
 //   - A recovery's id is the op number that recorded it: unique for the life of the cluster and
 //     ascending in log order. Its R is computed here from the current assignment, never taken from
 //     the op, so the controller and the owner cannot disagree on it.
-//   - Batch ops (RecordRecoveries, CommitRecoveries, SetAssignments; issue 25) carry many streams'
-//     single ops as entries, so a failover of many streams costs two ops instead of two per stream.
+//   - Batch ops (RecordRecoveries, CommitRecoveries, SetAssignments, CreateStreams, DeleteStreams;
+//     issue 25) carry many streams' single ops as entries, so a failover of many streams costs two
+//     ops instead of two per stream, and a batched client create or delete one op per hundred
+//     names. CreateStreams' entries are keyed by name (strictly ascending; its entry results name
+//     the id each name was given, 0 when refused), the others' by stream id.
 //     Each entry keeps its single op's guards and is applied as that op, in entry order: a refused
 //     entry changes nothing and the others take effect. The op's code is ok and Result.Entries
 //     names each stream's code; an op that does not decode is refused whole (malformed, no

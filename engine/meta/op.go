@@ -24,6 +24,8 @@ const (
 	OpRecordRecoveries OpKind = 10
 	OpCommitRecoveries OpKind = 11
 	OpSetAssignments   OpKind = 12
+	OpCreateStreams    OpKind = 13
+	OpDeleteStreams    OpKind = 14
 )
 
 func (k OpKind) String() string {
@@ -52,6 +54,10 @@ func (k OpKind) String() string {
 		return "commit_recoveries"
 	case OpSetAssignments:
 		return "set_assignments"
+	case OpCreateStreams:
+		return "create_streams"
+	case OpDeleteStreams:
+		return "delete_streams"
 	default:
 		return fmt.Sprintf("op(%d)", uint8(k))
 	}

@@ -56,10 +56,9 @@ func DecodeOp(b []byte) (Op, error) {
 	case OpDecommissionNode:
 		op = DecommissionNode{Node: d.u16()}
 	case OpCreateStream:
-		op = CreateStream{Name: d.str(), Copies: d.u8(), Policy: d.policy(), Owner: d.u16(),
-			Followers: d.nodes(CopiesMax - 1), Stamped: d.policy()}
+		op = d.createStream()
 	case OpDeleteStream:
-		op = DeleteStream{Stream: d.u64(), Incarnation: d.u32()}
+		op = d.deleteStream()
 	case OpSetAssignment:
 		op = d.setAssignment()
 	case OpRecordRecovery:
@@ -83,6 +82,10 @@ func DecodeOp(b []byte) (Op, error) {
 		op = CommitRecoveries{Entries: decodeEntries(&d, (*decoder).commitRecovery)}
 	case OpSetAssignments:
 		op = SetAssignments{Entries: decodeEntries(&d, (*decoder).setAssignment)}
+	case OpCreateStreams:
+		op = CreateStreams{Entries: decodeEntries(&d, (*decoder).createStream)}
+	case OpDeleteStreams:
+		op = DeleteStreams{Entries: decodeEntries(&d, (*decoder).deleteStream)}
 	default:
 		return nil, fmt.Errorf("%w: %d", ErrOpKind, uint8(kind))
 	}

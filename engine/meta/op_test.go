@@ -40,6 +40,10 @@ func sampleOps() []Op {
 		SetAssignments{Entries: []SetAssignment{
 			{Stream: 3, Incarnation: 2, ExpectedEpoch: 5, Owner: 1, Followers: []uint16{2, 3, 4}, Policy: majority},
 			{Stream: 4, Incarnation: 1, ExpectedEpoch: 7, Owner: 2, Policy: Policy{Kind: PolicyLocalDurable}}}},
+		CreateStreams{Entries: []CreateStream{
+			{Name: "t.0", Copies: 3, Policy: majority, Owner: 2, Followers: []uint16{1, 3}, Stamped: Policy{Kind: PolicyCountAccepted, Count: 2}},
+			{Name: "t.1", Copies: 1, Policy: Policy{Kind: PolicyLocalDurable}, Owner: 3, Stamped: Policy{Kind: PolicyLocalDurable}}}},
+		DeleteStreams{Entries: []DeleteStream{{Stream: 3, Incarnation: 2}, {Stream: 9, Incarnation: 1 << 30}}},
 	}
 }
 
@@ -95,7 +99,7 @@ func TestDecodeOp_RefusesUnknownVersionAndKind(t *testing.T) {
 	if _, err := DecodeOp(b); !errors.Is(err, ErrOpVersion) {
 		t.Fatalf("version %d: err %v, want ErrOpVersion", b[0], err)
 	}
-	for _, kind := range []byte{0, byte(OpSetAssignments) + 1, 255} {
+	for _, kind := range []byte{0, byte(OpDeleteStreams) + 1, 255} {
 		if _, err := DecodeOp([]byte{opVersion, kind, 1, 0}); !errors.Is(err, ErrOpKind) {
 			t.Fatalf("kind %d: err %v, want ErrOpKind", kind, err)
 		}
