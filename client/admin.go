@@ -68,19 +68,11 @@ func (c *Client) CreateStream(ctx context.Context, name string, opts StreamOptio
 	if err := checkName("stream", name); err != nil {
 		return StreamInfo{}, err
 	}
-	if opts.Copies == 0 {
-		opts.Copies = 3
-	}
-	if opts.Policy.Kind == 0 {
-		opts.Policy.Kind = wire.PolicyMajority
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return StreamInfo{}, err
 	}
 	p := opts.Policy
-	if err := wire.ValidateCopies(opts.Copies, 0); err != nil {
-		return StreamInfo{}, fmt.Errorf("%w: %w", ErrInvalidCopies, err)
-	}
-	if err := wire.ValidatePolicy(p.Kind, p.Count, opts.Copies); err != nil {
-		return StreamInfo{}, fmt.Errorf("%w: policy %v: %w", ErrInvalidPolicy, p, err)
-	}
 	q := &createRequest{m: wire.CreateStream{Name: []byte(name), Copies: opts.Copies, Policy: p.Kind, ConfirmCount: p.Count}}
 	cl := newCall()
 	if err := c.exchange(ctx, "", q, cl, wire.CommandCreateStreamReply, 0); err != nil {
@@ -91,6 +83,25 @@ func (c *Client) CreateStream(ctx context.Context, name string, opts StreamOptio
 		return StreamInfo{}, fmt.Errorf("%w: create stream %q: %w", ErrProtocol, name, err)
 	}
 	return StreamInfo{Name: name, Stream: m.Stream, Incarnation: m.Incarnation, Copies: opts.Copies, Policy: p}, nil
+}
+
+// withDefaults fills in 3 copies and majority_durable where opts leaves them zero and checks the
+// result against wire's rules.
+func (opts StreamOptions) withDefaults() (StreamOptions, error) {
+	if opts.Copies == 0 {
+		opts.Copies = 3
+	}
+	if opts.Policy.Kind == 0 {
+		opts.Policy.Kind = wire.PolicyMajority
+	}
+	p := opts.Policy
+	if err := wire.ValidateCopies(opts.Copies, 0); err != nil {
+		return opts, fmt.Errorf("%w: %w", ErrInvalidCopies, err)
+	}
+	if err := wire.ValidatePolicy(p.Kind, p.Count, opts.Copies); err != nil {
+		return opts, fmt.Errorf("%w: policy %v: %w", ErrInvalidPolicy, p, err)
+	}
+	return opts, nil
 }
 
 // DeleteStream deletes a stream; its records and cursors are gone. An unknown name is ErrUnknownStream.

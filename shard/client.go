@@ -433,6 +433,10 @@ func checkRequest(h *wire.Header, body []byte) error {
 		_, err = wire.DecodeDeleteCursor(h, body)
 	case wire.CommandLookupStream:
 		_, err = wire.DecodeLookupStream(h, body)
+	case wire.CommandCreateStreams:
+		_, err = wire.DecodeCreateStreams(h, body)
+	case wire.CommandDeleteStreams:
+		_, err = wire.DecodeDeleteStreams(h, body)
 	default:
 		err = fmt.Errorf("%w: %s is not a client request", wire.ErrUnknownCommand, h.Command)
 	}

@@ -43,6 +43,18 @@ func (m *Service) local(ctx context.Context, j *metaJob) []byte {
 			return m.refusal(rid, wire.CodeOf(err), err.Error())
 		}
 		return m.delete(ctx, rid, string(req.Name))
+	case wire.CommandCreateStreams:
+		req, err := wire.DecodeCreateStreams(&j.h, j.body)
+		if err != nil {
+			return m.refusal(rid, wire.CodeOf(err), err.Error())
+		}
+		return m.createMany(ctx, req)
+	case wire.CommandDeleteStreams:
+		req, err := wire.DecodeDeleteStreams(&j.h, j.body)
+		if err != nil {
+			return m.refusal(rid, wire.CodeOf(err), err.Error())
+		}
+		return m.deleteMany(ctx, req)
 	}
 	return m.refusal(rid, wire.CodeInvalidRequest, fmt.Sprintf("%s is not a metadata request", j.h.Command))
 }
@@ -218,13 +230,13 @@ func (m *Service) create(ctx context.Context, req wire.CreateStream) []byte {
 			refusal = m.refusal(rid, wire.CodeStreamExists, fmt.Sprintf("a stream is named %q already", name))
 			return
 		}
-		nodes := placeNodes(st, m.n.reachable())
-		if len(nodes) < int(req.Copies) {
+		p := newPlacement(st, m.n.reachable())
+		if len(p.nodes) < int(req.Copies) {
 			refusal = m.refusal(rid, wire.CodeUnavailable, fmt.Sprintf("%d copies asked, %d registered nodes reachable",
-				req.Copies, len(nodes)))
+				req.Copies, len(p.nodes)))
 			return
 		}
-		nodes = nodes[:req.Copies]
+		nodes := p.pick(int(req.Copies))
 		op = meta.CreateStream{Name: name, Copies: req.Copies, Policy: policy, Owner: nodes[0],
 			Followers: slices.Sorted(slices.Values(nodes[1:])), Stamped: policy}
 		if req.Copies > 1 {
@@ -247,26 +259,46 @@ func (m *Service) create(ctx context.Context, req wire.CreateStream) []byte {
 	return m.createdReply(ctx, rid, name)
 }
 
-// placeNodes lists the registered nodes that reachable reports, fewest copies held first, then
-// lowest id (shard 0).
-func placeNodes(st *meta.State, reachable func(uint16) bool) []uint16 {
-	load := map[uint16]int{}
-	var nodes []uint16
+// placement chooses the nodes of new streams: the registered nodes reachable reports holding the
+// fewest copies (then the lowest ids), and among them as owner the one owning the fewest streams
+// (then the lowest id), so owners spread even when every stream has a copy on every node. Each pick
+// counts what it placed, so the streams of one batched create spread as one-by-one creates do.
+type placement struct {
+	nodes []uint16
+	load  map[uint16]int // copies held
+	owned map[uint16]int // streams owned
+}
+
+func newPlacement(st *meta.State, reachable func(uint16) bool) *placement {
+	p := &placement{load: map[uint16]int{}, owned: map[uint16]int{}}
 	for _, nd := range st.Nodes() {
 		if nd.Status == meta.NodeRegistered && reachable(nd.ID) {
-			nodes = append(nodes, nd.ID)
-			load[nd.ID] = 0
+			p.nodes = append(p.nodes, nd.ID)
 		}
 	}
 	for _, s := range st.Streams() {
 		a, _ := st.Assignment(s.ID)
-		load[a.Owner]++
+		p.load[a.Owner]++
+		p.owned[a.Owner]++
 		for _, f := range a.Followers {
-			load[f]++
+			p.load[f]++
 		}
 	}
-	slices.SortFunc(nodes, func(x, y uint16) int { return cmp.Or(cmp.Compare(load[x], load[y]), cmp.Compare(x, y)) })
-	return nodes
+	return p
+}
+
+// pick returns copies nodes (at most len(p.nodes)), the owner first, and counts them.
+func (p *placement) pick(copies int) []uint16 {
+	slices.SortFunc(p.nodes, func(x, y uint16) int { return cmp.Or(cmp.Compare(p.load[x], p.load[y]), cmp.Compare(x, y)) })
+	out := slices.Clone(p.nodes[:min(copies, len(p.nodes))])
+	owner := slices.MinFunc(out, func(x, y uint16) int { return cmp.Or(cmp.Compare(p.owned[x], p.owned[y]), cmp.Compare(x, y)) })
+	i := slices.Index(out, owner)
+	out[0], out[i] = out[i], out[0]
+	for _, n := range out {
+		p.load[n]++
+	}
+	p.owned[owner]++
+	return out
 }
 
 // delete proposes the deletion of the stream named name at its current incarnation.
@@ -304,15 +336,24 @@ func (m *Service) resultRefusal(rid uint64, res metahost.ProposeResult) []byte {
 	if r.OK() {
 		return nil
 	}
-	switch r.Code {
-	case meta.ResultNameInUse:
-		return m.refusal(rid, wire.CodeStreamExists, r.Message)
-	case meta.ResultStreamNotFound, meta.ResultIncarnationMismatch:
-		return m.refusal(rid, wire.CodeUnknownStream, r.Message)
-	case meta.ResultNodeNotRegistered, meta.ResultRecoveryRecorded:
-		return m.refusal(rid, wire.CodeUnavailable, r.String())
+	code := resultCode(r.Code)
+	if code == wire.CodeUnavailable || code == wire.CodeInvalidRequest {
+		return m.refusal(rid, code, r.String())
 	}
-	return m.refusal(rid, wire.CodeInvalidRequest, r.String())
+	return m.refusal(rid, code, r.Message)
+}
+
+// resultCode is the client's error code for an op (or a batch entry) the state refused.
+func resultCode(c meta.ResultCode) wire.ErrorCode {
+	switch c {
+	case meta.ResultNameInUse:
+		return wire.CodeStreamExists
+	case meta.ResultStreamNotFound, meta.ResultIncarnationMismatch:
+		return wire.CodeUnknownStream
+	case meta.ResultNodeNotRegistered, meta.ResultRecoveryRecorded:
+		return wire.CodeUnavailable
+	}
+	return wire.CodeInvalidRequest
 }
 
 // createdReply answers a create with the new stream's id and incarnation, read after the commit.

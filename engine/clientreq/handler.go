@@ -67,7 +67,8 @@ func (c *Handler) OnClientRequest(s *shard.Shard, req shard.ClientRequest, h *wi
 	c.received.Add(1)
 	c.n.metrics.countRequest(h.Command)
 	switch h.Command {
-	case wire.CommandCreateStream, wire.CommandDeleteStream, wire.CommandListStreams, wire.CommandLookupStream:
+	case wire.CommandCreateStream, wire.CommandDeleteStream, wire.CommandListStreams, wire.CommandLookupStream,
+		wire.CommandCreateStreams, wire.CommandDeleteStreams:
 		c.n.metaSvc.submitClient(s, req, h, body)
 	case wire.CommandProduce, wire.CommandFetch, wire.CommandCommitCursor, wire.CommandGetCursor,
 		wire.CommandListCursors, wire.CommandDeleteCursor:

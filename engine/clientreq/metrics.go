@@ -40,7 +40,7 @@ func newMetrics(labels prometheus.Labels) *Metrics {
 		Help: "Client requests answered with an error reply, by code.", ConstLabels: labels}, []string{"code"})
 	for _, c := range []wire.Command{wire.CommandCreateStream, wire.CommandDeleteStream, wire.CommandListStreams,
 		wire.CommandLookupStream, wire.CommandProduce, wire.CommandFetch, wire.CommandCommitCursor, wire.CommandGetCursor,
-		wire.CommandListCursors, wire.CommandDeleteCursor} {
+		wire.CommandListCursors, wire.CommandDeleteCursor, wire.CommandCreateStreams, wire.CommandDeleteStreams} {
 		m.byCommand[c] = requests.WithLabelValues(c.String())
 	}
 	for c := wire.CodeNotOwner; c <= wire.CodeLogFailed; c++ {

@@ -300,13 +300,15 @@ func primaryCouldNotServe(h *wire.Header, body []byte) bool {
 // to one this node forwarded. It runs on the shard that received the frame; body is copied.
 func (m *Service) OnPeerFrame(s *shard.Shard, from uint16, h *wire.Header, body []byte) {
 	switch h.Command {
-	case wire.CommandCreateStream, wire.CommandDeleteStream, wire.CommandListStreams, wire.CommandLookupStream:
+	case wire.CommandCreateStream, wire.CommandDeleteStream, wire.CommandListStreams, wire.CommandLookupStream,
+		wire.CommandCreateStreams, wire.CommandDeleteStreams:
 		j := metaJob{h: *h, body: append([]byte(nil), body...), from: from}
 		if err := m.start(j); err != nil {
 			_ = s.SendFrame(from, m.refusal(j.requestID(), err.code, err.msg))
 		}
 	case wire.CommandCreateStreamReply, wire.CommandDeleteStreamReply, wire.CommandListStreamsReply,
-		wire.CommandLookupStreamReply, wire.CommandErrorReply:
+		wire.CommandLookupStreamReply, wire.CommandCreateStreamsReply, wire.CommandDeleteStreamsReply,
+		wire.CommandErrorReply:
 		id := binary.LittleEndian.Uint64(h.Area[:8])
 		m.mu.Lock()
 		done := m.fwd[id]
@@ -380,17 +382,23 @@ func (m *Service) ProposeOp(ctx context.Context, op meta.Op) (metahost.ProposeRe
 
 // proposeRefusal turns a proposal's failure into an error reply.
 func (m *Service) proposeRefusal(rid uint64, err error) []byte {
+	code, msg := proposeError(err)
+	return m.refusal(rid, code, msg)
+}
+
+// proposeError is the client's error code and message for a proposal that failed.
+func proposeError(err error) (wire.ErrorCode, string) {
 	switch {
 	case errors.Is(err, meta.ErrOpInvalid):
-		return m.refusal(rid, wire.CodeOf(err), err.Error())
+		return wire.CodeOf(err), err.Error()
 	case errors.Is(err, vsr.ErrNotPrimary):
-		return m.refusal(rid, wire.CodeNotYet, "the metadata primary changed; retry")
+		return wire.CodeNotYet, "the metadata primary changed; retry"
 	case errors.Is(err, vsr.ErrPipelineFull):
-		return m.refusal(rid, wire.CodeOverloaded, "the metadata group's pipeline is full; retry")
+		return wire.CodeOverloaded, "the metadata group's pipeline is full; retry"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return m.refusal(rid, wire.CodeUnavailable, "the metadata op did not commit in time; retry")
+		return wire.CodeUnavailable, "the metadata op did not commit in time; retry"
 	}
-	return m.refusal(rid, wire.CodeInternal, err.Error())
+	return wire.CodeInternal, err.Error()
 }
 
 // Close stops taking requests and cancels the ones running; Wait waits for them.
