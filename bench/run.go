@@ -152,8 +152,14 @@ func (r *run) createStreams(ctx context.Context) ([]string, error) {
 	names := make([]string, r.cfg.Streams)
 	for i := range names {
 		names[i] = r.cfg.StreamPrefix + "-" + strconv.Itoa(i)
-		if _, err := r.cl.CreateStream(ctx, names[i], opts); err != nil {
-			return nil, fmt.Errorf("bench: create stream %s: %w", names[i], err)
+	}
+	results, err := r.cl.CreateStreams(ctx, names, opts)
+	if err != nil {
+		return nil, fmt.Errorf("bench: create streams: %w", err)
+	}
+	for _, res := range results {
+		if res.Err != nil {
+			return nil, fmt.Errorf("bench: create stream %s: %w", res.Info.Name, res.Err)
 		}
 	}
 	for _, name := range names {
@@ -172,10 +178,10 @@ func (r *run) createStreams(ctx context.Context) ([]string, error) {
 }
 
 // place returns a stream owned by the metadata primary's node (onPrimary) or by another node: first,
-// if it already is, or first-1, first-2, ... Placement puts a stream's owner on the node holding the
-// fewest copies (then the lowest id), so each miss deletes the stream and creates a 1-copy filler
-// stream, which lands on the least loaded node and moves the next owner along; the fillers are
-// deleted once the stream is placed.
+// if it already is, or first-1, first-2, ... Placement puts a stream's owner on the node owning the
+// fewest streams among those holding the fewest copies (then the lowest id), so each miss deletes
+// the stream and creates a 1-copy filler stream, which lands on the least loaded node and moves the
+// next owner along; the fillers are deleted once the stream is placed.
 func (r *run) place(ctx context.Context, first string, opts client.StreamOptions, onPrimary bool) (string, error) {
 	primary, err := r.admin.metaPrimary(ctx, r.liveAdmins())
 	if err != nil {
@@ -289,10 +295,16 @@ func (r *run) deleteStreams(ctx context.Context, names []string, rep *Report) {
 	if r.lc != nil || r.cfg.KeepStreams {
 		return
 	}
-	for _, name := range names {
-		if err := r.cl.DeleteStream(ctx, name); err != nil {
+	results, err := r.cl.DeleteStreams(ctx, names)
+	if err != nil {
+		rep.Events = append(rep.Events, Event{Name: EventStreamNotDeleted, AtMs: msSince(r.events.start, time.Now()),
+			Note: fmt.Sprintf("%d streams: %v", len(names), err)})
+		return
+	}
+	for _, res := range results {
+		if res.Err != nil {
 			rep.Events = append(rep.Events, Event{Name: EventStreamNotDeleted, AtMs: msSince(r.events.start, time.Now()),
-				Note: fmt.Sprintf("%s: %v", name, err)})
+				Note: fmt.Sprintf("%s: %v", res.Info.Name, res.Err)})
 		}
 	}
 }

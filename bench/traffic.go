@@ -161,25 +161,33 @@ func trafficReport(tc TrafficConfig, d, after Metrics, window time.Duration, met
 	return rep
 }
 
-// createGroups creates tc.Groups streams, 16 at a time, and waits until each has an owner.
+// createGroups creates tc.Groups streams in batched creates and waits until each has an owner, 16
+// lookups at a time.
 func (r *run) createGroups(ctx context.Context, tc TrafficConfig) ([]string, error) {
 	names := make([]string, tc.Groups)
+	for i := range names {
+		names[i] = "group-" + strconv.Itoa(i)
+	}
 	opts := client.StreamOptions{Copies: uint8(tc.Copies), Policy: client.Policy{Kind: wire.PolicyMajority}}
+	results, err := r.cl.CreateStreams(ctx, names, opts)
+	if err != nil {
+		return nil, fmt.Errorf("bench: traffic: %w", err)
+	}
+	for _, res := range results {
+		if res.Err != nil {
+			return nil, fmt.Errorf("bench: traffic: stream %s: %w", res.Info.Name, res.Err)
+		}
+	}
 	errs := make(chan error, 1)
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
-	for i := range names {
-		names[i] = "group-" + strconv.Itoa(i)
+	for _, name := range names {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			_, err := r.cl.CreateStream(ctx, names[i], opts)
-			if err == nil {
-				_, err = r.cl.Lookup(ctx, names[i])
-			}
-			if err != nil {
+			if _, err := r.cl.Lookup(ctx, name); err != nil {
 				select {
-				case errs <- fmt.Errorf("bench: traffic: stream %s: %w", names[i], err):
+				case errs <- fmt.Errorf("bench: traffic: stream %s: %w", name, err):
 				default:
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringstream/ringstream/client"
 	"github.com/ringstream/ringstream/engine/config"
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/metahost"
@@ -233,4 +234,41 @@ func TestFailover_OwnerKilledUnderProduce(t *testing.T) {
 		t.Fatalf("history starts %+v: want the one recovery's, by a survivor", starts.List)
 	}
 	t.Logf("old owner %d rejoined as a follower at epoch %d (owner %d, followers %v)", victim, asg.Epoch, asg.Owner, asg.Followers)
+}
+
+// createStreams creates count three-copy streams PREFIX0.. in batched creates through node 1's
+// client listener once every node is registered, waits for every copy, and returns their ids in
+// name order.
+func (c *failoverCluster) createStreams(t testing.TB, prefix string, count int) []uint64 {
+	waitForTB(t, "every node registered", func() bool {
+		p := c.primary(0)
+		return p != nil && len(p.Status().Heartbeats.Nodes) == 3
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cl, err := client.Dial(ctx, client.Config{Addrs: []string{c.client[1].String()}, Cluster: nodeTestCluster,
+		BackoffMin: 5 * time.Millisecond, BackoffMax: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	names := make([]string, count)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	results, err := cl.CreateStreams(ctx, names, client.StreamOptions{Copies: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]uint64, count)
+	for i, r := range results {
+		if r.Err != nil {
+			t.Fatalf("create %s: %v", names[i], r.Err)
+		}
+		ids[i] = r.Info.Stream
+	}
+	for _, id := range ids {
+		c.waitCopies(id, 1, 1, 2, 3)
+	}
+	return ids
 }
