@@ -95,6 +95,10 @@ type Copy struct {
 	cursorAck   bool
 	ownerCommit uint64 // the owner's confirmed tail, from its prepares
 	owed        OwedProbe
+	// lastAnswer is the follower's last answer to its owner (lastEpochs its log epochs), sent again
+	// when its link to the owner comes up (PeerUp): one sent while that link was down was dropped.
+	lastAnswer wire.StreamPrepareOK
+	lastEpochs []wire.LogEpoch
 
 	// Produces held while the owner's log-epoch entry is made durable (owner.go, holdForEpoch).
 	epochHeld      []heldProduce

@@ -186,6 +186,13 @@ func (c *Copy) answerPrepare(to uint16, m *wire.StreamPrepare, status wire.Prepa
 	ok := PrepareOK{To: to, Epochs: c.epochs}
 	ok.Msg = wire.StreamPrepareOK{Stream: c.cfg.Stream, Incarnation: c.cfg.Incarnation, Epoch: epoch, Status: status,
 		Log: m.Log, RecordTail: c.rec.appended, CursorTail: c.cur.appended, BaseOffset: m.BaseOffset}
+	c.sendAnswer(ok)
+}
+
+// sendAnswer sends an answer to a prepare and keeps it as the last one (PeerUp sends it again).
+func (c *Copy) sendAnswer(ok PrepareOK) {
+	c.lastAnswer = ok.Msg
+	c.lastEpochs = append(c.lastEpochs[:0], ok.Epochs...)
 	c.fx.PrepareOKs = append(c.fx.PrepareOKs, ok)
 }
 
@@ -252,5 +259,5 @@ func (c *Copy) ack(log wire.LogKind, recordTail uint64) {
 	ok := PrepareOK{To: c.asg.Owner}
 	ok.Msg = wire.StreamPrepareOK{Stream: c.cfg.Stream, Incarnation: c.cfg.Incarnation, Epoch: c.asg.Epoch,
 		Status: wire.PrepareAppended, Log: log, RecordTail: recordTail, CursorTail: c.cur.durable, BaseOffset: c.ackBase}
-	c.fx.PrepareOKs = append(c.fx.PrepareOKs, ok)
+	c.sendAnswer(ok)
 }

@@ -258,3 +258,46 @@ func TestOwner_PeerUpProbesNothingRestartedOrFailed(t *testing.T) {
 		}
 	}
 }
+
+// A follower's answer sent while its link to the owner was down is lost (links are one per
+// direction: the owner's link up lets its probe in, the follower's may still be connecting). When
+// the follower's link to its owner comes up it sends its last answer of the epoch again, once; a
+// link to another node, or an answer of an older epoch, sends nothing.
+func TestFollower_PeerUpSendsTheLastAnswerToTheOwnerAgain(t *testing.T) {
+	c, err := stream.New(testConfig(2), assignment(2, 1, 2, 3), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.OpenDone(stream.OpenState{LogEpochs: []wire.LogEpoch{{Epoch: 1}}})
+	c.Ready()
+	c.EpochDone(2, nil)
+	c.Ready()
+	c.PeerUp(1)
+	if got := answers(c.Ready(), 1); len(got) != 0 {
+		t.Fatalf("sent %+v before answering anything", got)
+	}
+	probe := probeOf(1, 2, 0, 0)
+	c.Step(&probe)
+	first := answers(c.Ready(), 1)
+	if len(first) != 1 {
+		t.Fatalf("answers to the probe %+v, want one", first)
+	}
+	c.PeerUp(3)
+	if got := answers(c.Ready(), 3); len(got) != 0 {
+		t.Fatalf("sent %+v to node 3, which is not the owner", got)
+	}
+	c.PeerUp(1)
+	again := answers(c.Ready(), 1)
+	if len(again) != 1 || again[0] != first[0] {
+		t.Fatalf("after the link to the owner came up: %+v, want the last answer %+v again", again, first[0])
+	}
+	if c.Stats().Resent != 1 {
+		t.Fatalf("resent %d, want 1", c.Stats().Resent)
+	}
+	c.Reassign(assignment(3, 3, 1, 2), nil)
+	c.Ready()
+	c.PeerUp(3)
+	if got := answers(c.Ready(), 3); len(got) != 0 {
+		t.Fatalf("the answer of epoch 2 was sent to the owner of epoch 3: %+v", got)
+	}
+}

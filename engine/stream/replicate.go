@@ -418,11 +418,19 @@ func (c *Copy) owes(p *progress) bool {
 	return p.mode == modeProbe || p.mode == modeStalled || p.inflight.len() > 0 || p.reading || p.csent > p.cmatch
 }
 
-// PeerUp tells an owner that its link to node came up (again): what it sent a follower there while
-// the link was down was dropped, so a follower that owes an answer is probed at once, as ResendTicks
-// of silence would, rather than up to ResendTicks later (a follower's node restarted, or the owner's
-// own start).
+// PeerUp tells the copy that its link to node came up (again); what it sent there while the link
+// was down was dropped. An owner probes at once a follower there that owes it an answer, as
+// ResendTicks of silence would, rather than up to ResendTicks later (a follower's node restarted, or
+// the owner's own start). A follower whose owner is on node sends its last answer of the current
+// epoch again: links are one per direction, so the answer to the probe the owner sent when its own
+// link came up may have met this one still down. A repeated answer is one the owner takes as a late
+// duplicate (onPrepareOK matches answers to what it sent), so sending it again is always safe.
 func (c *Copy) PeerUp(node uint16) {
+	if c.role == RoleFollower && node == c.asg.Owner && c.lastAnswer.Epoch == c.asg.Epoch {
+		c.stats.Resent++
+		c.fx.PrepareOKs = append(c.fx.PrepareOKs, PrepareOK{To: node, Msg: c.lastAnswer, Epochs: c.lastEpochs})
+		return
+	}
 	if c.role != RoleOwner || !c.mayProbe() {
 		return // a sealed owner keeps its followers' progress, and must not probe at its old epoch
 	}

@@ -142,6 +142,7 @@ type Stats struct {
 	LastRefusal Refusal
 	Probes      uint64 // probes sent to followers
 	Resets      uint64 // followers probed again after ResendTicks of silence
+	Resent      uint64 // follower: last answers sent again when the link to the owner came up
 	Catchups    uint64 // catch-up reads issued
 	Unsynced    uint64 // followers made live by sending what waits for the owner's group commit
 	Duplicates  uint64 // produces answered from the producer table

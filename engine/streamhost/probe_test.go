@@ -127,13 +127,12 @@ func TestFailover_FollowerApplyingKeepsTheNewOwnersProbe(t *testing.T) {
 // A follower's node restarts: what the owner sent it while its link was down was dropped. The owner
 // probes it again as soon as the link is up (stream.Copy.PeerUp), not ResendTicks later; its resend is
 // set beyond the test's bounds, so every probe it sends is a link-up probe (Resets counts them). The
-// follower's answer can still be lost when its own link back is not up yet: then the owner's next
-// resend recovers it, which this test turns off, so it asserts the probe, not the catch-up.
+// follower's answer can meet its own link back still down (links are one per direction): the
+// follower sends its last answer again when that link comes up (PeerUp on the follower), so with no
+// resend at all the follower still catches up to every confirmed record.
 func TestFailover_OwnerProbesARestartedFollowerWhenItsLinkIsUp(t *testing.T) {
 	noResend := func(c *streamhost.Config) {
-		if c.Node == 1 {
-			c.Stream.ResendTicks = 1 << 40
-		}
+		c.Stream.ResendTicks = 1 << 40
 	}
 	c := newCluster(t, majority(1, 2, 3), noResend)
 	n1 := c.nodes[1]
@@ -142,8 +141,9 @@ func TestFailover_OwnerProbesARestartedFollowerWhenItsLinkIsUp(t *testing.T) {
 	if err := c.nodes[3].node.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	produceConfirmed(t, n1, 5, 10, at) // confirmed by nodes 1 and 2; what went to node 3 is dropped
+	tail := produceConfirmed(t, n1, 5, 10, at) // confirmed by nodes 1 and 2; what went to node 3 is dropped
 	before := state(t, n1).Stats.Resets
 	c.restart(3)
 	waitFor(t, "the owner probing node 3 when its link is up", func() bool { return state(t, n1).Stats.Resets > before })
+	waitDurable(t, c.nodes[3], tail)
 }
