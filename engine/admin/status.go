@@ -69,7 +69,8 @@ func (n *node) metaStatus(st *adminapi.Status) {
 	cs := n.ctl.Status()
 	st.Controller = &adminapi.Controller{Active: cs.Primary, Heartbeats: cs.Stats.Heartbeats,
 		NodesLost: cs.Stats.NodesLost, Proposals: cs.Stats.Proposals, ProposalsRefused: cs.Stats.ProposalsRefused,
-		Seals: cs.Stats.Seals, SealReplies: cs.Stats.SealReplies, Attention: len(cs.Attention),
+		ProposalsDropped: cs.Stats.ProposalsDropped,
+		Seals:            cs.Stats.Seals, SealReplies: cs.Stats.SealReplies, Attention: len(cs.Attention),
 		FramesDropped: cs.FramesDropped, SendFailures: cs.SendFailures}
 	if n.state() != StateServing {
 		return

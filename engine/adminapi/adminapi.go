@@ -71,6 +71,7 @@ type Controller struct {
 	NodesLost        uint64 `json:"nodes_lost"`
 	Proposals        uint64 `json:"proposals"`
 	ProposalsRefused uint64 `json:"proposals_refused"`
+	ProposalsDropped uint64 `json:"proposals_dropped"` // streams whose proposal the metadata replica refused at once (its pipeline full); proposed again
 	Seals            uint64 `json:"seals"`
 	SealReplies      uint64 `json:"seal_replies"`
 	Attention        int    `json:"attention"` // entries in /v1/attention

@@ -17,6 +17,7 @@ type Stats struct {
 	Proposals          uint64 // ops handed out in Effects.Proposals
 	ProposalsRefused   uint64 // proposals applied with a refusal (a guard did not hold)
 	ProposalsExpired   uint64 // proposals whose outcome never came back within ProposalTimeoutTicks
+	ProposalsDropped   uint64 // streams whose proposal the replica refused at once (pipeline full, not primary): decided again
 	Seals              uint64 // seals handed out in Effects.Seals
 	SealReplies        uint64 // seal replies counted for the current transition
 	SealRepliesIgnored uint64 // seal replies for no current transition, another fence, or not sealed
@@ -123,6 +124,7 @@ func (c *Controller) ProposalDone(stream uint64, r meta.Result) {
 // ProposalDropped reports that the proposal for stream was never proposed or was lost (this replica
 // is not primary, its pipeline is full, a view change dropped it).
 func (c *Controller) ProposalDropped(stream uint64) {
+	c.stats.ProposalsDropped++
 	c.dirty = true
 	if i, ok := c.proposalIndex(stream); ok {
 		c.proposals = slices.Delete(c.proposals, i, i+1)
