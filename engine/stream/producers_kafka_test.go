@@ -189,3 +189,24 @@ func TestProducersKafka_OwnRuleUnchanged(t *testing.T) {
 		t.Fatalf("next sequence answered %+v", r)
 	}
 }
+
+// A producer id whose last batch followed the other rule is taken as unknown: its batch under the
+// new rule starts it at any sequence (ids of our clients and Kafka's are drawn apart, but one id
+// never mixes the two rules' sequences).
+func TestProducersKafka_RuleSwitchIsANewProducer(t *testing.T) {
+	cl := newCluster(t, assignment(1, 1))
+	owner := cl.nodes[1]
+	cl.produce(1, 9, 42, 0, 3, payload(0, 20)) // our rule
+	cl.settle()
+	oneReply(t, owner)
+	cl.produce(1, 9, 42, kseq(0, 5), 1, payload(1, 20)) // Kafka's, at a sequence of its own
+	cl.settle()
+	if r := oneReply(t, owner); r.Kind != stream.ReplyProduce || r.Produce.Duplicate || r.Produce.BaseOffset != 3 {
+		t.Fatalf("Kafka batch after our rule answered %+v", r)
+	}
+	cl.produce(1, 9, 42, 0, 1, payload(2, 20)) // our rule again, from 0
+	cl.settle()
+	if r := oneReply(t, owner); r.Kind != stream.ReplyProduce || r.Produce.Duplicate || r.Produce.BaseOffset != 4 {
+		t.Fatalf("our batch after Kafka's answered %+v", r)
+	}
+}
