@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -76,5 +77,35 @@ func TestValidateInitProducerID(t *testing.T) {
 		if got, msg := validateInitProducerID(req); got != c.want {
 			t.Errorf("%s: code %d (%s), want %d", c.name, got, msg, c.want)
 		}
+	}
+}
+
+// The shards allocate at once: every id handed out is unique, and the lead bounds them together.
+func TestProducerIDsConcurrent(t *testing.T) {
+	clock := func() int64 { return 10_000 }
+	p := newProducerIDs(3, clock)
+	p.last.Store(clock() - 1) // start at the wall clock: producerIDLead+1 ids are allowed
+	ids := make(chan int64, 4*producerIDLead)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range producerIDLead {
+				if id, ok := p.next(); ok {
+					ids <- id
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(ids)
+	seen := map[int64]bool{}
+	for id := range ids {
+		if seen[id] {
+			t.Fatalf("id %#x handed out twice", id)
+		}
+		seen[id] = true
+	}
+	if len(seen) != producerIDLead+1 {
+		t.Fatalf("%d ids handed out, want %d", len(seen), producerIDLead+1)
 	}
 }
