@@ -191,8 +191,9 @@ func TestProducersKafka_OwnRuleUnchanged(t *testing.T) {
 }
 
 // A producer id whose last batch followed the other rule is taken as unknown: its batch under the
-// new rule starts it at any sequence (ids of our clients and Kafka's are drawn apart, but one id
-// never mixes the two rules' sequences).
+// new rule starts it at any sequence. (Our clients draw random 64-bit ids, so one meets a Kafka
+// producer's id only by a vanishing chance; the table still never reads one rule's sequence by the
+// other's.)
 func TestProducersKafka_RuleSwitchIsANewProducer(t *testing.T) {
 	cl := newCluster(t, assignment(1, 1))
 	owner := cl.nodes[1]
