@@ -60,6 +60,10 @@ type Config struct {
 	Duration    time.Duration `json:"duration_ns"`
 	Warmup      time.Duration `json:"warmup_ns"`
 
+	// Client is the producers' and the read-back's client: ClientRingstream (the Go client; empty
+	// means it) or ClientKafka (franz-go on the nodes' Kafka listeners, kafka.go).
+	Client string `json:"client,omitempty"`
+
 	// Faults, in seconds since the start of load; 0 is off (RestartAfter: -1 is never).
 	KillOwnerAt        float64 `json:"kill_owner_at_secs"`
 	OwnerOnMetaPrimary bool    `json:"owner_on_metadata_primary"`
@@ -154,6 +158,13 @@ func (c *Config) Validate() error {
 		{c.OwnerOnMetaPrimary && c.OwnerOffMetaPrimary, "--owner-off-metadata-primary",
 			"not with --owner-on-metadata-primary"},
 		{c.Addrs != nil && (c.faults() || c.Script != nil), "--cluster", "a running cluster takes no faults (the bench cannot kill its nodes)"},
+		{c.Client != "" && c.Client != ClientRingstream && c.Client != ClientKafka, "--client", "ringstream or kafka"},
+		{c.Client == ClientKafka && c.Addrs != nil, "--client kafka",
+			"a local cluster only (the bench knows a running cluster's client addresses, not its Kafka ones)"},
+		{c.Client == ClientKafka && (c.OwnerOnMetaPrimary || c.OwnerOffMetaPrimary), "--client kafka",
+			"not with --owner-on-metadata-primary or --owner-off-metadata-primary (their streams are no topics)"},
+		{c.Client == ClientKafka && c.Compression == "s2", "--client kafka", "--compression none or zstd"},
+		{c.Client == ClientKafka && c.TraceStages, "--client kafka", "not with --trace-stages (franz-go has no stage marks)"},
 		{c.TraceStages && c.Addrs != nil && len(c.Admins) == 0, "--trace-stages",
 			"with --cluster, needs --admin (the traces are read from the nodes' admin listeners)"},
 	}

@@ -68,6 +68,13 @@
 //   - Byte figures are binary, whatever they measure: MiB (2^20 bytes) for a node's RSS and MiB/s for
 //     throughput, in the table, the JSON keys (throughput_mib_per_s, mib_per_s, rss_max_mib) and the
 //     sweep's columns.
+//   - --client kafka runs the same load, faults and verification through franz-go on the nodes' Kafka
+//     listeners (kafka.go): stream i is topic PREFIX-i's partition 0 (the stream PREFIX-i.0); each
+//     of the Producers x InFlight producers is a kgo client with its default idempotent producer,
+//     acks=all, one batch of --batch records in flight in a closed loop; the read-back is a kgo
+//     consumer. Kafka answers carry no epoch, so the owner kill's gap ends at the first batch of
+//     the stream a node other than the killed owner reports written (kgo's OnProduceBatchWritten).
+//     A local cluster only; compression none or zstd.
 //   - Part of the failover gap from the nodes' metrics: the mean of every histogram whose name speaks
 //     of failover, seal, recovery, assignment, promotion or detection, over the run; empty where the
 //     nodes export none.

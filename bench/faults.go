@@ -107,7 +107,7 @@ func (f *faults) killOwner(ctx context.Context) {
 		return
 	}
 	now := time.Now()
-	gap := f.r.watches.arm(now, v.Epoch, false, func(end time.Time) {
+	gap := f.r.watches.armKill(now, v.Epoch, f.stream, v.Owner, func(end time.Time) {
 		f.r.events.add(EventFirstConfirm, 0, end, fmt.Sprintf("at a newer epoch than %d, after the kill", v.Epoch))
 	})
 	if err := f.r.lc.Kill(v.Owner); err != nil {

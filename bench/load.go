@@ -239,9 +239,13 @@ type watch struct {
 	since         time.Time
 	epochAbove    uint32
 	appendedAfter bool
-	onEnd         func(end time.Time)
-	end           time.Time // zero until it ended
-	done          chan struct{}
+	// stream and lost, when stream is set, also end the watch at the first batch of stream that a
+	// node other than lost reports written (writtenBy: the Kafka driver's answers carry no epoch).
+	stream string
+	lost   uint16
+	onEnd  func(end time.Time)
+	end    time.Time // zero until it ended
+	done   chan struct{}
 }
 
 func (w *watches) arm(since time.Time, epochAbove uint32, appendedAfter bool, onEnd func(time.Time)) *watch {
@@ -251,6 +255,41 @@ func (w *watches) arm(since time.Time, epochAbove uint32, appendedAfter bool, on
 	w.active = append(w.active, wt)
 	w.mu.Unlock()
 	return wt
+}
+
+// armKill is arm for an owner kill of stream's owner lost at epoch: the watch ends at a confirmation
+// at a newer epoch, or a batch of stream written by another node (writtenBy).
+func (w *watches) armKill(since time.Time, epoch uint32, stream string, lost uint16, onEnd func(time.Time)) *watch {
+	wt := &watch{since: since, epochAbove: epoch, stream: stream, lost: lost, onEnd: onEnd, done: make(chan struct{})}
+	w.mu.Lock()
+	w.active = append(w.active, wt)
+	w.mu.Unlock()
+	return wt
+}
+
+// writtenBy ends every kill watch of stream whose lost owner is not node: a batch of the stream
+// written by another node.
+func (w *watches) writtenBy(now time.Time, stream string, node uint16) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kept := w.active[:0]
+	for _, wt := range w.active {
+		if wt.stream != "" && wt.stream == stream && node != wt.lost {
+			wt.finish(now)
+			continue
+		}
+		kept = append(kept, wt)
+	}
+	w.active = kept
+}
+
+// finish ends wt at now (w.mu held).
+func (wt *watch) finish(now time.Time) {
+	wt.end = now
+	close(wt.done)
+	if wt.onEnd != nil {
+		wt.onEnd(now)
+	}
 }
 
 // confirmed ends every armed watch this confirmation satisfies; oldest is when its first record was
@@ -265,11 +304,7 @@ func (w *watches) confirmed(now, oldest time.Time, epoch uint32) {
 			ok = oldest.After(wt.since)
 		}
 		if ok {
-			wt.end = now
-			close(wt.done)
-			if wt.onEnd != nil {
-				wt.onEnd(now)
-			}
+			wt.finish(now)
 			continue
 		}
 		kept = append(kept, wt)

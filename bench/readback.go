@@ -24,7 +24,11 @@ func (r *run) verify(ctx context.Context, ledgers map[string]*ledger) Verificati
 	for _, name := range sortedKeys(ledgers) {
 		l := ledgers[name]
 		l.beginRead()
-		if err := r.readBack(ctx, l); err != nil {
+		read := r.readBack
+		if r.cfg.Client == ClientKafka {
+			read = r.readBackKafka
+		}
+		if err := read(ctx, l); err != nil {
 			v.Examples = append(v.Examples, fmt.Sprintf("%s: read back stopped: %v", name, err))
 		}
 		l.check(&v)

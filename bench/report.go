@@ -108,6 +108,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...)) }
 	row("scenario", "%d nodes x %d shards, %d stream(s) %s (%d copies, %s), %d producers, %d B records, batch %d, in flight %d",
 		c.Nodes, c.Shards, c.Streams, c.Stream, c.Copies, c.Policy, c.Producers, c.RecordSize, c.Batch, c.InFlight)
+	if c.Client == ClientKafka {
+		row("client", "kafka: franz-go's idempotent producer and consumer, on the nodes' Kafka listeners")
+	}
 	row("load", "%.1f s (warmup %.1f s excluded from latency)", r.DurationS, c.Warmup.Seconds())
 	row("throughput", "%.0f records/s, %.2f MiB/s", r.ThroughputRecordsPerS, r.ThroughputMiBPerS)
 	row("latency (ms)", "p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f", r.LatencyMs.P50, r.LatencyMs.P99,

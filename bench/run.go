@@ -152,6 +152,9 @@ func (r *run) createStreams(ctx context.Context) ([]string, error) {
 	names := make([]string, r.cfg.Streams)
 	for i := range names {
 		names[i] = r.cfg.StreamPrefix + "-" + strconv.Itoa(i)
+		if r.cfg.Client == ClientKafka {
+			names[i] = kafkaStreamName(names[i])
+		}
 	}
 	results, err := r.cl.CreateStreams(ctx, names, opts)
 	if err != nil {
@@ -227,6 +230,10 @@ func (r *run) drive(ctx context.Context, names []string, progress io.Writer) (*R
 	if err != nil {
 		return nil, fmt.Errorf("%w: --compression: %w", ErrConfig, err)
 	}
+	kcodec, err := kafkaCompression(r.cfg.Compression)
+	if err != nil && r.cfg.Client == ClientKafka {
+		return nil, err
+	}
 	before, _ := r.admin.scrapeAll(ctx, r.liveAdmins())
 	cpuBefore := r.sampleCPU()
 	start := time.Now()
@@ -257,6 +264,10 @@ func (r *run) drive(ctx context.Context, names []string, progress io.Writer) (*R
 	var wg sync.WaitGroup
 	for _, p := range prods {
 		pc := newPacer(start, r.cfg.Rate/float64(count))
+		if r.cfg.Client == ClientKafka {
+			wg.Go(func() { p.runKafka(loadCtx, r.kafkaEnv(), kcodec, pc, drainTimeout) })
+			continue
+		}
 		wg.Go(func() { p.run(loadCtx, codec, pc, drainTimeout) })
 	}
 	consumed := r.startConsumers(loadCtx, names, &wg)

@@ -489,7 +489,11 @@ const (
 	CodeBadFormat       ErrorCode = 21 // FormatRule
 	// 22 is left to the offset-for-time request.
 
-	codeMax = CodeBadFormat
+	// CodeProducerFenced: a Kafka producer's batch carries a producer epoch older than the one of
+	// that producer's last batch in the stream (a newer session of the producer fenced it). Final.
+	CodeProducerFenced ErrorCode = 23
+
+	codeMax = CodeProducerFenced
 )
 
 // ErrorReply refuses a client request (command 99). Stream is the stream the request addressed, or 0.

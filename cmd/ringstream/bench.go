@@ -78,6 +78,8 @@ func (bf *benchFlags) register(fs *pflag.FlagSet, shardList *string) {
 	fs.IntVar(&c.Batch, "batch", c.Batch, "records per batch")
 	fs.IntVar(&c.InFlight, "in-flight", c.InFlight, "batches in flight per producer")
 	fs.StringVar(&c.Compression, "compression", c.Compression, "batch compression: none, s2 or zstd")
+	fs.StringVar(&c.Client, "client", bench.ClientRingstream, "the producers' and the read-back's client: ringstream "+
+		"(the Go client) or kafka (franz-go's idempotent producer and consumer on the nodes' Kafka listeners)")
 	fs.Float64Var(&c.Rate, "rate", 0, "records/s over all producers, open loop (0: closed loop, as fast as confirmed)")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long the producers run")
 	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "first part of the load left out of the latency figures")

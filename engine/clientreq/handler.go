@@ -381,6 +381,8 @@ func errorCodeName(c wire.ErrorCode) string {
 		return "batch_too_large"
 	case wire.CodeSequenceGap:
 		return "sequence_gap"
+	case wire.CodeProducerFenced:
+		return "producer_fenced"
 	case wire.CodeLogFailed:
 		return "log_failed"
 	case wire.CodeNotYet:

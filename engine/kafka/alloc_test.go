@@ -10,15 +10,17 @@ import (
 )
 
 // producePath is the record-batch work of one partition of a Produce: check the Kafka batch, build
-// record format 2's payload and the produce frame, into reused buffers.
+// record format 2's payload and the produce frame (with the idempotent producer's id and Kafka
+// sequence), into reused buffers.
 func producePath(kb []byte, payload, frame []byte) ([]byte, []byte, error) {
 	pb, err := parseProducedBatch(kb)
 	if err != nil {
 		return payload, frame, err
 	}
 	payload = appendStoredPayload(payload[:0], &pb)
+	pid, seq := producerSequence(&pb)
 	frame = wire.AppendProduce(frame[:0], wire.From{Cluster: 1, Node: 1}, &wire.Produce{RequestID: 1, Stream: 9,
-		Codec: pb.Codec, Format: wire.FormatRecords, Count: pb.Count, Batch: payload})
+		Codec: pb.Codec, Format: wire.FormatRecords, Count: pb.Count, Batch: payload, ProducerID: pid, Sequence: seq})
 	return payload, frame, nil
 }
 

@@ -76,6 +76,9 @@ var (
 	ErrCompression = errors.New("kafka: unsupported compression")
 	// ErrBatchKind: a transactional or control batch, or an older magic (INVALID_RECORD).
 	ErrBatchKind = errors.New("kafka: unsupported batch kind")
+	// ErrProducerFields: a producer id with a negative epoch or base sequence, or a producer id
+	// below -1 (INVALID_RECORD).
+	ErrProducerFields = errors.New("kafka: invalid producer fields")
 )
 
 // castagnoli is the CRC table of Kafka's batch checksum (read-only after init).
@@ -94,8 +97,9 @@ type producedBatch struct {
 
 // parseProducedBatch checks the records of one partition of a produce request: exactly one batch of
 // magic 2, its length and CRC, no transaction or control batch, a compression stored as it is
-// (none or zstd), a record count that agrees with lastOffsetDelta, and for an uncompressed batch
-// every record (validateRecords). The validation of a produced batch.
+// (none or zstd), a record count that agrees with lastOffsetDelta, a producer id of -1 or one with
+// an epoch and a base sequence of at least 0, and for an uncompressed batch every record
+// (validateRecords). The validation of a produced batch.
 func parseProducedBatch(b []byte) (producedBatch, error) {
 	if len(b) < kbHeaderSize {
 		return producedBatch{}, fmt.Errorf("%w: %d bytes, less than a batch header", ErrCorruptBatch, len(b))
@@ -126,6 +130,9 @@ func parseProducedBatch(b []byte) (producedBatch, error) {
 			int32(be.Uint32(b[kbLastOffsetDelta:])), count)
 	case len(pb.Records) == 0:
 		return producedBatch{}, fmt.Errorf("%w: no record bytes", ErrCorruptBatch)
+	case pb.ProducerID < -1 || (pb.ProducerID >= 0 && (pb.ProducerEpoch < 0 || pb.BaseSequence < 0)):
+		return producedBatch{}, fmt.Errorf("%w: producer id %d, epoch %d, base sequence %d", ErrProducerFields,
+			pb.ProducerID, pb.ProducerEpoch, pb.BaseSequence)
 	}
 	pb.Count = uint32(count)
 	switch attr & attrCompression {

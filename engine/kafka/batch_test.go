@@ -185,6 +185,19 @@ func TestParseProducedBatchRefuses(t *testing.T) {
 		return b
 	}
 	edit := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	producer := func(id int64, epoch int16, seq int32) []byte {
+		return edit(func(b []byte) []byte {
+			binary.BigEndian.PutUint64(b[kbProducerID:], uint64(id))
+			binary.BigEndian.PutUint16(b[kbProducerEpoch:], uint16(epoch))
+			binary.BigEndian.PutUint32(b[kbBaseSequence:], uint32(seq))
+			return resum(b)
+		})
+	}
+	for _, ok := range [][]byte{producer(5, 0, 0), producer(5, 3, 1<<31-1), producer(-1, -1, -1)} {
+		if _, err := parseProducedBatch(ok); err != nil {
+			t.Fatalf("producer fields refused: %v", err)
+		}
+	}
 	badRecord := func(r testRecord, i int) []byte {
 		return kafkaBatchOf(appendTestRecord(nil, r, i), 1, 1, 0)
 	}
@@ -223,6 +236,9 @@ func TestParseProducedBatchRefuses(t *testing.T) {
 		{"bytes after the headers", kafkaBatchOf([]byte{14, 0, 0, 0, 1, 1, 0, 'x'}, 1, 1, 0), ErrCorruptBatch},
 		{"good bare record", nil, nil},
 		{"bytes after the records", kafkaBatchOf(append(appendTestRecord(nil, testRecord{}, 0), 7), 1, 1, 0), ErrCorruptBatch},
+		{"producer id -2", producer(-2, -1, -1), ErrProducerFields},
+		{"producer epoch -1", producer(5, -1, 0), ErrProducerFields},
+		{"base sequence -1", producer(5, 0, -1), ErrProducerFields},
 	}
 	if _, err := parseProducedBatch(good); err != nil {
 		t.Fatalf("good batch refused: %v", err)
@@ -237,6 +253,7 @@ func TestParseProducedBatchRefuses(t *testing.T) {
 		}
 	}
 	if batchErrorCode(ErrCompression) != errUnsupportedCompress || batchErrorCode(ErrBatchKind) != errInvalidRecord ||
+		batchErrorCode(ErrProducerFields) != errInvalidRecord ||
 		batchErrorCode(ErrCorruptBatch) != errCorruptMessage {
 		t.Fatal("batch error codes")
 	}

@@ -11,7 +11,7 @@
 // What it serves, and at which versions, is the apis table, advertised exactly by ApiVersions:
 // ApiVersions 0-3, Metadata 0-9, CreateTopics 0-6, DeleteTopics 0-5, Produce 3-9, Fetch 4-11,
 // ListOffsets 1-6 (earliest, latest, and by timestamp over the batches' append times, searchTime),
-// SaslHandshake 0-1 and SaslAuthenticate 0-2 (PLAIN).
+// SaslHandshake 0-1 and SaslAuthenticate 0-2 (PLAIN), InitProducerId 0-4 (idempotent producers).
 // Any other API of kmsg's, or another version, is answered with its response at the version asked,
 // UNSUPPORTED_VERSION in its top-level error code where it has one (ApiVersions: version 0 with
 // the list, KIP-511); an API key kmsg does not know closes the
@@ -39,8 +39,25 @@
 //     stream's policy (W copies durable, the owner among them). acks=1 does not mean "on the
 //     owner's disk only": the node never answers a produce before its confirm. acks=0 sends no
 //     answer; the batch is still appended.
-//   - A Kafka producer's id and sequence are not mapped yet: batches are produced without a
-//     producer id, so a retried batch may be appended twice. Transactional batches are refused.
+//   - Idempotent producers (producerid.go): InitProducerId without a transactional id gives a new
+//     producer id at epoch 0, as Kafka does (a previous id and epoch, v3+, are not bumped: the
+//     producer gets a new id); a transactional id is refused with
+//     TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and transactional batches with INVALID_RECORD. The node
+//     asked allocates the id alone: its node id in the top 16 of the 63 bits, below it a clock in
+//     milliseconds that takes the next value (the wall clock, or the last id's plus 1 when that is
+//     later) and never runs more than 1 s ahead of the wall clock (COORDINATOR_LOAD_IN_PROGRESS
+//     past that: 1000 ids a second a node, sustained). A node starts its clock 1 s ahead, above
+//     what its previous run could have reached, so ids are unique as long as no node's wall clock
+//     steps back across its restarts. A produced batch's producer id, epoch and base sequence go to
+//     the stream's producer table as the batch's producer id and a Kafka sequence
+//     (stream.KafkaSequence), stored in the batch header, so the table a new owner rebuilds from its
+//     log after a failover knows them: a retry of any of the producer's last 5 batches is answered
+//     with its first offset and success (as Kafka does, not DUPLICATE_SEQUENCE_NUMBER), a base
+//     sequence other than the last one plus its record count (wrapping at 2^31) is
+//     OUT_OF_ORDER_SEQUENCE_NUMBER, an epoch older than the producer's last batch's
+//     INVALID_PRODUCER_EPOCH, a newer epoch must start at sequence 0. A producer the table does not
+//     know starts at any sequence, as Kafka does since KIP-360: UNKNOWN_PRODUCER_ID is never
+//     answered. Producer id 0 (never allocated here) and -1 produce without the check.
 //   - Metadata is read from the node's own metadata replica (its applied state, on shard 0): the
 //     brokers are the nodes of cluster.kafka, a partition's leader is its stream's owner (-1 with
 //     LEADER_NOT_AVAILABLE while a recovery has none), its replicas and ISR the assignment's

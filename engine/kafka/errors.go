@@ -16,6 +16,7 @@ const (
 	errLeaderNotAvailable   int16 = 5
 	errNotLeader            int16 = 6
 	errRequestTimedOut      int16 = 7
+	errCoordinatorLoading   int16 = 14
 	errMessageTooLarge      int16 = 10
 	errInvalidTopic         int16 = 17
 	errInvalidRequiredAcks  int16 = 21
@@ -25,6 +26,7 @@ const (
 	errInvalidReplication   int16 = 38
 	errInvalidRequest       int16 = 42
 	errOutOfOrderSequence   int16 = 45
+	errInvalidProducerEpoch int16 = 47
 	errStorage              int16 = 56
 	errUnsupportedCompress  int16 = 76
 	errInvalidRecord        int16 = 87
@@ -48,6 +50,8 @@ func codeOf(c wire.ErrorCode) int16 {
 		return errMessageTooLarge
 	case wire.CodeSequenceGap:
 		return errOutOfOrderSequence
+	case wire.CodeProducerFenced:
+		return errInvalidProducerEpoch
 	case wire.CodeLogFailed:
 		return errStorage
 	case wire.CodeBadStreamName:
@@ -66,7 +70,7 @@ func batchErrorCode(err error) int16 {
 	switch {
 	case errors.Is(err, ErrCompression):
 		return errUnsupportedCompress
-	case errors.Is(err, ErrBatchKind):
+	case errors.Is(err, ErrBatchKind), errors.Is(err, ErrProducerFields):
 		return errInvalidRecord
 	}
 	return errCorruptMessage

@@ -18,6 +18,7 @@ func TestCodeOf(t *testing.T) {
 		wire.CodeStreamExists:     errTopicExists,
 		wire.CodeBatchTooLarge:    errMessageTooLarge,
 		wire.CodeSequenceGap:      errOutOfOrderSequence,
+		wire.CodeProducerFenced:   errInvalidProducerEpoch, // a newer session of the producer fenced it
 		wire.CodeOverloaded:       errRequestTimedOut,
 		wire.CodeBadCopies:        errInvalidReplication,
 		wire.CodeBadStreamName:    errInvalidTopic,

@@ -43,6 +43,8 @@ type Handler struct {
 	metrics  *metrics
 	secret   []byte // the cluster secret; empty: no authentication
 	password []byte // SASL PLAIN's password, Password(secret)
+
+	producerIDs *producerIDs // InitProducerId's allocator, shared by the shards
 }
 
 // shardState is one shard's Kafka connections and the client requests submitted for them, used
@@ -141,7 +143,8 @@ func New(cfg Config) (*Handler, error) {
 	f := &cfg.Node.File
 	h := &Handler{cfg: cfg, log: cfg.Logger, from: wire.From{Cluster: f.Cluster.ID, Node: f.Node.ID}, node: f.Node.ID,
 		brokers: slices.Clone(cfg.Node.KafkaAddrs), copies: uint8(min(3, len(cfg.Node.Nodes))),
-		shards: make([]shardState, cfg.Node.ShardCount), secret: cfg.Node.Secret}
+		shards: make([]shardState, cfg.Node.ShardCount), secret: cfg.Node.Secret,
+		producerIDs: newProducerIDs(f.Node.ID, nil)}
 	if len(h.secret) > 0 {
 		h.password = []byte(Password(h.secret))
 	}

@@ -98,14 +98,14 @@ func TestApisAdvertised(t *testing.T) {
 			t.Fatalf("api %d version %d not supported", a.key, a.min)
 		}
 	}
-	if _, ok := supported(22, 0); ok { // InitProducerId
-		t.Fatal("InitProducerId supported")
+	if _, ok := supported(26, 0); ok { // EndTxn: transactions are not served
+		t.Fatal("EndTxn supported")
 	}
-	r := &request{hdr: requestHeader{Key: 22}}
+	r := &request{hdr: requestHeader{Key: 26}}
 	h := &Handler{metrics: mustMetrics(t)}
-	h.unsupported(r, kmsg.RequestForKey(22))
-	if r.resp.(*kmsg.InitProducerIDResponse).ErrorCode != errUnsupportedVersion {
-		t.Fatal("InitProducerId answered without UNSUPPORTED_VERSION")
+	h.unsupported(r, kmsg.RequestForKey(26))
+	if r.resp.(*kmsg.EndTxnResponse).ErrorCode != errUnsupportedVersion {
+		t.Fatal("EndTxn answered without UNSUPPORTED_VERSION")
 	}
 	r = &request{hdr: requestHeader{Key: apiVersionsKey, Version: 9}}
 	h.unsupported(r, kmsg.RequestForKey(apiVersionsKey))

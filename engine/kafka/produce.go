@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/wire"
 )
@@ -34,6 +35,17 @@ func serveProduce(h *Handler, s *shard.Shard, st *shardState, r *request, kreq k
 			h.producePartition(s, st, r, req, t.Topic, &t.Partitions[pi], &resp.Topics[ti].Partitions[pi])
 		}
 	}
+}
+
+// producerSequence maps a Kafka batch's producer onto the stream's producer table: an idempotent
+// producer's id as it is, and its epoch and base sequence as a Kafka sequence
+// (stream.KafkaSequence), which the table checks by Kafka's rule. A batch without a producer id (-1,
+// or 0, which the table takes for none and this node never allocates) is appended without a check.
+func producerSequence(pb *producedBatch) (id, seq uint64) {
+	if pb.ProducerID <= 0 {
+		return 0, 0
+	}
+	return uint64(pb.ProducerID), stream.KafkaSequence(uint16(pb.ProducerEpoch), uint32(pb.BaseSequence))
 }
 
 // producePartition appends one partition's batch to its stream: checked (parseProducedBatch), then
@@ -78,8 +90,9 @@ func (h *Handler) producePartition(s *shard.Shard, st *shardState, r *request, r
 		}
 		payload := appendStoredPayload(st.takeBuf(), &pb)
 		rid := st.nextRequestID()
+		pid, seq := producerSequence(&pb)
 		b := wire.AppendProduce(st.takeBuf(), h.from, &wire.Produce{RequestID: rid, Stream: id, Codec: pb.Codec,
-			Format: wire.FormatRecords, Count: pb.Count, Batch: payload})
+			Format: wire.FormatRecords, Count: pb.Count, Batch: payload, ProducerID: pid, Sequence: seq})
 		st.giveBuf(payload)
 		h.submit(s, st, r, rid, id, b, func(s *shard.Shard, st *shardState, rep *reply) {
 			if code, msg := rep.errorCode(); code != errNone {

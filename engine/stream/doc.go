@@ -90,6 +90,13 @@
 //   - The producer table remembers each producer's last five batches; an older retry is refused with
 //     CodeSequenceGap. A producer the table does not know may start at any sequence. Past
 //     ProducersMax the producer whose last batch is oldest is forgotten.
+//   - A batch whose Sequence carries KafkaSequenceFlag is a Kafka producer's (engine/kafka): its
+//     Sequence holds the producer epoch and base sequence, and the table checks it by Kafka's rule
+//     (producers.go): the next base sequence is the last one plus the last batch's record count,
+//     modulo 2^31, within an epoch; a retry is a duplicate when its base sequence and record count
+//     match one of the last five batches; an older epoch is refused with CodeProducerFenced, a newer
+//     one starts at 0. Our clients' sequences (from 0, one per batch) never carry the flag. A
+//     producer whose last batch followed the other rule is taken as unknown.
 //   - Fetch answers whole batches from the one holding the offset asked for (at least one, even past
 //     BytesMax or RecordsMax), and never a batch past the confirmed tail. A fetch at or past the
 //     confirmed tail waits WaitMs (in ticks, capped at FetchWaitTicksMax), then gets an empty reply.

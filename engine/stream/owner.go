@@ -96,7 +96,7 @@ func (c *Copy) onProduce(client uint64, m *wire.Produce) {
 		return
 	}
 	if m.ProducerID != 0 {
-		verdict, b := c.producers.check(m.ProducerID, m.Sequence)
+		verdict, b := c.producers.check(m.ProducerID, m.Sequence, m.Count)
 		switch verdict {
 		case seqDuplicate:
 			c.stats.Duplicates++
@@ -108,6 +108,9 @@ func (c *Copy) onProduce(client uint64, m *wire.Produce) {
 			return
 		case seqOld:
 			c.refuse(client, m.RequestID, wire.CodeSequenceGap, msgSequenceOld)
+			return
+		case seqFenced:
+			c.refuse(client, m.RequestID, wire.CodeProducerFenced, msgProducerFenced)
 			return
 		}
 	}

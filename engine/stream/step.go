@@ -78,6 +78,7 @@ const (
 	msgOverloaded     = "too many produces wait for confirmation"
 	msgSequenceGap    = "producer sequence skips ahead of the last appended batch"
 	msgSequenceOld    = "producer sequence older than the producer's remembered batches"
+	msgProducerFenced = "kafka producer epoch older than the producer's last appended batch's"
 	msgFetchesFull    = "too many fetches wait on this stream"
 	msgBelowHead      = "offset below the retained head"
 	msgCursorTooFar   = "cursor past the confirmed tail"
