@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -29,8 +30,12 @@ type failoverCluster struct {
 	client map[uint16]netip.AddrPort
 }
 
+// failoverTickMs is the clusters' tick (-failover.tick_ms; the benchmarks of many streams take the
+// production default of 10 ms with it, the tests 2 ms).
+var failoverTickMs = flag.Int("failover.tick_ms", 2, "the tick of the failover tests' and benchmarks' clusters, ms")
+
 // failoverConfig is node id's configuration: peer and client listeners at the given addresses (port
-// 0 the first time), two shards, 2 ms ticks.
+// 0 the first time), two shards, -failover.tick_ms ticks (2 ms).
 func failoverConfig(t testing.TB, id uint16, dir string, peer, client netip.AddrPort, graceMs int) *config.Config {
 	t.Helper()
 	toml := fmt.Sprintf(`
@@ -41,7 +46,7 @@ listen = %q
 [cluster]
 id = %d
 peers = { 1 = "127.0.0.1:1", 2 = "127.0.0.1:2", 3 = "127.0.0.1:3" }
-tick_ms = 2
+tick_ms = %d
 eager_failover_grace = %d
 [shards]
 count = 2
@@ -51,7 +56,7 @@ segment_bytes = 8388608
 listen = "127.0.0.1:0"
 [client]
 listen = %q
-`, id, dir, peer.String(), nodeTestCluster, graceMs, client.String())
+`, id, dir, peer.String(), nodeTestCluster, *failoverTickMs, graceMs, client.String())
 	cfg, err := config.Parse([]byte(toml), dir)
 	if err != nil {
 		t.Fatal(err)

@@ -124,6 +124,18 @@ type Host struct {
 
 	mu     sync.Mutex
 	status Status
+
+	// Seal replies from any shard, waiting for shard 0 (OnSealReply): one run of shard 0 takes all
+	// that arrived and pumps the group once.
+	repliesMu     sync.Mutex
+	replies       []sealReplyFrom
+	repliesPosted bool
+	repliesTaken  []sealReplyFrom // shard 0's: the batch being handed to the controller
+}
+
+type sealReplyFrom struct {
+	from uint16
+	m    wire.StreamSealReply
 }
 
 // New puts a controller on g, the replica of node n (before n starts). It sets itself as
@@ -208,13 +220,38 @@ func (h *Host) OnUnroutedFrame(s *shard.Shard, from uint16, hd *wire.Header, bod
 // OnSealReply hands a seal reply to the controller. Seal replies are addressed to the stream's group,
 // so they reach the stream host of the primary's node (through its copy's group, or through
 // OnUnroutedFrame when the node holds no copy), which calls this (streamhost.Config.SealReplies). Safe
-// from any goroutine.
+// from any goroutine. Replies are queued and handed over in batches: shard 0 runs once for all that
+// arrived since its last run and pumps the group once, so a failover of thousands of streams, whose
+// seals are answered within milliseconds of each other, costs shard 0 a few controller passes, not one
+// per reply (each pass may look at every stream).
 func (h *Host) OnSealReply(from uint16, m wire.StreamSealReply) {
-	_ = h.node.Run(0, func(*shard.Shard) {
-		h.observe(Event{Kind: SealReply, Stream: m.Stream, Node: from})
-		h.ctl.OnSealReply(from, m)
-		h.g.Pump()
-	})
+	h.repliesMu.Lock()
+	h.replies = append(h.replies, sealReplyFrom{from: from, m: m})
+	post := !h.repliesPosted
+	h.repliesPosted = true
+	h.repliesMu.Unlock()
+	if !post {
+		return
+	}
+	if err := h.node.Run(0, h.takeSealReplies); err != nil {
+		h.repliesMu.Lock()
+		h.replies, h.repliesPosted = h.replies[:0], false // the node is stopping: nothing will read them
+		h.repliesMu.Unlock()
+	}
+}
+
+// takeSealReplies hands every queued seal reply to the controller and pumps once (shard 0).
+func (h *Host) takeSealReplies(*shard.Shard) {
+	h.repliesMu.Lock()
+	h.replies, h.repliesTaken = h.repliesTaken[:0], h.replies
+	h.repliesPosted = false
+	h.repliesMu.Unlock()
+	for _, r := range h.repliesTaken {
+		h.observe(Event{Kind: SealReply, Stream: r.m.Stream, Node: r.from})
+		h.ctl.OnSealReply(r.from, r.m)
+	}
+	clear(h.repliesTaken)
+	h.g.Pump()
 }
 
 // LocalHeartbeat is nodebeat.Config.Self for a node holding a metadata replica (shard 0).

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/metahost"
+	"github.com/ringstream/ringstream/wire"
 )
 
 // A metadata pipeline of one op and 150 streams losing their owner at once: the controller's
@@ -86,4 +87,47 @@ func TestControlHost_ProposalsRefusedByAFullPipelineAreProposedAgain(t *testing.
 	if st := c.host.Status().Stats; refused != 0 || st.ProposalsRefused != 0 || st.ProposalsExpired != 0 {
 		t.Fatalf("%d refused; controller stats %+v", refused, st)
 	}
+}
+
+// Seal replies arrive on any shard, and shard 0 takes them in batches: every reply of a burst from
+// four goroutines reaches the controller (the observer hears each), and so does every reply of a
+// later burst, after the queue emptied.
+func TestControlHost_SealRepliesInBurstsAllReachTheController(t *testing.T) {
+	nodes := startControlCluster(t, controlTestConfig(), nil)
+	alive := map[uint16]bool{1: true, 2: true, 3: true}
+	setUpStream(t, nodes, 1)
+	c := controllerOn(nodes, alive)
+	var mu sync.Mutex
+	heard := map[uint64]int{}
+	c.host.SetObserver(func(e Event) {
+		if e.Kind == SealReply {
+			mu.Lock()
+			heard[e.Stream]++
+			mu.Unlock()
+		}
+	})
+	burst := func(first, count uint64) {
+		var wg sync.WaitGroup
+		for g := range uint64(4) {
+			wg.Go(func() {
+				for s := first + g; s < first+count; s += 4 {
+					c.host.OnSealReply(2, wire.StreamSealReply{Stream: s, Incarnation: 1, FenceEpoch: 2, Status: wire.SealSealed})
+				}
+			})
+		}
+		wg.Wait()
+		waitFor(t, "every reply of the burst heard", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for s := first; s < first+count; s++ {
+				if heard[s] != 1 {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	burst(1000, 500)
+	burst(2000, 3)
+	burst(3000, 1)
 }
