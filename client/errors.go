@@ -129,7 +129,11 @@ func (e *Error) Error() string {
 	if sent := codeSentinel(e.Code); sent != nil {
 		s = sent.Error()
 	}
-	s = fmt.Sprintf("%s (node %d at %s, code %d)", s, e.Node, e.Addr, e.Code)
+	if e.Node != 0 {
+		s = fmt.Sprintf("%s (node %d at %s, code %d)", s, e.Node, e.Addr, e.Code)
+	} else {
+		s = fmt.Sprintf("%s (code %d)", s, e.Code) // one name's outcome in a batched reply
+	}
 	if e.Message != "" {
 		s += ": " + e.Message
 	}

@@ -115,6 +115,25 @@ func TestClientCommands_AgainstRealCluster(t *testing.T) {
 	if _, code := cli("", "stream", "create", "demo"); code != exitExists {
 		t.Fatalf("stream create of a taken name: exit %d, want %d", code, exitExists)
 	}
+	// Several names: one batched create, one line per name; the taken one does not stop the others
+	// and gives the exit status.
+	if out, code := cli("", "stream", "create", "m2", "demo", "m1"); code != exitExists ||
+		!strings.Contains(out, `created stream "m1"`) || !strings.Contains(out, `created stream "m2"`) {
+		t.Fatalf("stream create of three names, one taken: %d %q", code, out)
+	}
+	if out, code := cli("", "stream", "delete", "m1", "nope", "m2"); code != exitNotFound ||
+		!strings.Contains(out, `deleted stream "m1"`) || !strings.Contains(out, `deleted stream "m2"`) {
+		t.Fatalf("stream delete of three names, one unknown: %d %q", code, out)
+	}
+	if out, code := cli("", "stream", "create", "m3", "m4"); code != 0 || strings.Count(out, "created stream") != 2 {
+		t.Fatalf("stream create of two names: %d %q", code, out)
+	}
+	if _, code := cli("", "stream", "create", "m5", "bad name"); code != exitInvalid {
+		t.Fatalf("stream create with a name outside the rule: exit %d, want %d", code, exitInvalid)
+	}
+	if out, code := cli("", "stream", "delete", "m4", "m3"); code != 0 || strings.Count(out, "deleted stream") != 2 {
+		t.Fatalf("stream delete of two names: %d %q", code, out)
+	}
 	out, code := cli("hello\nworld\n\nlast", "produce", "demo")
 	if code != 0 || !sameButBatches(out, "produced 4 records to \"demo\" at offsets 0..3 (1 batch(es), all confirmed)\n") {
 		t.Fatalf("produce: %d %q", code, out)

@@ -224,6 +224,19 @@ func streamArgs(names ...string) cobra.PositionalArgs {
 	}
 }
 
+// streamNamesArgs takes one stream name or more, each checked against the stream name rule.
+func streamNamesArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return usageErr(fmt.Errorf("%s: takes NAME..., one stream name or more", cmd.CommandPath()))
+	}
+	for _, a := range args {
+		if err := wire.ValidateStreamName(a); err != nil {
+			return invalidErr(err)
+		}
+	}
+	return nil
+}
+
 // invalidErr marks a rule's refusal (exit 7); nil stays nil.
 func invalidErr(err error) error {
 	if err == nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -62,15 +63,18 @@ func newStreamCreateCommand() *cobra.Command {
 	var copies uint8
 	var policy string
 	cmd := clientCommand(&cobra.Command{
-		Use:   "create NAME",
-		Short: "Create a stream with E copies and a confirm policy",
+		Use:   "create NAME...",
+		Short: "Create streams with E copies and a confirm policy",
 		Long: "Create a stream kept as --copies copies on different nodes. A record is confirmed once the\n" +
 			"policy's number of copies hold it on disk: majority_durable (the default), local_durable (every\n" +
 			"copy) or count_durable(N). Prints the stream's id and incarnation.\n\n" +
+			"More than one NAME creates them all with the same options in batched requests (up to 1,000\n" +
+			"names a request, a hundred a metadata op), one line per name; a name refused (taken, say) does\n" +
+			"not stop the others, and the exit status is that of the first refused name, 0 when none was.\n\n" +
 			"NAME: " + wire.StreamNameRule + ".\n" +
 			"--copies: " + wire.CopiesRule + ".\n" +
 			"A name or copy count that breaks its rule exits 7, before or after the cluster is asked.",
-		Args: streamArgs("NAME"),
+		Args: streamNamesArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := parsePolicy(policy)
 			if err != nil {
@@ -86,16 +90,23 @@ func newStreamCreateCommand() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			info, err := c.CreateStream(ctx, args[0], client.StreamOptions{Copies: copies, Policy: p})
+			opts := client.StreamOptions{Copies: copies, Policy: p}
+			if len(args) == 1 {
+				info, err := c.CreateStream(ctx, args[0], opts)
+				if err != nil {
+					return clientErr(err)
+				}
+				if f.asJSON {
+					return writeJSON(cmd.OutOrStdout(), toStreamJSON(info))
+				}
+				printCreated(cmd.OutOrStdout(), info)
+				return nil
+			}
+			results, err := c.CreateStreams(ctx, args, opts)
 			if err != nil {
 				return clientErr(err)
 			}
-			if f.asJSON {
-				return writeJSON(cmd.OutOrStdout(), toStreamJSON(info))
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "created stream %q: id %d, incarnation %d, %d copies, %s\n", info.Name,
-				info.Stream, info.Incarnation, info.Copies, info.Policy)
-			return nil
+			return printResults(cmd, f.asJSON, results, printCreated)
 		},
 	})
 	f.register(cmd.Flags(), true)
@@ -144,9 +155,12 @@ func newStreamListCommand() *cobra.Command {
 func newStreamDeleteCommand() *cobra.Command {
 	var f clientFlags
 	cmd := clientCommand(&cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a stream with its records and cursors",
-		Args:  streamArgs("NAME"),
+		Use:   "delete NAME...",
+		Short: "Delete streams with their records and cursors",
+		Long: "Delete a stream with its records and cursors. More than one NAME deletes them all in batched\n" +
+			"requests, one line per name; an unknown name does not stop the others, and the exit status is\n" +
+			"that of the first refused name (4 for an unknown one), 0 when none was.",
+		Args: streamNamesArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 			defer cancel()
@@ -155,15 +169,58 @@ func newStreamDeleteCommand() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			if err := c.DeleteStream(ctx, args[0]); err != nil {
+			if len(args) == 1 {
+				if err := c.DeleteStream(ctx, args[0]); err != nil {
+					return clientErr(err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "deleted stream %q\n", args[0])
+				return nil
+			}
+			results, err := c.DeleteStreams(ctx, args)
+			if err != nil {
 				return clientErr(err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "deleted stream %q\n", args[0])
-			return nil
+			return printResults(cmd, false, results, func(w io.Writer, info client.StreamInfo) {
+				fmt.Fprintf(w, "deleted stream %q\n", info.Name)
+			})
 		},
 	})
 	f.register(cmd.Flags(), false)
 	return cmd
+}
+
+// printCreated prints one created stream as `stream create` does.
+func printCreated(w io.Writer, info client.StreamInfo) {
+	fmt.Fprintf(w, "created stream %q: id %d, incarnation %d, %d copies, %s\n", info.Name,
+		info.Stream, info.Incarnation, info.Copies, info.Policy)
+}
+
+// printResults prints a batched create's or delete's results, one line per name (a refused name on
+// stderr), or as a JSON array of the streams that took effect, and returns the exit error of the first
+// refused name.
+func printResults(cmd *cobra.Command, asJSON bool, results []client.StreamResult, took func(io.Writer, client.StreamInfo)) error {
+	var first error
+	var out []streamJSON
+	for _, r := range results {
+		if r.Err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", r.Info.Name, r.Err)
+			if first == nil {
+				first = clientErr(r.Err)
+			}
+			continue
+		}
+		if asJSON {
+			out = append(out, toStreamJSON(r.Info))
+			continue
+		}
+		took(cmd.OutOrStdout(), r.Info)
+	}
+	if asJSON {
+		if err := writeJSON(cmd.OutOrStdout(), out); err != nil {
+			return err
+		}
+	}
+	return first
 }
 
 // lookupJSON is `stream lookup --json`'s output.
