@@ -126,4 +126,33 @@ func TestKcat_ListProduceConsume(t *testing.T) {
 		t.Fatalf("kcat -L: leader %s, replicas %s,%s,%s; the stream's owner is %d", m[1], m[2], m[3], m[4], route.Owner)
 	}
 	t.Logf("kcat -L:\n%s", list)
+
+	// A follower's node goes down: the assignment keeps it (a follower's loss needs no recovery), so
+	// kcat -L still lists it among the replicas, but not among the in-sync replicas, which are the
+	// replicas the broker's links reach.
+	follower, _ := strconv.Atoi(m[4])
+	if err := lc.Kill(uint16(follower)); err != nil {
+		t.Fatal(err)
+	}
+	live := broker
+	for _, n := range lc.Nodes() {
+		if n.ID != uint16(follower) {
+			live = n.KafkaAddr
+			break
+		}
+	}
+	isrRE := regexp.MustCompile(`partition 0, leader (\d+), replicas: ([\d,]+), isrs: ([\d,]+)`)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		list = string(kcat(t, ctx, path, nil, append(auth, "-L", "-b", live, "-t", "orders")...))
+		m2 := isrRE.FindStringSubmatch(list)
+		if m2 != nil && m2[2] == m[2]+","+m[3]+","+m[4] && m2[3] == m[2]+","+m[3] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kcat -L with node %d down: want replicas %s,%s,%s and isrs %s,%s:\n%s", follower, m[2], m[3], m[4],
+				m[2], m[3], list)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -60,8 +60,10 @@
 //     answered. Producer id 0 (never allocated here) and -1 produce without the check.
 //   - Metadata is read from the node's own metadata replica (its applied state, on shard 0): the
 //     brokers are the nodes of cluster.kafka, a partition's leader is its stream's owner (-1 with
-//     LEADER_NOT_AVAILABLE while a recovery has none), its replicas and ISR the assignment's
-//     copies. Leader epochs are -1, so clients do not validate epochs (no OffsetForLeaderEpoch).
+//     LEADER_NOT_AVAILABLE while a recovery has none), its replicas the assignment's copies, its
+//     ISR those of them on nodes this broker reaches (itself, and the peers its shard 0 link is up
+//     to: inSync). A follower's lag is known on its owner's shard only, so the ISR drops a copy
+//     whose node is down or cut off, not one that is up but behind. Leader epochs are -1, so clients do not validate epochs (no OffsetForLeaderEpoch).
 //     A node without a replica answers every topic LEADER_NOT_AVAILABLE. A topic asked for that
 //     does not exist is created with one partition and min(3, nodes) copies when the request
 //     allows auto-creation.

@@ -22,13 +22,37 @@ type partitionInfo struct {
 type metaView struct {
 	topics map[string][]partitionInfo // partitions in partition order
 	ok     bool                       // false: this node holds no metadata replica
+	reach  map[uint16]bool            // this node and the peers its shard 0 link reaches: the ISR's nodes
+}
+
+// reachable is this node and every peer whose shard 0 link is up.
+func (h *Handler) reachable() map[uint16]bool {
+	reach := map[uint16]bool{h.node: true}
+	for _, l := range h.cfg.Shards.Status() {
+		if l.Shard == 0 && l.Up {
+			reach[l.Peer] = true
+		}
+	}
+	return reach
+}
+
+// inSync appends to dst the replicas whose node reach holds: a partition's ISR as this broker can
+// tell it. A follower's replication progress is known on its owner's shard only; what every broker
+// knows is which nodes its links reach, and a copy on a node no link reaches is not keeping up.
+func inSync(dst, replicas []int32, reach map[uint16]bool) []int32 {
+	for _, r := range replicas {
+		if reach[uint16(r)] {
+			dst = append(dst, r)
+		}
+	}
+	return dst
 }
 
 // readMeta reads the topics of the applied metadata state (shard 0's goroutine): every stream whose
 // name is a partition's (SplitStreamName), with its assignment. want limits it to those topics (nil:
 // all of them).
 func (h *Handler) readMeta(want map[string]bool) metaView {
-	v := metaView{topics: make(map[string][]partitionInfo)}
+	v := metaView{topics: make(map[string][]partitionInfo), reach: h.reachable()}
 	if h.cfg.Meta == nil {
 		return v
 	}
@@ -165,7 +189,7 @@ func (h *Handler) fillMetadata(s *shard.Shard, st *shardState, r *request, req *
 			for _, f := range p.followers {
 				kp.Replicas = append(kp.Replicas, int32(f))
 			}
-			kp.ISR = slices.Clone(kp.Replicas)
+			kp.ISR = inSync(kp.ISR, kp.Replicas, v.reach)
 			kt.Partitions = append(kt.Partitions, kp)
 		}
 		resp.Topics = append(resp.Topics, kt)
