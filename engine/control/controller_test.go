@@ -79,6 +79,33 @@ func TestEagerFailover_LinksClosedPastGrace(t *testing.T) {
 	}
 }
 
+// The grace is wall time: ticks the host skipped (its shard stalled) count for a node whose link is
+// down, so a controller on a busy shard does not wait twice the grace at half speed. They count for
+// nothing else: a node with its link up is not lost by skipped ticks, whatever their number.
+func TestEagerFailover_SkippedTicksCountForTheGrace(t *testing.T) {
+	cfg := testConfig()
+	f := newFixture(t, cfg, 3)
+	f.createStream("s", 3, majority, 1, 2, 3)
+	f.heartbeatAll(1, 2, 3)
+	f.ready()
+
+	f.c.TicksSkipped(uint64(cfg.NodeLivenessTimeoutTicks) * 2)
+	f.ticks(1, 1, 2, 3)
+	if fx := f.ready(); len(fx.Proposals) != 0 {
+		t.Fatalf("skipped ticks with every link up: %+v", fx.Proposals)
+	}
+	f.c.OnLinkDown(1)
+	f.c.TicksSkipped(uint64(cfg.EagerFailoverGraceTicks) - 2)
+	f.ticks(1, 2, 3)
+	if fx := f.ready(); len(fx.Proposals) != 0 {
+		t.Fatalf("one tick short of the grace: %+v", fx.Proposals)
+	}
+	f.ticks(1, 2, 3)
+	if op := onlyProposal[meta.RecordRecovery](t, f.ready()); op.Reason != meta.ReasonEagerFailover {
+		t.Fatalf("reason %s", op.Reason)
+	}
+}
+
 // Eager failover is not cancelled by heartbeats handled after the links closed (sent before they
 // closed, or arriving while the controller's links to the node stay down): the node is lost when the
 // grace runs out, not at liveness expiry, and its late heartbeats do not make it alive again. Once a

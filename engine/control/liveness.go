@@ -189,6 +189,21 @@ func (c *Controller) OnLinkUp(node uint16) {
 }
 
 // tickLiveness advances every node's counters by one tick and loses nodes past their timeouts.
+// TicksSkipped counts n ticks the host skipped (its shard stalled) for each node whose link is
+// down: eager_failover_grace is wall time, and a controller on a busy shard, whose ticks slip, would
+// otherwise wait out the grace in ticks it ran, twice the grace at half speed. Liveness expiry keeps
+// counting ticks run: heartbeats are read between them, and a stall of this shard says nothing of the
+// other nodes.
+func (c *Controller) TicksSkipped(n uint64) {
+	if n == 0 {
+		return
+	}
+	for i := range c.nodes {
+		nd := &c.nodes[i] // downTicks counts only while the link is down: a link going down zeroes it
+		nd.downTicks = uint32(min(uint64(nd.downTicks)+n, uint64(c.cfg.EagerFailoverGraceTicks)))
+	}
+}
+
 func (c *Controller) tickLiveness() {
 	for i := range c.nodes {
 		n := &c.nodes[i]

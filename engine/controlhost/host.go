@@ -283,8 +283,10 @@ func (h *Host) LinkDown(node uint16) {
 	h.ctl.OnLinkDown(node)
 }
 
-// tick runs at each of shard 0's ticks, before the replica's effects are pumped.
-func (h *Host) Tick() {
+// Tick runs at each of shard 0's ticks, before the replica's effects are pumped; skipped ticks (a
+// stall of shard 0) count for the eager failover grace, which is wall time (control.TicksSkipped).
+func (h *Host) Tick(skipped uint64) {
+	h.ctl.TicksSkipped(skipped)
 	h.ctl.Tick()
 	if h.since++; h.since >= h.cfg.StatusEveryTicks {
 		h.publish()

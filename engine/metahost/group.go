@@ -83,14 +83,15 @@ type waitKey struct{ client, request uint64 }
 
 // Group is the metadata group's replica on this node; it implements shard.Group.
 type Group struct {
-	cfg     Config
-	log     *slog.Logger
-	replica *vsr.Replica
-	state   *meta.State
-	store   *metaStore
-	sender  shard.Sender
-	self    uint8
-	nodeOf  [vsr.MembersMax]uint16
+	lastTick uint64 // shard 0's tick number at the last OnTick
+	cfg      Config
+	log      *slog.Logger
+	replica  *vsr.Replica
+	state    *meta.State
+	store    *metaStore
+	sender   shard.Sender
+	self     uint8
+	nodeOf   [vsr.MembersMax]uint16
 
 	msg      wire.VSRMessage
 	frame    []byte
@@ -187,8 +188,9 @@ func New(cfg Config) (*Group, error) {
 // feeds it shard 0's ticks and links, lets it step and carry out its effects in each pump, and hands it
 // the replies to its proposals. Every call is on shard 0's goroutine.
 type Controller interface {
-	// Tick is one tick of shard 0.
-	Tick()
+	// Tick is one tick of shard 0; skipped is how many ticks shard 0 skipped before it (a stall: the
+	// tick number moved by skipped+1), for the timers that measure wall time.
+	Tick(skipped uint64)
 	// Step runs the controller once; it reports whether it proposed anything (the pump goes on).
 	Step() bool
 	// Replied takes rep when it answers one of the controller's proposals (reported true).
@@ -335,8 +337,13 @@ func (g *Group) OnTick(tick uint64) {
 	g.replica.Tick()
 	g.checkLinks(tick)
 	if g.ctl != nil {
-		g.ctl.Tick()
+		var skipped uint64
+		if g.lastTick != 0 && tick > g.lastTick+1 {
+			skipped = tick - g.lastTick - 1
+		}
+		g.ctl.Tick(skipped)
 	}
+	g.lastTick = tick
 	g.pump()
 }
 
