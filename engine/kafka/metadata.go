@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"bytes"
+	"fmt"
 	"slices"
 	"time"
 
@@ -222,41 +224,107 @@ func (h *Handler) isBroker(node uint16) bool {
 }
 
 // createTopic creates the streams of partitions 0..n-1 of topic with copies copies (majority
-// policy); done, when set, gets each partition's Kafka error. A create refused for a passing state
-// (no metadata primary yet, too few registered nodes reachable, a full queue) is tried again after
-// a backoff until wait has passed, as Kafka's CreateTopics waits out its timeout.
+// durable) in batched creates (wire.CreateStreams: up to wire.StreamsPerRequestMax partitions a
+// request, committed as one metadata op per hundred), calling done once per partition with its
+// outcome. A partition refused with a code that clears by itself (no metadata primary, the pipeline
+// full) is asked again with the others of its kind after a backoff, until wait has passed.
 func (h *Handler) createTopic(s *shard.Shard, st *shardState, r *request, topic string, n int32, copies uint8,
 	wait time.Duration, done func(p int32, code int16, msg string)) {
 	deadline := time.Now().Add(wait)
+	parts := make([]int32, n)
 	for p := range n {
-		h.createPartition(s, st, r, topic, p, copies, deadline, 0, done)
+		parts[p] = p
+	}
+	for len(parts) > 0 {
+		k := min(len(parts), wire.StreamsPerRequestMax)
+		h.createPartitions(s, st, r, topic, parts[:k], copies, deadline, 0, done)
+		parts = parts[k:]
 	}
 }
 
 // createBackoffMax bounds the wait between two tries of a create.
 const createBackoffMax = time.Second
 
-func (h *Handler) createPartition(s *shard.Shard, st *shardState, r *request, topic string, p int32, copies uint8,
+// createRetryable says whether a create refused with code is asked again.
+func createRetryable(code int16) bool {
+	return code == errLeaderNotAvailable || code == errRequestTimedOut
+}
+
+// createPartitions sends one batched create of parts (at most wire.StreamsPerRequestMax) of topic.
+func (h *Handler) createPartitions(s *shard.Shard, st *shardState, r *request, topic string, parts []int32, copies uint8,
 	deadline time.Time, attempt int, done func(p int32, code int16, msg string)) {
-	rid := st.nextRequestID()
-	st.name = appendStreamName(st.name[:0], topic, p)
-	b := wire.AppendCreateStream(st.takeBuf(), h.from, &wire.CreateStream{RequestID: rid, Name: st.name,
-		Copies: copies, Policy: wire.PolicyMajority})
-	h.submit(s, st, r, rid, 0, b, func(s *shard.Shard, st *shardState, rep *reply) {
-		code, msg := rep.errorCode()
-		backoff := min(100*time.Millisecond<<min(attempt, 4), createBackoffMax)
-		if (code == errLeaderNotAvailable || code == errRequestTimedOut) && time.Now().Add(backoff).Before(deadline) {
-			h.later(s, r, backoff, func(s *shard.Shard, st *shardState) {
-				h.createPartition(s, st, r, topic, p, copies, deadline, attempt+1, done)
-			})
-			return
-		}
+	type partName struct {
+		name []byte
+		p    int32
+	}
+	named := make([]partName, len(parts))
+	for i, p := range parts {
+		named[i] = partName{appendStreamName(nil, topic, p), p}
+	}
+	slices.SortFunc(named, func(a, b partName) int { return bytes.Compare(a.name, b.name) }) // the request's order
+	names := make([][]byte, len(named))
+	for i := range named {
+		names[i] = named[i].name
+	}
+	finish := func(p int32, code int16, msg string) {
 		if code != errNone {
 			h.log.Info("kafka: topic partition not created", "topic", topic, "partition", p, "code", code, "err", msg)
 		}
 		if done != nil {
 			done(p, code, msg)
 		}
+	}
+	list, err := wire.StreamNamesOf(names)
+	if err != nil { // validateCreate checked the topic: a name here breaking the rule is a bug of ours
+		for _, n := range named {
+			finish(n.p, errInvalidTopic, err.Error())
+		}
+		return
+	}
+	rid := st.nextRequestID()
+	b := wire.AppendCreateStreams(st.takeBuf(), h.from, &wire.CreateStreams{RequestID: rid, Copies: copies,
+		Policy: wire.PolicyMajority, Names: list})
+	h.submit(s, st, r, rid, 0, b, func(s *shard.Shard, st *shardState, rep *reply) {
+		var again []int32
+		var lastCode int16
+		var lastMsg string
+		code, msg := rep.errorCode()
+		var outcomes []wire.StreamOutcome
+		if code == errNone {
+			var err error
+			if _, outcomes, err = wire.DecodeCreateStreamsReply(&rep.h, rep.body); err == nil && len(outcomes) != len(named) {
+				err = fmt.Errorf("%d outcomes for %d partitions", len(outcomes), len(named))
+			}
+			if err != nil {
+				code, msg = errUnknownServer, err.Error()
+			}
+		}
+		for i, n := range named {
+			c, m := code, msg
+			if code == errNone {
+				if o := outcomes[i]; !o.OK() {
+					c, m = codeOf(o.Code), string(o.Message)
+				}
+			}
+			if createRetryable(c) {
+				again, lastCode, lastMsg = append(again, n.p), c, m
+				continue
+			}
+			finish(n.p, c, m)
+		}
+		if len(again) == 0 {
+			return
+		}
+		backoff := min(100*time.Millisecond<<min(attempt, 4), createBackoffMax)
+		if !time.Now().Add(backoff).Before(deadline) {
+			for _, p := range again {
+				finish(p, lastCode, lastMsg) // as a single create would end: its last refusal
+			}
+			return
+		}
+		h.later(s, r, backoff, func(s *shard.Shard, st *shardState) {
+			h.createPartitions(s, st, r, topic, again, copies, deadline, attempt+1, done)
+		})
 	})
 	st.giveBuf(b)
 }
