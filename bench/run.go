@@ -157,13 +157,11 @@ func (r *run) createStreams(ctx context.Context) ([]string, error) {
 		}
 	}
 	results, err := r.cl.CreateStreams(ctx, names, opts)
+	if err == nil {
+		err = results.Err()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bench: create streams: %w", err)
-	}
-	for _, res := range results {
-		if res.Err != nil {
-			return nil, fmt.Errorf("bench: create stream %s: %w", res.Info.Name, res.Err)
-		}
 	}
 	for _, name := range names {
 		if _, err := r.cl.Lookup(ctx, name); err != nil {

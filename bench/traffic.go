@@ -170,13 +170,11 @@ func (r *run) createGroups(ctx context.Context, tc TrafficConfig) ([]string, err
 	}
 	opts := client.StreamOptions{Copies: uint8(tc.Copies), Policy: client.Policy{Kind: wire.PolicyMajority}}
 	results, err := r.cl.CreateStreams(ctx, names, opts)
+	if err == nil {
+		err = results.Err()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bench: traffic: %w", err)
-	}
-	for _, res := range results {
-		if res.Err != nil {
-			return nil, fmt.Errorf("bench: traffic: stream %s: %w", res.Info.Name, res.Err)
-		}
 	}
 	errs := make(chan error, 1)
 	sem := make(chan struct{}, 16)

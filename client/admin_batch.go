@@ -16,6 +16,19 @@ type StreamResult struct {
 	Err  error
 }
 
+// StreamResults are a batched create's or delete's results, one per name.
+type StreamResults []StreamResult
+
+// Err is the first name's error, naming the stream, or nil when every name took effect.
+func (rs StreamResults) Err() error {
+	for _, r := range rs {
+		if r.Err != nil {
+			return fmt.Errorf("stream %s: %w", r.Info.Name, r.Err)
+		}
+	}
+	return nil
+}
+
 type createsRequest struct{ m wire.CreateStreams }
 
 func (q *createsRequest) appendTo(dst []byte, from wire.From, id uint64, _ *Route) []byte {
@@ -38,12 +51,12 @@ func (q *deletesRequest) appendTo(dst []byte, from wire.From, id uint64, _ *Rout
 // result, and the other names are created regardless. As with CreateStream, a retried name whose
 // first attempt committed unanswered comes back ErrStreamExists. The error is for the call as a
 // whole: an invalid name or option, a name given twice, or a request no node answered.
-func (c *Client) CreateStreams(ctx context.Context, names []string, opts StreamOptions) ([]StreamResult, error) {
+func (c *Client) CreateStreams(ctx context.Context, names []string, opts StreamOptions) (StreamResults, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	results := make([]StreamResult, len(names))
+	results := make(StreamResults, len(names))
 	err = c.batched(ctx, names, results, func(chunk [][]byte) (request, wire.Command) {
 		l, err := wire.StreamNamesOf(chunk)
 		if err != nil {
@@ -62,8 +75,8 @@ func (c *Client) CreateStreams(ctx context.Context, names []string, opts StreamO
 
 // DeleteStreams deletes many streams and returns one result per name, in the order of names, as
 // CreateStreams does; an unknown name's result is ErrUnknownStream.
-func (c *Client) DeleteStreams(ctx context.Context, names []string) ([]StreamResult, error) {
-	results := make([]StreamResult, len(names))
+func (c *Client) DeleteStreams(ctx context.Context, names []string) (StreamResults, error) {
+	results := make(StreamResults, len(names))
 	err := c.batched(ctx, names, results, func(chunk [][]byte) (request, wire.Command) {
 		l, err := wire.StreamNamesOf(chunk)
 		if err != nil {

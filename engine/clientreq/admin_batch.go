@@ -82,17 +82,9 @@ func (m *Service) createMany(ctx context.Context, req wire.CreateStreams) []byte
 	ops := chunkOps(entries, func(es []meta.CreateStream) meta.Op { return meta.CreateStreams{Entries: es} })
 	m.proposeAll(ctx, ops, func(op meta.Op, r meta.Result, failed wire.StreamOutcome) {
 		for j, e := range op.(meta.CreateStreams).Entries {
-			i := index[e.Name]
-			switch {
-			case failed.Code != 0:
-				outcomes[i] = failed
-			case j >= len(r.Entries):
-				outcomes[i] = refused(wire.CodeInternal, fmt.Sprintf("op result has %d entries, the op %d", len(r.Entries), j+1))
-			case !r.Entries[j].OK():
-				outcomes[i] = refused(resultCode(r.Entries[j].Code), fmt.Sprintf("%q: %s", e.Name, r.Entries[j].Code))
-			default:
-				outcomes[i] = wire.StreamOutcome{Stream: r.Entries[j].Stream}
-			}
+			outcomes[index[e.Name]] = entryOutcome(r, j, failed, e.Name, func(er meta.EntryResult) wire.StreamOutcome {
+				return wire.StreamOutcome{Stream: er.Stream}
+			})
 		}
 	})
 	// The incarnation of each stream created: read after the commits, as a single create's reply is.
@@ -143,20 +135,28 @@ func (m *Service) deleteMany(ctx context.Context, req wire.DeleteStreams) []byte
 	m.proposeAll(ctx, ops, func(op meta.Op, r meta.Result, failed wire.StreamOutcome) {
 		for j, e := range op.(meta.DeleteStreams).Entries {
 			i := index[e.Stream]
-			switch {
-			case failed.Code != 0:
-				outcomes[i] = failed
-			case j >= len(r.Entries):
-				outcomes[i] = refused(wire.CodeInternal, fmt.Sprintf("op result has %d entries, the op %d", len(r.Entries), j+1))
-			case !r.Entries[j].OK():
-				outcomes[i] = refused(resultCode(r.Entries[j].Code), fmt.Sprintf("%q: %s", names[i], r.Entries[j].Code))
-			default:
-				outcomes[i] = wire.StreamOutcome{Stream: e.Stream, Incarnation: e.Incarnation}
-			}
+			outcomes[i] = entryOutcome(r, j, failed, names[i], func(meta.EntryResult) wire.StreamOutcome {
+				return wire.StreamOutcome{Stream: e.Stream, Incarnation: e.Incarnation}
+			})
 		}
 	})
 	m.countOutcomes(outcomes)
 	return wire.AppendDeleteStreamsReply(nil, m.n.from, &wire.StreamsReply{RequestID: rid}, outcomes)
+}
+
+// entryOutcome is the outcome of entry j (named name) of a batch op: failed when the op failed
+// whole, the entry's refusal, or took's outcome when it took effect.
+func entryOutcome(r meta.Result, j int, failed wire.StreamOutcome, name string,
+	took func(meta.EntryResult) wire.StreamOutcome) wire.StreamOutcome {
+	switch {
+	case failed.Code != 0:
+		return failed
+	case j >= len(r.Entries):
+		return refused(wire.CodeInternal, fmt.Sprintf("op result has %d entries, the op %d", len(r.Entries), j+1))
+	case !r.Entries[j].OK():
+		return refused(resultCode(r.Entries[j].Code), fmt.Sprintf("%q: %s", name, r.Entries[j].Code))
+	}
+	return took(r.Entries[j])
 }
 
 // chunkOps cuts entries, in order, into batch ops of at most meta.BatchEntriesMax entries and
