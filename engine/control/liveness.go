@@ -188,7 +188,6 @@ func (c *Controller) OnLinkUp(node uint16) {
 	}
 }
 
-// tickLiveness advances every node's counters by one tick and loses nodes past their timeouts.
 // TicksSkipped counts n ticks the host skipped (its shard stalled) for each node whose link is
 // down: eager_failover_grace is wall time, and a controller on a busy shard, whose ticks slip, would
 // otherwise wait out the grace in ticks it ran, twice the grace at half speed. Liveness expiry keeps
@@ -204,6 +203,7 @@ func (c *Controller) TicksSkipped(n uint64) {
 	}
 }
 
+// tickLiveness advances every node's counters by one tick and loses nodes past their timeouts.
 func (c *Controller) tickLiveness() {
 	for i := range c.nodes {
 		n := &c.nodes[i]
