@@ -40,6 +40,7 @@ var apis = [...]api{
 	{deleteTopicsKey, 0, 5},
 	{saslHandshakeKey, 0, 1},
 	{saslAuthenticateKey, 0, 2},
+	groupAPIs[0], groupAPIs[1], groupAPIs[2], groupAPIs[3], groupAPIs[4], groupAPIs[5], groupAPIs[6],
 }
 
 // serve serves a decoded request of a supported API and version.
@@ -63,6 +64,8 @@ func (h *Handler) serve(s *shard.Shard, st *shardState, r *request, req kmsg.Req
 		serveSASLHandshake(h, s, st, r, req)
 	case saslAuthenticateKey:
 		serveSASLAuthenticate(h, s, st, r, req)
+	default:
+		h.serveGroup(s, st, r, req)
 	}
 }
 
