@@ -519,8 +519,9 @@ func (g *group) checkCommit(now time.Time, id string, gen int32) int16 {
 }
 
 // tick ends what timed out by now: members whose session passed without a heartbeat (a member whose
-// join waits is not counted: the rebalance timeout bounds it), member ids handed out and never used,
-// and a rebalance whose timeout passed.
+// join or sync waits is not counted: it waits on the coordinator, and the rebalance timeout or the
+// leader's session bounds that wait), member ids handed out and never used, and a rebalance whose
+// timeout passed.
 func (g *group) tick(now time.Time) {
 	for id, until := range g.pending {
 		if !now.Before(until) {
@@ -529,7 +530,7 @@ func (g *group) tick(now time.Time) {
 	}
 	removed := false
 	for _, m := range g.sortedMembers() {
-		if m.join == nil && now.After(m.deadline) {
+		if m.join == nil && m.sync == nil && now.After(m.deadline) {
 			g.remove(m, "session timeout")
 			removed = true
 		}
