@@ -85,6 +85,11 @@ type coordinator struct {
 	lastProbe time.Time
 	nonce     string
 	gone      bool // unloaded: replies still in flight are dropped
+	// groupRecs are the last group record of each group read by the load, restored when it ends.
+	groupRecs map[string]*groupRecord
+	// s and st are the home shard, where every method runs.
+	s  *shard.Shard
+	st *shardState
 }
 
 // coordinatorFor is the coordinator of internal stream id on this (its home) shard, made and
@@ -96,7 +101,8 @@ func (h *Handler) coordinatorFor(s *shard.Shard, st *shardState, id uint64, name
 	var nb [6]byte
 	_, _ = rand.Read(nb[:])
 	c := &coordinator{h: h, stream: id, name: name, groups: make(map[string]*group),
-		offsets: make(map[string]map[partKey]committed), nonce: hex.EncodeToString(nb[:])}
+		offsets: make(map[string]map[partKey]committed), nonce: hex.EncodeToString(nb[:]),
+		groupRecs: make(map[string]*groupRecord), s: s, st: st}
 	st.coords[id] = c
 	h.startGroupTicker(s.Index())
 	h.gm.groupLoads.Inc()
@@ -141,7 +147,17 @@ func (c *coordinator) read(s *shard.Shard, st *shardState, off, tail uint64) {
 		c.end = tail
 		c.state = coordLoaded
 		c.lastProbe = time.Now()
-		c.h.log.Info("kafka: group coordinator loaded", "stream", c.name, "records", tail, "groups", len(c.offsets))
+		members := 0
+		for id, rec := range c.groupRecs {
+			if len(rec.members) > 0 {
+				c.groups[id] = restoreGroup(rec, c.nonce, c, c.lastProbe)
+				c.h.gm.groups.Inc()
+				members += len(rec.members)
+			}
+		}
+		c.groupRecs = nil
+		c.h.log.Info("kafka: group coordinator loaded", "stream", c.name, "records", tail, "offset_groups", len(c.offsets),
+			"groups_restored", len(c.groups), "members_restored", members)
 		c.runWaiters(errNone)
 		return
 	}
@@ -191,6 +207,15 @@ func (c *coordinator) applyBatches(stored []byte, off uint64) (uint64, error) {
 			continue
 		}
 		err := eachValue(payload, func(v []byte) {
+			if len(v) > 0 && v[0] == groupRecordKind {
+				g, err := decodeGroupRecord(v)
+				if err != nil {
+					c.badRecord(err)
+					return
+				}
+				c.groupRecs[g.group] = &g
+				return
+			}
 			o, err := decodeOffsetRecord(v)
 			if err != nil {
 				c.badRecord(err)
@@ -220,7 +245,7 @@ func (c *coordinator) setOffset(o *offsetRecord) {
 }
 
 func (c *coordinator) loadFailed(st *shardState, code int16, msg string) {
-	c.h.log.Debug("kafka: group coordinator not loaded", "stream", c.name, "code", code, "err", msg)
+	c.h.log.Info("kafka: group coordinator not loaded", "stream", c.name, "code", code, "err", msg)
 	c.unload(st, code)
 }
 
@@ -347,58 +372,92 @@ type commitEntry struct {
 // commit appends entries as one batch of offset records to the stream and, once it is confirmed,
 // records them and sets each entry's code (errNone); then done. A refused append sets every entry's
 // code to the group error of the refusal.
-func (c *coordinator) commit(s *shard.Shard, st *shardState, entries []commitEntry, done func()) {
-	h := c.h
-	var payload []byte
-	var rec []byte
+func (c *coordinator) commit(entries []commitEntry, done func()) {
+	var payload, rec []byte
 	for i := range entries {
 		rec = appendOffsetRecord(rec[:0], &entries[i].rec)
 		payload = appendValue(payload, rec)
 	}
+	c.appendRecords(payload, len(entries), func(code int16) {
+		for i := range entries {
+			*entries[i].code = code
+		}
+		switch {
+		case code == errNone:
+			if !c.gone {
+				for i := range entries {
+					c.setOffset(&entries[i].rec)
+				}
+			}
+			c.h.gm.offsetCommits.Add(float64(len(entries)))
+		default:
+			c.h.metrics.errorCode(offsetCommitKey, code)
+		}
+		done()
+	})
+}
+
+// groupRecordMax bounds a group record written: a group whose record would be larger is not
+// recorded (its members rejoin after a coordinator move, as without one).
+const groupRecordMax = 1 << 20
+
+// persistGroup appends g's group record, not waited for by anyone: a record lost only makes the
+// members rejoin after a coordinator move.
+func (c *coordinator) persistGroup(g *group) {
+	rec := g.record()
+	value := appendGroupRecord(nil, &rec)
+	if len(value) > groupRecordMax {
+		c.h.gm.groupWriteFailures.Inc()
+		c.h.log.Warn("kafka: group record too large, not written", "group", g.id, "bytes", len(value))
+		return
+	}
+	c.appendRecords(appendValue(nil, value), 1, func(code int16) {
+		if code != errNone {
+			c.h.gm.groupWriteFailures.Inc()
+			c.h.log.Info("kafka: group record not written", "group", g.id, "generation", rec.generation, "code", code)
+		}
+	})
+}
+
+// appendRecords produces payload (count records of format 1) to the stream and calls done with the
+// group error of the answer (errNone: confirmed). A stream this node no longer owns unloads the
+// coordinator.
+func (c *coordinator) appendRecords(payload []byte, count int, done func(code int16)) {
+	h, s, st := c.h, c.s, c.st
 	bg := &request{silent: true}
 	rid := st.nextRequestID()
 	b := wire.AppendProduce(st.takeBuf(), h.from, &wire.Produce{RequestID: rid, Stream: c.stream,
-		Format: wire.FormatValues, Count: uint32(len(entries)), Batch: payload})
+		Format: wire.FormatValues, Count: uint32(count), Batch: payload})
 	c.inflight++
 	h.submit(s, st, bg, rid, c.stream, b, func(s *shard.Shard, st *shardState, rep *reply) {
 		c.inflight--
 		code, msg := rep.errorCode()
-		var pr wire.ProduceReply
-		var err error
-		if code == errNone {
-			if pr, err = wire.DecodeProduceReply(&rep.h, rep.body); err != nil {
-				code, msg = errUnknownServer, err.Error()
-			}
-		}
 		gcode := groupCodeOf(code)
-		if code == errUnknownServer {
-			gcode = errUnknownServer
-		}
-		for i := range entries {
-			*entries[i].code = gcode
-		}
-		switch {
-		case c.gone:
-			if gcode == errNone { // confirmed, but the coordinator is gone: the next one reads it back
-				break
+		if code == errNone {
+			pr, err := wire.DecodeProduceReply(&rep.h, rep.body)
+			if err != nil {
+				code, gcode, msg = errUnknownServer, errUnknownServer, err.Error()
+			} else {
+				c.end = max(c.end, pr.BaseOffset+uint64(count))
 			}
-		case gcode == errNone:
-			for i := range entries {
-				c.setOffset(&entries[i].rec)
-			}
-			c.end = max(c.end, pr.BaseOffset+uint64(len(entries)))
-			h.gm.offsetCommits.Add(float64(len(entries)))
-		case gcode == errNotCoordinator:
-			h.log.Info("kafka: group coordinator lost its stream on a commit", "stream", c.name, "err", msg)
+		}
+		if gcode == errNotCoordinator {
+			h.log.Info("kafka: group coordinator lost its stream on an append", "stream", c.name, "err", msg)
 			c.unload(st, errNotCoordinator)
-		default:
-			h.metrics.errorCode(offsetCommitKey, gcode)
-			h.log.Debug("kafka: offset commit refused", "stream", c.name, "code", code, "err", msg)
+		} else if code != errNone {
+			h.log.Debug("kafka: internal group stream append refused", "stream", c.name, "code", code, "err", msg)
 		}
-		done()
+		done(gcode)
 	})
 	st.giveBuf(b)
 }
+
+// stable implements groupEvents: the generation's assignment is recorded.
+func (c *coordinator) stable(g *group) { c.persistGroup(g) }
+
+// emptied implements groupEvents: the group is recorded without members, so that a coordinator that
+// takes over does not bring them back.
+func (c *coordinator) emptied(g *group) { c.persistGroup(g) }
 
 // startGroupTicker starts, once, the goroutine that runs the coordinators' timers: every
 // groupTickEvery it runs tickCoordinators on each shard that holds one. It ends when the node stops.

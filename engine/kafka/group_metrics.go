@@ -10,13 +10,14 @@ import (
 
 // groupMetrics are the group coordinator's gauges and counters.
 type groupMetrics struct {
-	groups          prometheus.Gauge
-	members         prometheus.Gauge
-	rebalances      prometheus.Counter
-	membersRemoved  *prometheus.CounterVec
-	offsetCommits   prometheus.Counter
-	groupLoads      prometheus.Counter
-	groupBadRecords prometheus.Counter
+	groups             prometheus.Gauge
+	members            prometheus.Gauge
+	rebalances         prometheus.Counter
+	membersRemoved     *prometheus.CounterVec
+	offsetCommits      prometheus.Counter
+	groupLoads         prometheus.Counter
+	groupBadRecords    prometheus.Counter
+	groupWriteFailures prometheus.Counter
 }
 
 func newGroupMetrics(reg prometheus.Registerer, labels prometheus.Labels) (*groupMetrics, error) {
@@ -35,12 +36,14 @@ func newGroupMetrics(reg prometheus.Registerer, labels prometheus.Labels) (*grou
 			Help: "Group coordinators started (each reads its internal stream, or learns it is not the owner).", ConstLabels: labels}),
 		groupBadRecords: prometheus.NewCounter(prometheus.CounterOpts{Name: "ringstream_kafka_group_bad_records_total",
 			Help: "Records of an internal group stream that are no offset record, skipped.", ConstLabels: labels}),
+		groupWriteFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "ringstream_kafka_group_record_failures_total",
+			Help: "Group records (membership after a rebalance) not written: members rejoin after a coordinator move.", ConstLabels: labels}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.groups, m.members, m.rebalances, m.membersRemoved, m.offsetCommits,
-		m.groupLoads, m.groupBadRecords} {
+		m.groupLoads, m.groupBadRecords, m.groupWriteFailures} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("kafka: group metrics: %w", err)
 		}

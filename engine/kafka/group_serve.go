@@ -337,7 +337,7 @@ func serveOffsetCommit(h *Handler, s *shard.Shard, st *shardState, r *request, k
 	if len(entries) == 0 {
 		return
 	}
-	h.atCoordinator(s, st, r, req.Group, func(hs *shard.Shard, hst *shardState, c *coordinator, code int16, back func()) {
+	h.atCoordinator(s, st, r, req.Group, func(_ *shard.Shard, _ *shardState, c *coordinator, code int16, back func()) {
 		if code == errNone {
 			if g := c.group(req.Group, false); g != nil {
 				code = g.checkCommit(time.Now(), req.MemberID, gen)
@@ -350,7 +350,7 @@ func serveOffsetCommit(h *Handler, s *shard.Shard, st *shardState, r *request, k
 			back()
 			return
 		}
-		c.commit(hs, hst, entries, back)
+		c.commit(entries, back)
 	})
 }
 

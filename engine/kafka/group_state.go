@@ -105,6 +105,8 @@ type member struct {
 type groupEvents interface {
 	memberAdded(g *group, id string)           // a member joined
 	rebalanced(g *group)                       // a generation completed its join
+	stable(g *group)                           // the leader's assignment was handed out
+	emptied(g *group)                          // the last member went
 	memberRemoved(g *group, id, reason string) // a member left, expired or missed a rebalance
 }
 
@@ -296,6 +298,7 @@ func (g *group) tryCompleteJoin(now time.Time, force bool) {
 	g.generation++
 	if len(g.members) == 0 {
 		g.phase, g.protocol, g.leader, g.protocolType = phaseEmpty, "", "", ""
+		g.events.emptied(g)
 		return
 	}
 	g.phase = phaseCompleting
@@ -444,6 +447,7 @@ func (g *group) sync(now time.Time, id string, gen int32, protocolType, protocol
 			o.assignment = assignments[o.id]
 		}
 		g.phase = phaseStable
+		g.events.stable(g)
 		for _, o := range g.sortedMembers() {
 			if o.sync != nil {
 				f := o.sync
@@ -561,4 +565,39 @@ func (g *group) abandon(code int16) {
 	clear(g.members)
 	clear(g.pending)
 	g.phase = phaseEmpty
+}
+
+// record is the group as a group record stores it: its generation, protocol, leader and members
+// with their chosen protocol's metadata and assignment.
+func (g *group) record() groupRecord {
+	rec := groupRecord{group: g.id, generation: g.generation, protocolType: g.protocolType, protocol: g.protocol,
+		leader: g.leader}
+	for _, m := range g.sortedMembers() {
+		rec.members = append(rec.members, groupRecordMember{id: m.id, clientID: m.clientID, clientHost: m.clientHost,
+			sessionMs: int32(m.session / time.Millisecond), rebalanceMs: int32(m.rebalance / time.Millisecond),
+			metadata: metadataOf(m.protocols, g.protocol), assignment: m.assignment})
+	}
+	return rec
+}
+
+// restoreGroup is the group a group record stores, as a coordinator that took over starts it: stable
+// at the record's generation, each member's session starting now. A record without members gives
+// an empty group that keeps the generation.
+func restoreGroup(rec *groupRecord, nonce string, events groupEvents, now time.Time) *group {
+	g := newGroup(rec.group, nonce, events)
+	g.generation = rec.generation
+	if len(rec.members) == 0 {
+		return g
+	}
+	g.phase, g.protocolType, g.protocol, g.leader = phaseStable, rec.protocolType, rec.protocol, rec.leader
+	for _, rm := range rec.members {
+		m := &member{id: rm.id, clientID: rm.clientID, clientHost: rm.clientHost,
+			protocols: []groupProtocol{{name: rec.protocol, metadata: rm.metadata}},
+			session:   time.Duration(rm.sessionMs) * time.Millisecond, rebalance: time.Duration(rm.rebalanceMs) * time.Millisecond,
+			assignment: rm.assignment}
+		m.deadline = now.Add(m.session)
+		g.members[m.id] = m
+		events.memberAdded(g, m.id)
+	}
+	return g
 }

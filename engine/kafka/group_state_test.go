@@ -11,10 +11,13 @@ type groupLog struct {
 	added, removed []string
 	reasons        []string
 	rebalances     int
+	stables        []groupRecord // the group records written
 }
 
 func (l *groupLog) memberAdded(_ *group, id string) { l.added = append(l.added, id) }
 func (l *groupLog) rebalanced(*group)               { l.rebalances++ }
+func (l *groupLog) stable(g *group)                 { l.stables = append(l.stables, g.record()) }
+func (l *groupLog) emptied(g *group)                { l.stables = append(l.stables, g.record()) }
 func (l *groupLog) memberRemoved(_ *group, id, reason string) {
 	l.removed = append(l.removed, id)
 	l.reasons = append(l.reasons, reason)
@@ -355,5 +358,68 @@ func TestGroup_ProtocolVotes(t *testing.T) {
 	g.join(t0, a, again.f)
 	if again.done != 1 || again.res.protocol != "sticky" || w3.res.protocol != "sticky" {
 		t.Fatalf("votes: A %+v, C %+v", again.res, w3.res)
+	}
+}
+
+// TestGroup_RecordRestore: the group record written when the assignment is handed out brings the
+// group back on another coordinator (encoded and decoded as the internal stream holds it): its
+// members heartbeat and commit at their generation and get their assignment again; the record of
+// an emptied group brings back no member.
+func TestGroup_RecordRestore(t *testing.T) {
+	g, log, a := stableGroup(t)
+	now := t0.Add(time.Second)
+	b, _ := newMember(t, g, now)
+	var ja joinWait
+	g.join(now, args(a), ja.f)
+	var sa, sb syncWait
+	g.sync(now, b, 2, nil, nil, nil, sb.f)
+	g.sync(now, a, 2, nil, nil, map[string][]byte{a: []byte("x"), b: []byte("y")}, sa.f)
+	if len(log.stables) != 2 {
+		t.Fatalf("group records written: %d, want one per stable generation (2)", len(log.stables))
+	}
+	value := appendGroupRecord(nil, &log.stables[1])
+	rec, err := decodeGroupRecord(value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range value {
+		if _, err := decodeGroupRecord(value[:i]); err == nil {
+			t.Fatalf("group record cut at %d of %d bytes decoded", i, len(value))
+		}
+	}
+	later := now.Add(time.Minute) // past every session of the old coordinator's clock
+	log2 := &groupLog{}
+	r := restoreGroup(&rec, "m", log2, later)
+	if r.phase != phaseStable || r.generation != 2 || r.leader != a || len(log2.added) != 2 {
+		t.Fatalf("restored: phase %v, generation %d, leader %q, added %v", r.phase, r.generation, r.leader, log2.added)
+	}
+	for _, id := range []string{a, b} {
+		if code := r.heartbeat(later, id, 2); code != errNone {
+			t.Fatalf("restored member %s heartbeat: %d", id, code)
+		}
+		if code := r.checkCommit(later, id, 2); code != errNone {
+			t.Fatalf("restored member %s commit: %d", id, code)
+		}
+	}
+	var again syncWait
+	r.sync(later, b, 2, nil, nil, nil, again.f)
+	if string(again.res.assignment) != "y" {
+		t.Fatalf("restored follower's assignment: %+v", again)
+	}
+	var jc joinWait
+	r.join(later, args(""), jc.f)
+	r.join(later, args(jc.res.memberID), jc.f)
+	if r.phase != phasePreparing {
+		t.Fatalf("a new member on the restored group: phase %v", r.phase)
+	}
+	r.leave(later, a)
+	r.leave(later, b)
+	r.leave(later, jc.res.memberID)
+	last := log2.stables[len(log2.stables)-1]
+	if len(last.members) != 0 || r.phase != phaseEmpty {
+		t.Fatalf("emptied group's record: %+v", last)
+	}
+	if e := restoreGroup(&last, "z", &groupLog{}, later); !e.idle() || e.generation != last.generation {
+		t.Fatalf("restored empty group: %+v", e)
 	}
 }

@@ -1,0 +1,201 @@
+package kafkatest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/ringstream/ringstream/localcluster"
+)
+
+// groupConsumer is a franz-go consumer group member of group on topic, committing by hand.
+func groupConsumer(t *testing.T, lc *localcluster.Cluster, group, topic string) *kgo.Client {
+	t.Helper()
+	return franzClient(t, lc, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.SessionTimeout(6*time.Second),
+		kgo.HeartbeatInterval(300*time.Millisecond), kgo.RebalanceTimeout(10*time.Second),
+		kgo.FetchMaxWait(200*time.Millisecond))
+}
+
+// offsetFetch is group's committed offsets of topic's partitions 0..n-1, asked until the
+// coordinator answers without an error (one just killed is replaced after the failover).
+func offsetFetch(t *testing.T, ctx context.Context, cl *kgo.Client, group, topic string, n int32) map[int32]int64 {
+	t.Helper()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = group
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic = topic
+	for p := range n {
+		rt.Partitions = append(rt.Partitions, p)
+	}
+	req.Topics = append(req.Topics, rt)
+	for {
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil && resp.ErrorCode == 0 {
+			got := make(map[int32]int64)
+			for _, p := range resp.Topics[0].Partitions {
+				if p.ErrorCode != 0 {
+					t.Fatalf("OffsetFetch partition %d: error %d", p.Partition, p.ErrorCode)
+				}
+				got[p.Partition] = p.Offset
+			}
+			return got
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("OffsetFetch of group %s: %v", group, err)
+		}
+		if err == nil {
+			t.Logf("OffsetFetch of group %s: error %d; again", group, resp.ErrorCode)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// coordinator is the node FindCoordinator names for group.
+func coordinator(t *testing.T, ctx context.Context, cl *kgo.Client, group string) int32 {
+	t.Helper()
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey = group
+	req.CoordinatorKeys = []string{group}
+	for {
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			if len(resp.Coordinators) > 0 && resp.Coordinators[0].ErrorCode == 0 {
+				return resp.Coordinators[0].NodeID
+			}
+			if len(resp.Coordinators) == 0 && resp.ErrorCode == 0 {
+				return resp.NodeID
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("FindCoordinator %s: %v", group, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// consumeTo polls c until every partition reached ends, recording each record's (partition,
+// offset) in seen; a record read twice or below from fails the test.
+func consumeTo(t *testing.T, ctx context.Context, c *kgo.Client, ends, from map[int32]int64, seen map[[2]int64]bool) {
+	t.Helper()
+	next := make(map[int32]int64)
+	for p, o := range from {
+		next[p] = o
+	}
+	done := func() bool {
+		for p, e := range ends {
+			if next[p] < e {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed to %v, want %v: %v", next, ends, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			k := [2]int64{int64(r.Partition), r.Offset}
+			if seen[k] {
+				t.Errorf("partition %d offset %d read twice", r.Partition, r.Offset)
+			}
+			if r.Offset < from[r.Partition] {
+				t.Errorf("partition %d offset %d read, below the committed %d", r.Partition, r.Offset, from[r.Partition])
+			}
+			seen[k] = true
+			next[r.Partition] = max(next[r.Partition], r.Offset+1)
+		})
+	}
+}
+
+// commitAll commits c's consumed offsets, again while the coordinator refuses them (a member that
+// has not rejoined the coordinator that took over is refused as unknown; kgo rejoins meanwhile).
+func commitAll(t *testing.T, ctx context.Context, c *kgo.Client) {
+	t.Helper()
+	for {
+		err := c.CommitUncommittedOffsets(ctx)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("commit: %v", err)
+		}
+		t.Logf("commit: %v; again", err)
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestFranzGo_GroupCoordinatorKilled: a franz-go consumer group member reads a 4-partition topic
+// and commits its offsets (confirmed in the group's internal stream). The group coordinator's node
+// is SIGKILLed. The member goes on: it finds the new coordinator (the internal stream's new
+// owner), rejoins, reads the records produced meanwhile and commits them there. OffsetFetch on a
+// fresh client gives those offsets back; the member leaves, and a new member of the group reads
+// the next records from the committed offsets: nothing below them, nothing twice.
+func TestFranzGo_GroupCoordinatorKilled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	defer cancel()
+	lc := startCluster(t, ctx)
+	const topic, group, n = "fgroup", "franz-group", 1000
+	prod := franzClient(t, lc, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	createTopic(t, ctx, prod, topic, 4)
+	partitions(t, ctx, prod, topic, 4)
+	produce := func(from int) map[int32]int64 {
+		var rs []*kgo.Record
+		for i := from; i < from+n; i++ {
+			rs = append(rs, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)})
+		}
+		if err := prod.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		return listLatest(t, ctx, prod, topic, 4)
+	}
+	ends := produce(0)
+	seen := make(map[[2]int64]bool)
+	c1 := groupConsumer(t, lc, group, topic)
+	consumeTo(t, ctx, c1, ends, map[int32]int64{}, seen)
+	commitAll(t, ctx, c1)
+
+	old := coordinator(t, ctx, prod, group)
+	if err := lc.Kill(uint16(old)); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	t.Logf("coordinator node %d killed", old)
+	before := ends
+	ends = produce(n)
+	consumeTo(t, ctx, c1, ends, before, seen)
+	commitAll(t, ctx, c1)
+	t.Logf("the member read on and committed %v after the kill", time.Since(killed).Round(time.Millisecond))
+	// A new client: prod's connections to the killed node are retried until its own timeouts.
+	admin := franzClient(t, lc)
+	now := coordinator(t, ctx, admin, group)
+	if now == old {
+		t.Fatalf("FindCoordinator names the killed node %d", old)
+	}
+	committed := offsetFetch(t, ctx, admin, group, topic, 4)
+	for p, e := range ends {
+		if committed[p] != e {
+			t.Fatalf("partition %d: committed %d on the new coordinator (node %d), want %d", p, committed[p], now, e)
+		}
+	}
+	c1.Close() // leaves the group
+
+	ends = produce(2 * n)
+	c2 := groupConsumer(t, lc, group, topic)
+	consumeTo(t, ctx, c2, ends, committed, seen)
+	commitAll(t, ctx, c2)
+	final := offsetFetch(t, ctx, admin, group, topic, 4)
+	for p, e := range ends {
+		if final[p] != e {
+			t.Errorf("partition %d: committed %d at the end, want %d", p, final[p], e)
+		}
+	}
+	if len(seen) != 3*n {
+		t.Errorf("%d records read, want %d", len(seen), 3*n)
+	}
+}
