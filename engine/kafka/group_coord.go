@@ -245,7 +245,8 @@ func (c *coordinator) setOffset(o *offsetRecord) {
 }
 
 func (c *coordinator) loadFailed(st *shardState, code int16, msg string) {
-	c.h.log.Info("kafka: group coordinator not loaded", "stream", c.name, "code", code, "err", msg)
+	c.h.gm.loadFailures.WithLabelValues(strconv.Itoa(int(code))).Inc()
+	c.h.log.Debug("kafka: group coordinator not loaded", "stream", c.name, "code", code, "err", msg)
 	c.unload(st, code)
 }
 

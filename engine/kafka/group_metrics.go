@@ -18,6 +18,7 @@ type groupMetrics struct {
 	groupLoads         prometheus.Counter
 	groupBadRecords    prometheus.Counter
 	groupWriteFailures prometheus.Counter
+	loadFailures       *prometheus.CounterVec
 }
 
 func newGroupMetrics(reg prometheus.Registerer, labels prometheus.Labels) (*groupMetrics, error) {
@@ -38,12 +39,15 @@ func newGroupMetrics(reg prometheus.Registerer, labels prometheus.Labels) (*grou
 			Help: "Records of an internal group stream that are no offset record, skipped.", ConstLabels: labels}),
 		groupWriteFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "ringstream_kafka_group_record_failures_total",
 			Help: "Group records (membership after a rebalance) not written: members rejoin after a coordinator move.", ConstLabels: labels}),
+		loadFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ringstream_kafka_group_coordinator_load_failures_total",
+			Help:        "Group coordinator loads that ended without serving, by the Kafka error answered (16: this node does not own the group's stream, 15: its owner is not serving yet).",
+			ConstLabels: labels}, []string{"code"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.groups, m.members, m.rebalances, m.membersRemoved, m.offsetCommits,
-		m.groupLoads, m.groupBadRecords, m.groupWriteFailures} {
+		m.groupLoads, m.groupBadRecords, m.groupWriteFailures, m.loadFailures} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("kafka: group metrics: %w", err)
 		}
