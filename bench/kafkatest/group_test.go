@@ -132,10 +132,11 @@ func commitAll(t *testing.T, ctx context.Context, c *kgo.Client) {
 
 // TestFranzGo_GroupCoordinatorKilled: a franz-go consumer group member reads a 4-partition topic
 // and commits its offsets (confirmed in the group's internal stream). The group coordinator's node
-// is SIGKILLed. The member goes on: it finds the new coordinator (the internal stream's new
-// owner), rejoins, reads the records produced meanwhile and commits them there. OffsetFetch on a
-// fresh client gives those offsets back; the member leaves, and a new member of the group reads
-// the next records from the committed offsets: nothing below them, nothing twice.
+// is SIGKILLed: FindCoordinator then names the internal stream's new owner, whose OffsetFetch gives
+// the offsets committed before the kill. The member goes on: it reaches the new coordinator, reads
+// the records produced meanwhile and commits them there (its group record made it a member there,
+// or it rejoins). It leaves, and a new member of the group reads the next records from the
+// committed offsets: nothing below them, nothing twice.
 func TestFranzGo_GroupCoordinatorKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
 	defer cancel()
@@ -166,18 +167,25 @@ func TestFranzGo_GroupCoordinatorKilled(t *testing.T) {
 	}
 	killed := time.Now()
 	t.Logf("coordinator node %d killed", old)
+	// A new client: prod's connections to the killed node are retried until its own timeouts.
+	admin := franzClient(t, lc)
+	var now int32
+	for now = old; now == old; now = coordinator(t, ctx, admin, group) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	committed := offsetFetch(t, ctx, admin, group, topic, 4)
+	t.Logf("new coordinator node %d served the offsets %v after the kill", now, time.Since(killed).Round(time.Millisecond))
+	for p, e := range ends {
+		if committed[p] != e {
+			t.Fatalf("partition %d: committed %d before the kill, %d on the new coordinator (node %d)", p, e, committed[p], now)
+		}
+	}
 	before := ends
 	ends = produce(n)
 	consumeTo(t, ctx, c1, ends, before, seen)
 	commitAll(t, ctx, c1)
 	t.Logf("the member read on and committed %v after the kill", time.Since(killed).Round(time.Millisecond))
-	// A new client: prod's connections to the killed node are retried until its own timeouts.
-	admin := franzClient(t, lc)
-	now := coordinator(t, ctx, admin, group)
-	if now == old {
-		t.Fatalf("FindCoordinator names the killed node %d", old)
-	}
-	committed := offsetFetch(t, ctx, admin, group, topic, 4)
+	committed = offsetFetch(t, ctx, admin, group, topic, 4)
 	for p, e := range ends {
 		if committed[p] != e {
 			t.Fatalf("partition %d: committed %d on the new coordinator (node %d), want %d", p, committed[p], now, e)

@@ -62,12 +62,15 @@ type jsEvent struct {
 	K          string  `json:"k"`
 	V          string  `json:"v"`
 	Partitions []int32 `json:"partitions"`
+	// AfterLeaveMs is when a join came after B began to leave (-1: before).
+	AfterLeaveMs int64 `json:"afterLeaveMs"`
 }
 
 // TestKafkaJS_ConsumerGroup: two KafkaJS consumers of one group split a 4-partition topic between
 // them and read the 2,000 records a KafkaJS producer writes, each record exactly once across the
 // group. Then one consumer disconnects (it commits its offsets and leaves the group): the other is
-// given all 4 partitions in the rebalance and reads the next 2,000 records from the committed
+// given all 4 partitions in the rebalance the leave starts (well within the leaver's session
+// timeout) and reads the next 2,000 records from the committed
 // offsets, again each exactly once and none of the first 2,000 a second time. At the end
 // OffsetFetch (franz-go, on another connection) gives the group's committed offsets: every
 // partition's record count.
@@ -101,6 +104,7 @@ func TestKafkaJS_ConsumerGroup(t *testing.T) {
 	values := make(map[string]bool)
 	left, done := false, false
 	var joinsA [][]int32
+	var lastA jsEvent
 	sc := bufio.NewScanner(&stdout)
 	for sc.Scan() {
 		var e jsEvent
@@ -124,6 +128,7 @@ func TestKafkaJS_ConsumerGroup(t *testing.T) {
 		case "join":
 			if e.C == "A" {
 				joinsA = append(joinsA, e.Partitions)
+				lastA = e
 			}
 		case "left":
 			left = true
@@ -139,8 +144,13 @@ func TestKafkaJS_ConsumerGroup(t *testing.T) {
 			t.Errorf("record v%d never read", i)
 		}
 	}
-	if last := joinsA[len(joinsA)-1]; len(last) != 4 {
-		t.Errorf("A's last assignment: partitions %v, want all 4", last)
+	if len(lastA.Partitions) != 4 {
+		t.Errorf("A's last assignment: partitions %v, want all 4", lastA.Partitions)
+	}
+	// B's LeaveGroup rebalances the group at once, not after B's 10 s session timeout.
+	if lastA.AfterLeaveMs < 0 || lastA.AfterLeaveMs > 5000 {
+		t.Errorf("A was given every partition %d ms after B began to leave, want within 5 s (B's session is 10 s)",
+			lastA.AfterLeaveMs)
 	}
 	var byB int
 	for _, e := range seen {
@@ -151,7 +161,8 @@ func TestKafkaJS_ConsumerGroup(t *testing.T) {
 	if byB == 0 {
 		t.Errorf("B read nothing: the group never split the partitions")
 	}
-	t.Logf("%d records read, %d by B; A's assignments %v", len(seen), byB, joinsA)
+	t.Logf("%d records read, %d by B; A's assignments %v, the last %d ms after B began to leave", len(seen), byB, joinsA,
+		lastA.AfterLeaveMs)
 
 	// The committed offsets, asked of the coordinator by franz-go: each partition's end.
 	ends := listLatest(t, ctx, cl, topic, 4)

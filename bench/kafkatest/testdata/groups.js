@@ -34,6 +34,7 @@ const until = async (what, f, ms = 30000) => {
 }
 
 let read = 0
+let leftAt = 0
 const assigned = { A: [], B: [] }
 const consumer = (name) => {
   const c = kafka.consumer({
@@ -45,7 +46,7 @@ const consumer = (name) => {
   })
   c.on(c.events.GROUP_JOIN, (e) => {
     assigned[name] = (e.payload.memberAssignment[topic] || []).slice().sort()
-    out({ ev: 'join', c: name, generation: e.payload.groupId && e.payload.memberId, partitions: assigned[name] })
+    out({ ev: 'join', c: name, partitions: assigned[name], afterLeaveMs: leftAt ? Date.now() - leftAt : -1 })
   })
   return c
 }
@@ -77,6 +78,7 @@ const main = async () => {
   await send(0)
   await until(`${n} records read`, () => read >= n)
   await sleep(300) // any duplicate of phase 1 would show here
+  leftAt = Date.now()
   await b.disconnect() // commits B's offsets, then LeaveGroup
   out({ ev: 'left', c: 'B' })
   await send(n)
