@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // requireKafkaJS is the node binary and a directory whose node_modules holds KafkaJS 2, installed
@@ -70,10 +68,9 @@ type jsEvent struct {
 // them and read the 2,000 records a KafkaJS producer writes, each record exactly once across the
 // group. Then one consumer disconnects (it commits its offsets and leaves the group): the other is
 // given all 4 partitions in the rebalance the leave starts (well within the leaver's session
-// timeout) and reads the next 2,000 records from the committed
-// offsets, again each exactly once and none of the first 2,000 a second time. At the end
-// OffsetFetch (franz-go, on another connection) gives the group's committed offsets: every
-// partition's record count.
+// timeout) and reads the next 2,000 records from the committed offsets, again each exactly once
+// and none of the first 2,000 a second time. At the end OffsetFetch (franz-go, on another
+// connection) gives the group's committed offsets: every partition's record count.
 func TestKafkaJS_ConsumerGroup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -166,31 +163,12 @@ func TestKafkaJS_ConsumerGroup(t *testing.T) {
 
 	// The committed offsets, asked of the coordinator by franz-go: each partition's end.
 	ends := listLatest(t, ctx, cl, topic, 4)
-	of := kmsg.NewPtrOffsetFetchRequest()
-	of.Group = group
-	of.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: topic, Partitions: []int32{0, 1, 2, 3}}}
-	resp, err := coordinatorRequest(ctx, t, cl, group, of)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ofr := resp.(*kmsg.OffsetFetchResponse)
-	if ofr.ErrorCode != 0 {
-		t.Fatalf("OffsetFetch: error %d", ofr.ErrorCode)
-	}
-	for _, p := range ofr.Topics[0].Partitions {
-		if p.ErrorCode != 0 || p.Offset != ends[p.Partition] {
-			t.Errorf("partition %d: committed offset %d (error %d), want its end %d", p.Partition, p.Offset, p.ErrorCode,
-				ends[p.Partition])
+	committed := offsetFetch(t, ctx, cl, group, topic, 4)
+	for p, e := range ends {
+		if committed[p] != e {
+			t.Errorf("partition %d: committed offset %d, want its end %d", p, committed[p], e)
 		}
 	}
-}
-
-// coordinatorRequest sends req to group's coordinator (kgo finds it with FindCoordinator).
-func coordinatorRequest(ctx context.Context, t *testing.T, cl interface {
-	Request(context.Context, kmsg.Request) (kmsg.Response, error)
-}, group string, req kmsg.Request) (kmsg.Response, error) {
-	t.Helper()
-	return cl.Request(ctx, req)
 }
 
 func tail(s string, lines int) string {
