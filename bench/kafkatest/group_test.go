@@ -1,8 +1,10 @@
 package kafkatest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -11,6 +13,29 @@ import (
 
 	"github.com/ringstream/ringstream/localcluster"
 )
+
+// startGroupCluster is startCluster with two shards per node, so that a group's coordinator (on the
+// shard of its internal stream) and the connections asking it are on different shards as often as
+// not. A node built with the race detector (GOFLAGS=-race) that reported a race fails the test.
+func startGroupCluster(t *testing.T, ctx context.Context) *localcluster.Cluster {
+	t.Helper()
+	lc, err := localcluster.Start(ctx, localcluster.Options{Binary: ringstreamBin, Dir: t.TempDir(), Shards: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		lc.Close()
+		for _, n := range lc.Nodes() {
+			log, _ := os.ReadFile(n.LogPath())
+			if bytes.Contains(log, []byte("WARNING: DATA RACE")) {
+				t.Errorf("node %d reported a data race:\n%s", n.ID, log)
+			} else if t.Failed() {
+				t.Logf("node %d log:\n%s", n.ID, n.LogTail())
+			}
+		}
+	})
+	return lc
+}
 
 // groupConsumer is a franz-go consumer group member of group on topic, committing by hand.
 func groupConsumer(t *testing.T, lc *localcluster.Cluster, group, topic string) *kgo.Client {
@@ -140,7 +165,7 @@ func commitAll(t *testing.T, ctx context.Context, c *kgo.Client) {
 func TestFranzGo_GroupCoordinatorKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
 	defer cancel()
-	lc := startCluster(t, ctx)
+	lc := startGroupCluster(t, ctx)
 	const topic, group, n = "fgroup", "franz-group", 1000
 	prod := franzClient(t, lc, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	createTopic(t, ctx, prod, topic, 4)

@@ -75,7 +75,7 @@ func TestKafkaJS_ConsumerGroup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	node, modules := requireKafkaJS(t, ctx)
-	lc := startCluster(t, ctx)
+	lc := startGroupCluster(t, ctx)
 	cl := franzClient(t, lc)
 	const topic, group, n = "jsgroup", "js-consumers", 2000
 	createTopic(t, ctx, cl, topic, 4)
