@@ -155,13 +155,49 @@ func commitAll(t *testing.T, ctx context.Context, c *kgo.Client) {
 	}
 }
 
+// checkListed checks that ListGroups (kgo asks every broker) lists group in state, and that
+// DescribeGroups (asked of its coordinator) gives that state and members members with assignments.
+func checkListed(t *testing.T, ctx context.Context, cl *kgo.Client, group, state string, members int) {
+	t.Helper()
+	lreq := kmsg.NewPtrListGroupsRequest()
+	lresp, err := lreq.RequestWith(ctx, cl)
+	if err != nil || lresp.ErrorCode != 0 {
+		t.Fatalf("ListGroups: %v %v", err, lresp)
+	}
+	listed := false
+	for _, g := range lresp.Groups {
+		listed = listed || (g.Group == group && g.GroupState == state && g.ProtocolType == "consumer")
+	}
+	if !listed {
+		t.Errorf("ListGroups: %+v, want %s in state %s", lresp.Groups, group, state)
+	}
+	dreq := kmsg.NewPtrDescribeGroupsRequest()
+	dreq.Groups = []string{group}
+	dresp, err := dreq.RequestWith(ctx, cl)
+	if err != nil || len(dresp.Groups) != 1 {
+		t.Fatalf("DescribeGroups: %v %v", err, dresp)
+	}
+	d := dresp.Groups[0]
+	if d.ErrorCode != 0 || d.State != state || len(d.Members) != members || d.Protocol == "" {
+		t.Fatalf("DescribeGroups: error %d, state %q, %d members, protocol %q; want %s with %d", d.ErrorCode, d.State,
+			len(d.Members), d.Protocol, state, members)
+	}
+	for _, m := range d.Members {
+		if len(m.MemberAssignment) == 0 || m.ClientID == "" {
+			t.Errorf("DescribeGroups: member %s: client %q, assignment of %d bytes", m.MemberID, m.ClientID,
+				len(m.MemberAssignment))
+		}
+	}
+}
+
 // TestFranzGo_GroupCoordinatorKilled: a franz-go consumer group member reads a 4-partition topic
 // and commits its offsets (confirmed in the group's internal stream). The group coordinator's node
 // is SIGKILLed: FindCoordinator then names the internal stream's new owner, whose OffsetFetch gives
 // the offsets committed before the kill. The member goes on: it reaches the new coordinator, reads
 // the records produced meanwhile and commits them there (its group record made it a member there,
 // or it rejoins). It leaves, and a new member of the group reads the next records from the
-// committed offsets: nothing below them, nothing twice.
+// committed offsets: nothing below them, nothing twice. ListGroups and DescribeGroups show the
+// stable group with its member.
 func TestFranzGo_GroupCoordinatorKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
 	defer cancel()
@@ -185,6 +221,7 @@ func TestFranzGo_GroupCoordinatorKilled(t *testing.T) {
 	c1 := groupConsumer(t, lc, group, topic)
 	consumeTo(t, ctx, c1, ends, map[int32]int64{}, seen)
 	commitAll(t, ctx, c1)
+	checkListed(t, ctx, prod, group, "Stable", 1)
 
 	old := coordinator(t, ctx, prod, group)
 	if err := lc.Kill(uint16(old)); err != nil {

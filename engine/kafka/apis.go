@@ -40,7 +40,7 @@ var apis = [...]api{
 	{deleteTopicsKey, 0, 5},
 	{saslHandshakeKey, 0, 1},
 	{saslAuthenticateKey, 0, 2},
-	groupAPIs[0], groupAPIs[1], groupAPIs[2], groupAPIs[3], groupAPIs[4], groupAPIs[5], groupAPIs[6],
+	groupAPIs[0], groupAPIs[1], groupAPIs[2], groupAPIs[3], groupAPIs[4], groupAPIs[5], groupAPIs[6], groupAPIs[7], groupAPIs[8],
 }
 
 // serve serves a decoded request of a supported API and version.

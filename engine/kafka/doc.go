@@ -12,8 +12,8 @@
 // ApiVersions 0-3, Metadata 0-9, CreateTopics 0-6, DeleteTopics 0-5, Produce 3-9, Fetch 4-11,
 // ListOffsets 1-6 (earliest, latest, and by timestamp over the batches' append times, searchTime),
 // SaslHandshake 0-1 and SaslAuthenticate 0-2 (PLAIN), and the group coordinator's FindCoordinator
-// 0-4, JoinGroup 0-9, SyncGroup 0-5, Heartbeat 0-4, LeaveGroup 0-5, OffsetCommit 0-8 and OffsetFetch
-// 1-7 (groupAPIs).
+// 0-4, JoinGroup 0-9, SyncGroup 0-5, Heartbeat 0-4, LeaveGroup 0-5, OffsetCommit 0-8, OffsetFetch
+// 1-7, DescribeGroups 0-5 and ListGroups 0-4 (groupAPIs).
 // Any other API of kmsg's, or another version, is answered with its response at the version asked,
 // UNSUPPORTED_VERSION in its top-level error code where it has one (ApiVersions: version 0 with
 // the list, KIP-511); an API key kmsg does not know closes the

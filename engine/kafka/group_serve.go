@@ -24,7 +24,8 @@ const (
 // groupAPIs are the group coordinator's APIs and versions (apis lists them). Lower bounds: OffsetFetch
 // 0 reads offsets Kafka kept in ZooKeeper. Upper bounds: kmsg's newest that need nothing more than the
 // classic protocol (FindCoordinator 5 and 6 add transaction and share-group errors, OffsetFetch 8
-// batches groups, OffsetCommit 9 is the new consumer protocol's); KafkaJS 2 asks at most
+// batches groups, OffsetCommit 9 is the new consumer protocol's, DescribeGroups 6 adds error
+// messages, ListGroups 5 group types); KafkaJS 2 asks at most
 // FindCoordinator 2, JoinGroup 5, SyncGroup 3, Heartbeat 3, LeaveGroup 3, OffsetCommit 5, OffsetFetch 4.
 var groupAPIs = [...]api{
 	{offsetCommitKey, 0, 8},
@@ -34,6 +35,8 @@ var groupAPIs = [...]api{
 	{heartbeatKey, 0, 4},
 	{leaveGroupKey, 0, 5},
 	{syncGroupKey, 0, 5},
+	{describeGroupsKey, 0, 5},
+	{listGroupsKey, 0, 4},
 }
 
 // serveGroup serves a request of the group coordinator; false: key is none of its APIs.
@@ -53,6 +56,10 @@ func (h *Handler) serveGroup(s *shard.Shard, st *shardState, r *request, req kms
 		serveOffsetCommit(h, s, st, r, req)
 	case offsetFetchKey:
 		serveOffsetFetch(h, s, st, r, req)
+	case describeGroupsKey:
+		serveDescribeGroups(h, s, st, r, req)
+	case listGroupsKey:
+		serveListGroups(h, s, st, r, req)
 	default:
 		return false
 	}
