@@ -83,7 +83,7 @@ type coordinator struct {
 	inflight  int // commits submitted and not answered
 	probing   bool
 	lastProbe time.Time
-	nonce     string
+	ids       memberIDs
 	gone      bool // unloaded: replies still in flight are dropped
 	// groupRecs are the last group record of each group read by the load, restored when it ends.
 	groupRecs map[string]*groupRecord
@@ -101,7 +101,7 @@ func (h *Handler) coordinatorFor(s *shard.Shard, st *shardState, id uint64, name
 	var nb [6]byte
 	_, _ = rand.Read(nb[:])
 	c := &coordinator{h: h, stream: id, name: name, groups: make(map[string]*group),
-		offsets: make(map[string]map[partKey]committed), nonce: hex.EncodeToString(nb[:]),
+		offsets: make(map[string]map[partKey]committed), ids: memberIDs{nonce: hex.EncodeToString(nb[:])},
 		groupRecs: make(map[string]*groupRecord), s: s, st: st}
 	st.coords[id] = c
 	h.startGroupTicker(s.Index())
@@ -150,7 +150,7 @@ func (c *coordinator) read(s *shard.Shard, st *shardState, off, tail uint64) {
 		members := 0
 		for id, rec := range c.groupRecs {
 			if len(rec.members) > 0 {
-				c.groups[id] = restoreGroup(rec, c.nonce, c, c.lastProbe)
+				c.groups[id] = restoreGroup(rec, &c.ids, c, c.lastProbe)
 				c.h.gm.groups.Inc()
 				members += len(rec.members)
 			}
@@ -285,7 +285,7 @@ func (c *coordinator) unload(st *shardState, code int16) {
 func (c *coordinator) group(id string, make bool) *group {
 	g := c.groups[id]
 	if g == nil && make {
-		g = newGroup(id, c.nonce, c)
+		g = newGroup(id, &c.ids, c)
 		c.groups[id] = g
 		c.h.gm.groups.Inc()
 	}
@@ -317,6 +317,9 @@ func (c *coordinator) tick(s *shard.Shard, st *shardState, now time.Time) {
 	}
 	for id, g := range c.groups {
 		g.tick(now)
+		if c.gone { // a group record's append found the stream gone: unloaded
+			return
+		}
 		if g.idle() {
 			delete(c.groups, id)
 			c.h.gm.groups.Dec()

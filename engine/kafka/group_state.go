@@ -122,13 +122,20 @@ type group struct {
 	members      map[string]*member
 	pending      map[string]time.Time // member ids handed out with MEMBER_ID_REQUIRED, until they join
 	deadline     time.Time            // phasePreparing: the rebalance ends here at the latest
-	nonce        string               // makes member ids unique across coordinators
-	seq          uint64
+	ids          *memberIDs
 	events       groupEvents
 }
 
-func newGroup(id, nonce string, events groupEvents) *group {
-	return &group{id: id, members: make(map[string]*member), pending: make(map[string]time.Time), nonce: nonce,
+// memberIDs makes member ids, unique within a coordinator (seq, shared by its groups, so a group
+// dropped and made again never hands out an id a former member had) and across coordinators
+// (nonce, random per coordinator).
+type memberIDs struct {
+	nonce string
+	seq   uint64
+}
+
+func newGroup(id string, ids *memberIDs, events groupEvents) *group {
+	return &group{id: id, members: make(map[string]*member), pending: make(map[string]time.Time), ids: ids,
 		events: events}
 }
 
@@ -248,11 +255,11 @@ func sameProtocols(a, b []groupProtocol) bool {
 }
 
 func (g *group) newMemberID(clientID string) string {
-	g.seq++
+	g.ids.seq++
 	if len(clientID) > 100 {
 		clientID = clientID[:100]
 	}
-	return clientID + "-" + g.nonce + "-" + strconv.FormatUint(g.seq, 10)
+	return clientID + "-" + g.ids.nonce + "-" + strconv.FormatUint(g.ids.seq, 10)
 }
 
 // prepare starts a rebalance: syncs waiting in the previous generation learn it (REBALANCE_IN_PROGRESS),
@@ -583,8 +590,8 @@ func (g *group) record() groupRecord {
 // restoreGroup is the group a group record stores, as a coordinator that took over starts it: stable
 // at the record's generation, each member's session starting now. A record without members gives
 // an empty group that keeps the generation.
-func restoreGroup(rec *groupRecord, nonce string, events groupEvents, now time.Time) *group {
-	g := newGroup(rec.group, nonce, events)
+func restoreGroup(rec *groupRecord, ids *memberIDs, events groupEvents, now time.Time) *group {
+	g := newGroup(rec.group, ids, events)
 	g.generation = rec.generation
 	if len(rec.members) == 0 {
 		return g

@@ -70,7 +70,7 @@ func newMember(t *testing.T, g *group, now time.Time) (string, *joinWait) {
 func stableGroup(t *testing.T) (*group, *groupLog, string) {
 	t.Helper()
 	log := &groupLog{}
-	g := newGroup("g", "n", log)
+	g := newGroup("g", &memberIDs{nonce: "n"}, log)
 	a, ja := newMember(t, g, t0)
 	if ja.done != 1 || ja.res.code != errNone || ja.res.generation != 1 || ja.res.leader != a || len(ja.res.members) != 1 {
 		t.Fatalf("first member's join: %+v", ja)
@@ -291,7 +291,7 @@ func TestGroup_Leave(t *testing.T) {
 // the commit rules (a generation-less commit only to an empty group; none while the assignment is
 // awaited).
 func TestGroup_Refusals(t *testing.T) {
-	g := newGroup("g", "n", &groupLog{})
+	g := newGroup("g", &memberIDs{nonce: "n"}, &groupLog{})
 	short := args("")
 	short.session = time.Second
 	var w joinWait
@@ -339,7 +339,7 @@ func TestGroup_Refusals(t *testing.T) {
 
 // TestGroup_ProtocolVotes: the protocol is the one every member offers that most prefer.
 func TestGroup_ProtocolVotes(t *testing.T) {
-	g := newGroup("g", "n", &groupLog{})
+	g := newGroup("g", &memberIDs{nonce: "n"}, &groupLog{})
 	var w1, w2, w3 joinWait
 	a := args("", "range", "sticky")
 	a.requireID = false
@@ -389,7 +389,7 @@ func TestGroup_RecordRestore(t *testing.T) {
 	}
 	later := now.Add(time.Minute) // past every session of the old coordinator's clock
 	log2 := &groupLog{}
-	r := restoreGroup(&rec, "m", log2, later)
+	r := restoreGroup(&rec, &memberIDs{nonce: "m"}, log2, later)
 	if r.phase != phaseStable || r.generation != 2 || r.leader != a || len(log2.added) != 2 {
 		t.Fatalf("restored: phase %v, generation %d, leader %q, added %v", r.phase, r.generation, r.leader, log2.added)
 	}
@@ -419,7 +419,25 @@ func TestGroup_RecordRestore(t *testing.T) {
 	if len(last.members) != 0 || r.phase != phaseEmpty {
 		t.Fatalf("emptied group's record: %+v", last)
 	}
-	if e := restoreGroup(&last, "z", &groupLog{}, later); !e.idle() || e.generation != last.generation {
+	if e := restoreGroup(&last, &memberIDs{nonce: "z"}, &groupLog{}, later); !e.idle() || e.generation != last.generation {
 		t.Fatalf("restored empty group: %+v", e)
+	}
+}
+
+// TestGroup_MemberIDsNeverRepeat: a group dropped from memory (empty) and made again by the same
+// coordinator never hands out an id a former member had, so a former member's requests stay
+// UNKNOWN_MEMBER_ID.
+func TestGroup_MemberIDsNeverRepeat(t *testing.T) {
+	ids := &memberIDs{nonce: "n"}
+	g := newGroup("g", ids, &groupLog{})
+	a, _ := newMember(t, g, t0)
+	g.leave(t0, a)
+	g2 := newGroup("g", ids, &groupLog{})
+	b, _ := newMember(t, g2, t0)
+	if a == b {
+		t.Fatalf("the group made again handed out %q twice", a)
+	}
+	if code := g2.heartbeat(t0, a, 1); code != errUnknownMemberID {
+		t.Fatalf("former member's heartbeat: %d, want UNKNOWN_MEMBER_ID", code)
 	}
 }
