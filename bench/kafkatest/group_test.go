@@ -197,7 +197,7 @@ func checkListed(t *testing.T, ctx context.Context, cl *kgo.Client, group, state
 // the records produced meanwhile and commits them there (its group record made it a member there,
 // or it rejoins). It leaves, and a new member of the group reads the next records from the
 // committed offsets: nothing below them, nothing twice. ListGroups and DescribeGroups show the
-// stable group with its member.
+// stable group with its member, and a node other than the coordinator answers NOT_COORDINATOR.
 func TestFranzGo_GroupCoordinatorKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
 	defer cancel()
@@ -224,6 +224,22 @@ func TestFranzGo_GroupCoordinatorKilled(t *testing.T) {
 	checkListed(t, ctx, prod, group, "Stable", 1)
 
 	old := coordinator(t, ctx, prod, group)
+	// The other nodes are no coordinator of the group: the client is sent to look it up again.
+	for _, nd := range lc.Nodes() {
+		if int32(nd.ID) == old {
+			continue
+		}
+		hb := kmsg.NewPtrHeartbeatRequest()
+		hb.SetVersion(3)
+		hb.Group, hb.Generation, hb.MemberID = group, 1, "m"
+		resp := kmsg.NewPtrHeartbeatResponse()
+		resp.SetVersion(3)
+		rawExchange(t, nd.KafkaAddr, password(lc), hb, resp)
+		if resp.ErrorCode != 16 {
+			t.Errorf("Heartbeat to node %d, not the coordinator (node %d): error %d, want NOT_COORDINATOR (16)", nd.ID, old,
+				resp.ErrorCode)
+		}
+	}
 	if err := lc.Kill(uint16(old)); err != nil {
 		t.Fatal(err)
 	}

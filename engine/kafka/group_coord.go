@@ -84,7 +84,8 @@ type coordinator struct {
 	probing   bool
 	lastProbe time.Time
 	ids       memberIDs
-	gone      bool // unloaded: replies still in flight are dropped
+	gone      bool  // unloaded: replies still in flight are dropped
+	goneCode  int16 // the error it was unloaded with
 	// groupRecs are the last group record of each group read by the load, restored when it ends.
 	groupRecs map[string]*groupRecord
 	// s and st are the home shard, where every method runs.
@@ -110,9 +111,14 @@ func (h *Handler) coordinatorFor(s *shard.Shard, st *shardState, id uint64, name
 	return c
 }
 
-// whenLoaded runs f once the coordinator is loaded (errNone) or found not to be one (its error).
+// whenLoaded runs f once the coordinator is loaded (errNone) or found not to be one (its error),
+// at once when that is known already: a load refused on this shard ends within coordinatorFor.
 func (c *coordinator) whenLoaded(f func(code int16)) {
-	if c.state == coordLoaded {
+	switch {
+	case c.gone:
+		f(c.goneCode)
+		return
+	case c.state == coordLoaded:
 		f(errNone)
 		return
 	}
@@ -265,7 +271,7 @@ func (c *coordinator) unload(st *shardState, code int16) {
 	if c.gone {
 		return
 	}
-	c.gone = true
+	c.gone, c.goneCode = true, code
 	if st.coords[c.stream] == c {
 		delete(st.coords, c.stream)
 	}
