@@ -68,7 +68,8 @@
 //     hash of the group id mod 8; created by the first FindCoordinator that needs it, min(3, nodes)
 //     copies, majority_durable; the name is no topic, so Metadata does not list it and Produce
 //     cannot reach it). The stream's owner is the group's coordinator, and FindCoordinator names
-//     its Kafka broker. On that node the coordinator lives on the stream's shard (coordinator,
+//     its Kafka broker (the owner a lookup of the metadata service answers, so any node answers it,
+//     not only those holding a metadata replica). On that node the coordinator lives on the stream's shard (coordinator,
 //     shardState.coords): connections on any shard reach it through shard.Node.Run and get their
 //     answers back the same way, and one goroutine per handler runs the coordinators' timers
 //     (every 100 ms, through Run). The stream holds two kinds of records: committed offsets (one

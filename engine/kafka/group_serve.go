@@ -486,38 +486,32 @@ func serveFindCoordinator(h *Handler, s *shard.Shard, st *shardState, r *request
 			}
 		}
 	}
+	// Each stream's owner from the metadata service (served on the metadata primary, forwarded from
+	// any other node), so every node answers, not only those holding a metadata replica.
 	owners, found := make([]uint16, len(keys)), make([]bool, len(keys))
-	if h.cfg.Meta == nil {
-		finish(s, st, owners, found) // no metadata replica here to read: COORDINATOR_NOT_AVAILABLE
-		return
-	}
-	r.waiting++
-	err := h.cfg.Shards.Run(0, func(*shard.Shard) {
-		state := h.cfg.Meta.State()
-		for i, name := range names {
-			if name == "" {
-				continue
-			}
-			if ms, ok := state.StreamByName(name); ok {
-				found[i] = true
-				if a, ok := state.Assignment(ms.ID); ok {
-					owners[i] = a.Owner
-				}
-			}
+	for i, name := range names {
+		if name == "" {
+			continue
 		}
-		_ = h.cfg.Shards.Run(s.Index(), func(s *shard.Shard) {
-			st := &h.shards[s.Index()]
-			r.waiting--
-			if !r.finished {
-				finish(s, st, owners, found)
+		rid := st.nextRequestID()
+		b := wire.AppendLookupStream(st.takeBuf(), h.from, &wire.LookupStream{RequestID: rid, Name: []byte(name)})
+		h.submit(s, st, r, rid, 0, b, func(s *shard.Shard, st *shardState, rep *reply) {
+			code, _ := rep.errorCode()
+			if code == errUnknownTopicOrPart {
+				return // found[i] false: created
 			}
-			h.settle(s, st, r)
+			found[i] = true
+			if code != errNone {
+				return // owners[i] 0: COORDINATOR_NOT_AVAILABLE, asked again
+			}
+			if lr, err := wire.DecodeLookupStreamReply(&rep.h, rep.body); err == nil {
+				owners[i] = lr.Owner
+				st.ids[name] = lr.Stream
+			}
 		})
-	})
-	if err != nil {
-		r.waiting--
-		finish(s, st, owners, found)
+		st.giveBuf(b)
 	}
+	r.onDone = func(s *shard.Shard, st *shardState, _ *request) { finish(s, st, owners, found) }
 }
 
 // createGroupStream creates an internal group stream, detached from the FindCoordinator that found
