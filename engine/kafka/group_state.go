@@ -97,6 +97,7 @@ type member struct {
 	rebalance  time.Duration
 	deadline   time.Time // the session ends here without a heartbeat (not counted while a join waits)
 	assignment []byte
+	synced     bool             // sent its SyncGroup in this generation
 	join       func(joinResult) // a JoinGroup waiting for the rebalance
 	sync       func(syncResult) // a SyncGroup waiting for the leader's
 }
@@ -121,7 +122,7 @@ type group struct {
 	leader       string
 	members      map[string]*member
 	pending      map[string]time.Time // member ids handed out with MEMBER_ID_REQUIRED, until they join
-	deadline     time.Time            // phasePreparing: the rebalance ends here at the latest
+	deadline     time.Time            // phasePreparing, phaseCompleting: the phase ends here at the latest
 	ids          *memberIDs
 	events       groupEvents
 }
@@ -274,15 +275,23 @@ func (g *group) prepare(now time.Time) {
 			}
 		}
 	}
-	var longest time.Duration
 	for _, m := range g.members {
-		longest = max(longest, m.rebalance)
 		m.assignment = nil
 	}
 	if g.phase != phasePreparing {
-		g.deadline = now.Add(longest)
+		g.deadline = now.Add(g.longestRebalance())
 	}
 	g.phase = phasePreparing
+}
+
+// longestRebalance is the largest rebalance timeout of the members: how long a join phase, and then
+// the wait for the assignment, may last.
+func (g *group) longestRebalance() time.Duration {
+	var longest time.Duration
+	for _, m := range g.members {
+		longest = max(longest, m.rebalance)
+	}
+	return longest
 }
 
 // tryCompleteJoin ends the join phase once every member has a JoinGroup waiting, or at the deadline
@@ -309,6 +318,7 @@ func (g *group) tryCompleteJoin(now time.Time, force bool) {
 		return
 	}
 	g.phase = phaseCompleting
+	g.deadline = now.Add(g.longestRebalance())
 	g.protocol = g.chooseProtocol()
 	if g.members[g.leader] == nil {
 		g.leader = g.sortedMembers()[0].id
@@ -316,7 +326,7 @@ func (g *group) tryCompleteJoin(now time.Time, force bool) {
 	g.events.rebalanced(g)
 	for _, m := range g.sortedMembers() {
 		f := m.join
-		m.join = nil
+		m.join, m.synced = nil, false
 		m.deadline = now.Add(m.session)
 		f(g.joinResultFor(m))
 	}
@@ -443,6 +453,7 @@ func (g *group) sync(now time.Time, id string, gen int32, protocolType, protocol
 	case phaseStable:
 		done(g.syncResultFor(m))
 	case phaseCompleting:
+		m.synced = true
 		if m.sync != nil {
 			m.sync(syncResult{code: errRebalanceInProgress})
 		}
@@ -530,9 +541,10 @@ func (g *group) checkCommit(now time.Time, id string, gen int32) int16 {
 }
 
 // tick ends what timed out by now: members whose session passed without a heartbeat (a member whose
-// join or sync waits is not counted: it waits on the coordinator, and the rebalance timeout or the
-// leader's session bounds that wait), member ids handed out and never used, and a rebalance whose
-// timeout passed.
+// join or sync waits is not counted: it waits on the coordinator, and the rebalance timeout bounds
+// that wait), member ids handed out and never used, a join phase whose rebalance timeout passed,
+// and a wait for the leader's assignment that lasted the rebalance timeout (Kafka's pending sync
+// timeout: the members that sent no SyncGroup are removed).
 func (g *group) tick(now time.Time) {
 	for id, until := range g.pending {
 		if !now.Before(until) {
@@ -551,6 +563,16 @@ func (g *group) tick(now time.Time) {
 	}
 	if g.phase == phasePreparing && !now.Before(g.deadline) {
 		g.tryCompleteJoin(now, true)
+	}
+	if g.phase == phaseCompleting && !now.Before(g.deadline) {
+		// The assignment did not come within the rebalance timeout: the members that sent no
+		// SyncGroup (the leader among them) go, and the others rebalance.
+		for _, m := range g.sortedMembers() {
+			if !m.synced {
+				g.remove(m, "no SyncGroup within the rebalance timeout")
+			}
+		}
+		g.rebalanceAfterRemoval(now)
 	}
 }
 

@@ -441,3 +441,38 @@ func TestGroup_MemberIDsNeverRepeat(t *testing.T) {
 		t.Fatalf("former member's heartbeat: %d, want UNKNOWN_MEMBER_ID", code)
 	}
 }
+
+// TestGroup_LeaderNeverSyncs: a leader that heartbeats but never sends its SyncGroup does not hold
+// the follower's SyncGroup past the rebalance timeout: the leader is removed, the follower's sync is
+// answered REBALANCE_IN_PROGRESS, and it rejoins as the only member.
+func TestGroup_LeaderNeverSyncs(t *testing.T) {
+	g, log, a := stableGroup(t)
+	now := t0.Add(time.Second)
+	b, _ := newMember(t, g, now)
+	var ja joinWait
+	g.join(now, args(a), ja.f)
+	var sb syncWait
+	g.sync(now, b, 2, nil, nil, nil, sb.f)
+	for i := 1; i < 20; i++ {
+		tick := now.Add(time.Duration(i) * time.Second)
+		if code := g.heartbeat(tick, a, 2); code != errNone {
+			t.Fatalf("leader's heartbeat at %ds: %d", i, code)
+		}
+		g.tick(tick)
+		if sb.done != 0 {
+			t.Fatalf("follower's sync answered at %ds, within the rebalance timeout: %+v", i, sb)
+		}
+	}
+	g.tick(now.Add(20 * time.Second))
+	if sb.done != 1 || sb.res.code != errRebalanceInProgress || g.members[a] != nil || g.members[b] == nil {
+		t.Fatalf("after the rebalance timeout: follower's sync %+v, leader still a member %v", sb, g.members[a] != nil)
+	}
+	if !slices.Contains(log.reasons, "no SyncGroup within the rebalance timeout") {
+		t.Fatalf("removal reasons: %v", log.reasons)
+	}
+	var jb joinWait
+	g.join(now.Add(20*time.Second), args(b), jb.f)
+	if jb.done != 1 || jb.res.leader != b || jb.res.generation != 3 {
+		t.Fatalf("follower's rejoin: %+v", jb)
+	}
+}
