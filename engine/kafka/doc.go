@@ -89,8 +89,9 @@
 //   - Timeouts: a member is removed when its session timeout passes without a heartbeat (6 s to
 //     30 min, Kafka's defaults; not counted while its JoinGroup or SyncGroup waits on the
 //     coordinator); a rebalance ends at the largest rebalance timeout of its members, without the
-//     members that did not rejoin; a follower's SyncGroup waits for the leader's, which its
-//     session bounds. Nothing waits longer. JoinGroup v4+ without a member id is answered
+//     members that did not rejoin; a follower's SyncGroup waits for the leader's, at most the
+//     rebalance timeout again (then the members that sent none are removed and the others
+//     rebalance, as Kafka's pending sync timeout does). Nothing waits longer. JoinGroup v4+ without a member id is answered
 //     MEMBER_ID_REQUIRED with one (kept for the session timeout). Static membership (group
 //     instance ids) is not served: such members are treated as dynamic ones. A group has at most
 //     1000 members (GROUP_MAX_SIZE_REACHED).
