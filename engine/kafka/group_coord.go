@@ -84,8 +84,9 @@ type coordinator struct {
 	probing   bool
 	lastProbe time.Time
 	ids       memberIDs
-	gone      bool  // unloaded: replies still in flight are dropped
-	goneCode  int16 // the error it was unloaded with
+	head      uint64 // the stream's retained head when the load began
+	gone      bool   // unloaded: replies still in flight are dropped
+	goneCode  int16  // the error it was unloaded with
 	// groupRecs are the last group record of each group read by the load, restored when it ends.
 	groupRecs map[string]*groupRecord
 	// s and st are the home shard, where every method runs.
@@ -142,6 +143,7 @@ func (c *coordinator) load(s *shard.Shard, st *shardState) {
 			c.loadFailed(st, errCoordinatorNotAvailable, err.Error())
 			return
 		}
+		c.head = lr.Head
 		c.read(s, st, lr.Head, lr.ConfirmedTail)
 	})
 	st.giveBuf(b)
@@ -162,7 +164,7 @@ func (c *coordinator) read(s *shard.Shard, st *shardState, off, tail uint64) {
 			}
 		}
 		c.groupRecs = nil
-		c.h.log.Info("kafka: group coordinator loaded", "stream", c.name, "records", tail, "offset_groups", len(c.offsets),
+		c.h.log.Info("kafka: group coordinator loaded", "stream", c.name, "head", c.head, "tail", tail, "offset_groups", len(c.offsets),
 			"groups_restored", len(c.groups), "members_restored", members)
 		c.runWaiters(errNone)
 		return
