@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/ringstream/ringstream/client"
 	"github.com/ringstream/ringstream/localcluster"
 )
 
@@ -284,4 +285,67 @@ func TestFranzGo_GroupCoordinatorKilled(t *testing.T) {
 	if len(seen) != 3*n {
 		t.Errorf("%d records read, want %d", len(seen), 3*n)
 	}
+}
+
+// TestFranzGo_GroupStreamDeleted: an operator deletes a group's internal stream (ringstream stream
+// delete). The next FindCoordinator creates it again (the same stream id, the next incarnation).
+// Within a few seconds the old coordinator's check finds its stream written elsewhere (its confirmed
+// tail is not the one it knew) and drops what it held; then the coordinator serves the group from
+// the new stream (the old offset gone with the old stream; an OffsetCommit and OffsetFetch work)
+// and the other nodes answer NOT_COORDINATOR.
+func TestFranzGo_GroupStreamDeleted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	defer cancel()
+	lc := startGroupCluster(t, ctx)
+	cl := franzClient(t, lc)
+	const group, topic = "deleted-group", "dt"
+	// Eight connections to each node: with two shards, both shards of each node answer.
+	heartbeatAll := func(coord int32) {
+		for i := 0; i < 8*len(lc.Nodes()); i++ {
+			nd := lc.Nodes()[i%len(lc.Nodes())]
+			hb := kmsg.NewPtrHeartbeatRequest()
+			hb.SetVersion(3)
+			hb.Group, hb.Generation, hb.MemberID = group, 1, "m"
+			resp := kmsg.NewPtrHeartbeatResponse()
+			resp.SetVersion(3)
+			rawExchange(t, nd.KafkaAddr, password(lc), hb, resp)
+			want := int16(16) // NOT_COORDINATOR
+			if int32(nd.ID) == coord {
+				want = 25 // UNKNOWN_MEMBER_ID: the coordinator, with no such member
+			}
+			if resp.ErrorCode != want {
+				t.Errorf("Heartbeat to node %d (coordinator %d): error %d, want %d", nd.ID, coord, resp.ErrorCode, want)
+			}
+		}
+	}
+	simpleCommit(t, ctx, cl, group, topic, 7)
+	heartbeatAll(coordinator(t, ctx, cl, group))
+
+	c, err := client.Dial(ctx, client.Config{Addrs: lc.ClientAddrs(), Cluster: 1, Secret: []byte(lc.Secret())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	name := fmt.Sprintf("__kafka_groups-%d", groupStream(group))
+	if err := c.DeleteStream(ctx, name); err != nil {
+		t.Fatalf("delete %s: %v", name, err)
+	}
+	admin := franzClient(t, lc) // no coordinator cached
+	coord := coordinator(t, ctx, admin, group)
+	// A coordinator learns its stream is gone at its next ownership check (every second); until
+	// then it may answer from what it held.
+	deleted := time.Now()
+	for got := int64(7); got != -1; got = offsetFetch(t, ctx, admin, group, topic, 1)[0] {
+		if time.Since(deleted) > 5*time.Second {
+			t.Fatalf("offset 5 s after the stream was deleted and made again: %d, want none (-1)", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the deleted stream's offsets were gone %v after the delete", time.Since(deleted).Round(time.Millisecond))
+	coord = coordinator(t, ctx, admin, group)
+	simpleCommit(t, ctx, admin, group, topic, 9)
+	if got := offsetFetch(t, ctx, admin, group, topic, 1)[0]; got != 9 {
+		t.Fatalf("offset committed on the new stream: %d, want 9", got)
+	}
+	heartbeatAll(coord)
 }

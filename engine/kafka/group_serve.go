@@ -91,13 +91,9 @@ func (h *Handler) atCoordinator(s *shard.Shard, st *shardState, r *request, grou
 		}
 		home, connShard := shard.ShardOf(id, len(h.shards)), s.Index()
 		r.waiting++
-		forget := false // no coordinator here: the stream id is looked up again next time (it may be a new stream's)
 		back := func() {
 			_ = h.cfg.Shards.Run(connShard, func(s *shard.Shard) { // an error: the node stops, and r with it
 				st := &h.shards[connShard]
-				if forget {
-					delete(st.ids, name)
-				}
 				r.waiting--
 				h.settle(s, st, r)
 			})
@@ -107,7 +103,6 @@ func (h *Handler) atCoordinator(s *shard.Shard, st *shardState, r *request, grou
 			c := h.coordinatorFor(hs, hst, id, name)
 			c.whenLoaded(func(code int16) {
 				if code != errNone {
-					forget = true
 					f(hs, hst, nil, code, back)
 					return
 				}
