@@ -88,7 +88,19 @@ func TestKafkaJS_ConsumerGroup(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	err := cmd.Run()
-	t.Logf("groups.js ran %v", time.Since(start).Round(time.Millisecond))
+	ran := time.Since(start)
+	t.Logf("groups.js ran %v", ran.Round(time.Millisecond))
+	if ran > 6*time.Second { // slower than usual (about 3 s): the coordinator's log says why
+		for _, nd := range lc.Nodes() {
+			log, _ := os.ReadFile(nd.LogPath())
+			for _, line := range strings.Split(string(log), "\n") {
+				if strings.Contains(line, "kafka: group") {
+					t.Logf("node %d: %s", nd.ID, line)
+				}
+			}
+		}
+		t.Logf("groups.js stderr:\n%s", stderr.String())
+	}
 	if err != nil {
 		t.Fatalf("groups.js: %v\nstderr:\n%s\nstdout (tail):\n%s", err, stderr.String(), tail(stdout.String(), 20))
 	}

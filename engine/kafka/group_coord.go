@@ -85,8 +85,11 @@ type coordinator struct {
 	lastProbe time.Time
 	ids       memberIDs
 	head      uint64 // the stream's retained head when the load began
-	gone      bool   // unloaded: replies still in flight are dropped
-	goneCode  int16  // the error it was unloaded with
+	// incarnation is the stream's incarnation the load read: appends name it (a stream deleted
+	// and made again refuses them), and a probe that finds another one unloads.
+	incarnation uint32
+	gone        bool  // unloaded: replies still in flight are dropped
+	goneCode    int16 // the error it was unloaded with
 	// groupRecs are the last group record of each group read by the load, restored when it ends.
 	groupRecs map[string]*groupRecord
 	// s and st are the home shard, where every method runs.
@@ -143,7 +146,7 @@ func (c *coordinator) load(s *shard.Shard, st *shardState) {
 			c.loadFailed(st, errCoordinatorNotAvailable, err.Error())
 			return
 		}
-		c.head = lr.Head
+		c.head, c.incarnation = lr.Head, lr.Incarnation
 		c.read(s, st, lr.Head, lr.ConfirmedTail)
 	})
 	st.giveBuf(b)
@@ -172,8 +175,8 @@ func (c *coordinator) read(s *shard.Shard, st *shardState, off, tail uint64) {
 	h := c.h
 	bg := &request{silent: true}
 	rid := st.nextRequestID()
-	b := wire.AppendFetch(st.takeBuf(), h.from, &wire.Fetch{RequestID: rid, Stream: c.stream, Offset: off,
-		BytesMax: groupLoadBytes})
+	b := wire.AppendFetch(st.takeBuf(), h.from, &wire.Fetch{RequestID: rid, Stream: c.stream,
+		Incarnation: c.incarnation, Offset: off, BytesMax: groupLoadBytes})
 	h.submit(s, st, bg, rid, c.stream, b, func(s *shard.Shard, st *shardState, rep *reply) {
 		if code, msg := rep.errorCode(); code != errNone {
 			c.loadFailed(st, groupCodeOf(code), msg)
@@ -366,9 +369,9 @@ func (c *coordinator) probe(s *shard.Shard, st *shardState, now time.Time) {
 		if err != nil || c.inflight > 0 {
 			return
 		}
-		if lr.ConfirmedTail != c.end {
+		if lr.ConfirmedTail != c.end || lr.Incarnation != c.incarnation {
 			h.log.Info("kafka: group stream written elsewhere, reloading", "stream", c.name, "known", c.end,
-				"confirmed", lr.ConfirmedTail)
+				"confirmed", lr.ConfirmedTail, "incarnation", c.incarnation, "now", lr.Incarnation)
 			c.unload(st, errNotCoordinator)
 		}
 	})
@@ -439,7 +442,7 @@ func (c *coordinator) appendRecords(payload []byte, count int, done func(code in
 	bg := &request{silent: true}
 	rid := st.nextRequestID()
 	b := wire.AppendProduce(st.takeBuf(), h.from, &wire.Produce{RequestID: rid, Stream: c.stream,
-		Format: wire.FormatValues, Count: uint32(count), Batch: payload})
+		Incarnation: c.incarnation, Format: wire.FormatValues, Count: uint32(count), Batch: payload})
 	c.inflight++
 	h.submit(s, st, bg, rid, c.stream, b, func(s *shard.Shard, st *shardState, rep *reply) {
 		c.inflight--
