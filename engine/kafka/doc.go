@@ -79,8 +79,8 @@
 //     loads by reading the stream from its head to its confirmed tail the first time a request
 //     reaches it; only the owner answers that read, so any other node answers NOT_COORDINATOR and
 //     the client looks the coordinator up again. Every second a loaded coordinator checks that it
-//     still owns the stream and that no one else wrote to it; if not, it drops its state and
-//     answers NOT_COORDINATOR.
+//     still owns the stream, that no one else wrote to it and that it was not deleted and made
+//     again (its incarnation); if not, it drops its state and answers NOT_COORDINATOR.
 //   - What survives the coordinator's node being killed: every committed (answered) offset, and
 //     the membership of the last stable generation whose group record was confirmed: the new owner
 //     restores those members with fresh sessions, so they go on heartbeating and committing
