@@ -67,3 +67,30 @@ func TestGroupCodeOf(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupValidation: the rules of a group id and of a committed offset's partition.
+func TestGroupValidation(t *testing.T) {
+	long := string(make([]byte, groupIDMax+1))
+	for id, want := range map[string]int16{"g": errNone, "": errInvalidGroupID, long: errInvalidGroupID,
+		long[:groupIDMax]: errNone} {
+		if got := validateGroupID(id); got != want {
+			t.Errorf("group id of %d bytes: %d, want %d", len(id), got, want)
+		}
+	}
+	md := string(make([]byte, offsetMetadataMax))
+	for _, c := range []struct {
+		topic     string
+		partition int32
+		metadata  string
+		want      int16
+	}{
+		{"orders", 0, "", errNone}, {"orders", PartitionsMax - 1, md, errNone},
+		{"orders", -1, "", errUnknownTopicOrPart}, {"orders", PartitionsMax, "", errUnknownTopicOrPart},
+		{"bad topic", 0, "", errUnknownTopicOrPart}, {"orders", 0, md + "x", errOffsetMetadataTooLarge},
+	} {
+		if got := validateCommitPartition(c.topic, c.partition, c.metadata); got != c.want {
+			t.Errorf("commit %q/%d with %d bytes of metadata: %d, want %d", c.topic, c.partition, len(c.metadata), got,
+				c.want)
+		}
+	}
+}

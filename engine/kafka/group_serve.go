@@ -285,6 +285,19 @@ func serveLeaveGroup(h *Handler, s *shard.Shard, st *shardState, r *request, kre
 	})
 }
 
+// validateCommitPartition checks one partition of an OffsetCommit: a valid topic name and
+// partition (TopicRule, 0..PartitionsMax-1; the topic need not exist) and metadata of at most
+// offsetMetadataMax bytes. The validation of a committed offset; it returns the Kafka error.
+func validateCommitPartition(topic string, partition int32, metadata string) int16 {
+	switch {
+	case validateTopic(topic) != nil || partition < 0 || partition >= PartitionsMax:
+		return errUnknownTopicOrPart
+	case len(metadata) > offsetMetadataMax:
+		return errOffsetMetadataTooLarge
+	}
+	return errNone
+}
+
 func serveOffsetCommit(h *Handler, s *shard.Shard, st *shardState, r *request, kreq kmsg.Request) {
 	req := kreq.(*kmsg.OffsetCommitRequest)
 	resp := kmsg.NewPtrOffsetCommitResponse()
@@ -319,12 +332,7 @@ func serveOffsetCommit(h *Handler, s *shard.Shard, st *shardState, r *request, k
 			*rp = kmsg.NewOffsetCommitResponseTopicPartition()
 			rp.Partition = p.Partition
 			md := deref(p.Metadata)
-			switch {
-			case validateTopic(t.Topic) != nil || p.Partition < 0 || p.Partition >= PartitionsMax:
-				rp.ErrorCode = errUnknownTopicOrPart
-			case len(md) > offsetMetadataMax:
-				rp.ErrorCode = errOffsetMetadataTooLarge
-			default:
+			if rp.ErrorCode = validateCommitPartition(t.Topic, p.Partition, md); rp.ErrorCode == errNone {
 				epoch := int32(-1)
 				if req.Version >= 6 {
 					epoch = p.LeaderEpoch
