@@ -41,6 +41,7 @@ var apis = [...]api{
 	{saslHandshakeKey, 0, 1},
 	{saslAuthenticateKey, 0, 2},
 	{initProducerIDKey, 0, 4},
+	groupAPIs[0], groupAPIs[1], groupAPIs[2], groupAPIs[3], groupAPIs[4], groupAPIs[5], groupAPIs[6], groupAPIs[7], groupAPIs[8],
 }
 
 // serve serves a decoded request of a supported API and version.
@@ -66,6 +67,8 @@ func (h *Handler) serve(s *shard.Shard, st *shardState, r *request, req kmsg.Req
 		serveSASLAuthenticate(h, s, st, r, req)
 	case initProducerIDKey:
 		serveInitProducerID(h, s, st, r, req)
+	default:
+		h.serveGroup(s, st, r, req)
 	}
 }
 

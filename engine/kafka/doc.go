@@ -11,7 +11,10 @@
 // What it serves, and at which versions, is the apis table, advertised exactly by ApiVersions:
 // ApiVersions 0-3, Metadata 0-9, CreateTopics 0-6, DeleteTopics 0-5, Produce 3-9, Fetch 4-11,
 // ListOffsets 1-6 (earliest, latest, and by timestamp over the batches' append times, searchTime),
-// SaslHandshake 0-1 and SaslAuthenticate 0-2 (PLAIN), InitProducerId 0-4 (idempotent producers).
+// SaslHandshake 0-1 and SaslAuthenticate 0-2 (PLAIN), InitProducerId 0-4 (idempotent producers),
+// and the group coordinator's FindCoordinator 0-4, JoinGroup 0-9, SyncGroup 0-5, Heartbeat 0-4,
+// LeaveGroup 0-5, OffsetCommit 0-8, OffsetFetch 1-7, DescribeGroups 0-5 and ListGroups 0-4
+// (groupAPIs).
 // Any other API of kmsg's, or another version, is answered with its response at the version asked,
 // UNSUPPORTED_VERSION in its top-level error code where it has one (ApiVersions: version 0 with
 // the list, KIP-511); an API key kmsg does not know closes the
@@ -79,6 +82,43 @@
 //     name, and a password derived from the secret (Password, an HMAC), not the secret itself,
 //     which PLAIN would send in the clear; before anything but ApiVersions, any other request
 //     first closes the connection. SCRAM and user lists are not served.
+//   - Consumer groups (group_*.go) follow Kafka's classic protocol: the leader member computes the
+//     assignment and sends it in SyncGroup; the coordinator hands each member its part. Where group
+//     state lives: each group belongs to one of 8 internal streams, "__kafka_groups-N" (N the FNV-1a
+//     hash of the group id mod 8; created by the first FindCoordinator that needs it, min(3, nodes)
+//     copies, majority_durable; the name is no topic, so Metadata does not list it and Produce
+//     cannot reach it). The stream's owner is the group's coordinator, and FindCoordinator names
+//     its Kafka broker (the owner a lookup of the metadata service answers, so any node answers it,
+//     not only those holding a metadata replica). On that node the coordinator lives on the stream's shard (coordinator,
+//     shardState.coords): connections on any shard reach it through shard.Node.Run and get their
+//     answers back the same way, and one goroutine per handler runs the coordinators' timers
+//     (every 100 ms, through Run). The stream holds two kinds of records: committed offsets (one
+//     record per partition; an OffsetCommit is answered once its batch is confirmed, durable on W
+//     copies) and group records (generation, leader, members, assignments), written when a
+//     generation's assignment is handed out or the group empties, not waited for. A coordinator
+//     loads by reading the stream from its head to its confirmed tail the first time a request
+//     reaches it; only the owner answers that read, so any other node answers NOT_COORDINATOR and
+//     the client looks the coordinator up again. Every second a loaded coordinator checks that it
+//     still owns the stream, that no one else wrote to it and that it was not deleted and made
+//     again (its incarnation); if not, it drops its state and answers NOT_COORDINATOR.
+//   - What survives the coordinator's node being killed: every committed (answered) offset, and
+//     the membership of the last stable generation whose group record was confirmed: the new owner
+//     restores those members with fresh sessions, so they go on heartbeating and committing
+//     without a rebalance. A rebalance under way, and members that joined after the last group
+//     record, are lost with the node: those members are answered UNKNOWN_MEMBER_ID and rejoin.
+//   - Timeouts: a member is removed when its session timeout passes without a heartbeat (6 s to
+//     30 min, Kafka's defaults; not counted while its JoinGroup or SyncGroup waits on the
+//     coordinator); a rebalance ends at the largest rebalance timeout of its members, without the
+//     members that did not rejoin; a follower's SyncGroup waits for the leader's, at most the
+//     rebalance timeout again (then the members that sent none are removed and the others
+//     rebalance, as Kafka's pending sync timeout does). Nothing waits longer. JoinGroup v4+ without a member id is answered
+//     MEMBER_ID_REQUIRED with one (kept for the session timeout). Static membership (group
+//     instance ids) is not served: such members are treated as dynamic ones. A group has at most
+//     1000 members (GROUP_MAX_SIZE_REACHED).
+//   - An OffsetCommit with generation -1 is taken for a group without members (a tool's commit);
+//     otherwise only from a member of the current generation, and not while the group awaits its
+//     leader's assignment (REBALANCE_IN_PROGRESS), as Kafka checks it. Commits are not checked
+//     against the topic's existence; their metadata is at most 4096 bytes.
 //   - Stream ids are cached per shard by name, learned from Metadata and lookups, and dropped when
 //     a stream is answered unknown.
 package kafka

@@ -16,7 +16,6 @@ const (
 	errLeaderNotAvailable   int16 = 5
 	errNotLeader            int16 = 6
 	errRequestTimedOut      int16 = 7
-	errCoordinatorLoading   int16 = 14
 	errMessageTooLarge      int16 = 10
 	errInvalidTopic         int16 = 17
 	errInvalidRequiredAcks  int16 = 21

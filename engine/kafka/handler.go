@@ -45,6 +45,7 @@ type Handler struct {
 	password []byte // SASL PLAIN's password, Password(secret)
 
 	producerIDs *producerIDs // InitProducerId's allocator, shared by the shards
+	groupHost                // the group coordinators' metrics and timer (group_metrics.go)
 }
 
 // shardState is one shard's Kafka connections and the client requests submitted for them, used
@@ -60,6 +61,8 @@ type shardState struct {
 	frames   [][]byte // buffers for client requests being built (takeBuf, giveBuf)
 	name     []byte   // a stream name being built
 	out      []byte   // a response being encoded
+	// coords are the group coordinators whose internal stream lives on this shard (group_coord.go).
+	coords map[uint64]*coordinator
 }
 
 // takeBuf lends a buffer to build a client request in. A submission may be answered before it
@@ -150,7 +153,10 @@ func New(cfg Config) (*Handler, error) {
 	}
 	for i := range h.shards {
 		h.shards[i] = shardState{handler: h, conns: make(map[uint64]*conn), calls: make(map[uint64]*call), ids: make(map[string]uint64),
-			creating: make(map[string]bool)}
+			creating: make(map[string]bool), coords: make(map[uint64]*coordinator)}
+	}
+	if err := h.groupHost.init(len(h.shards), cfg.Registry, cfg.Labels); err != nil {
+		return nil, err
 	}
 	m, err := newMetrics(cfg.Registry, cfg.Labels)
 	if err != nil {
