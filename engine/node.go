@@ -211,8 +211,9 @@ func (n *Node) compose() error {
 	data := admin.NewDataMetrics(n.metricLabels())
 	replies := func(id uint64, r *stream.Reply) { data.Count(r); n.clients.StreamReply(id, r) }
 	stages := stagetrace.New(cfg.ShardCount)
+	retainBytes, retainAgeMs := cfg.Retention()
 	host, err := streamhost.New(sn, streamhost.Config{Dir: cfg.File.Node.DataDir, Cluster: cfg.File.Cluster.ID,
-		Node: n.id, Shards: cfg.ShardCount, Segment: seg,
+		Node: n.id, Shards: cfg.ShardCount, Segment: seg, RetainBytes: retainBytes, RetainAgeMs: retainAgeMs,
 		Stream:  stream.Config{TickMs: uint32(cfg.File.Cluster.TickMs)},
 		Replies: replies, SealReplies: n.sealReply, IdleCloseTicks: cfg.IdleCloseTicks(), Stages: stages, Logger: n.log})
 	if err != nil {

@@ -76,7 +76,8 @@ func (sh *shardHost) controlFrame(from uint16, hd *wire.Header, body []byte) {
 		if !a.Includes(sh.h.cfg.Node) {
 			return
 		}
-		cg, err := sh.h.newCopy(Spec{Stream: m.Stream, Incarnation: m.Incarnation, Assignment: a})
+		cg, err := sh.h.newCopy(Spec{Stream: m.Stream, Incarnation: m.Incarnation, Assignment: a,
+			RetainBytes: sh.h.cfg.RetainBytes, RetainAgeMs: sh.h.cfg.RetainAgeMs})
 		if err != nil {
 			sh.h.log.Error("streamhost: assignment not applied", "stream", m.Stream, "err", err)
 			return

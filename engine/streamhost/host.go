@@ -57,6 +57,10 @@ type Config struct {
 	// RetainEveryTicks is how often each copy runs retention when its Spec sets a limit
 	// (default 1000 ticks).
 	RetainEveryTicks uint64
+	// RetainBytes and RetainAgeMs are the node's retention (storage.retention_bytes and
+	// storage.retention_age; 0: no limit): the Spec of every copy an assignment creates takes them.
+	RetainBytes int64
+	RetainAgeMs int64
 	// IdleCloseTicks: a copy with no append, read or seal for this many ticks is parked
 	// (segment.Copy.Park: its four descriptors closed until it is used again). 0: the default,
 	// 1000 ticks; negative: never. Copies park right after their open either way unless negative.

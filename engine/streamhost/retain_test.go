@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/stream"
 	"github.com/ringstream/ringstream/engine/streamhost"
 )
@@ -71,5 +72,38 @@ func TestRetention_ByAgeOnRealLogs(t *testing.T) {
 	}
 	if r := produceOne(t, n, 7, batches); r.Kind != stream.ReplyProduce || r.Produce.BaseOffset != batches*recordsPerBatch {
 		t.Fatalf("produce after retention answered %+v", r)
+	}
+}
+
+// TestRetention_NodeLimitReachesCopiesAnAssignmentCreates: the node's retention (Config.RetainBytes,
+// storage.retention_bytes) applies to the copies assignments create, which is how every copy of a
+// running node comes to be: with 16 KiB of closed segments kept, a copy that wrote many segments
+// keeps one closed segment and its active one. Before, assignments created copies without the
+// node's limits and retention never ran.
+func TestRetention_NodeLimitReachesCopiesAnAssignmentCreates(t *testing.T) {
+	n := soloNode(t, t.TempDir(), func(c *streamhost.Config) {
+		c.Segment.SegmentBytes = 16 << 10 // two 8 KiB batches per segment
+		c.RetainEveryTicks = 5
+		c.RetainBytes = 16 << 10
+	})
+	assignOn(t, n, meta.Assignment{Epoch: 1, Owner: 1, Policy: meta.Policy{Kind: meta.PolicyMajorityDurable}}, nil)
+	for seq := range uint64(12) {
+		if r := produceOne(t, n, testStream, seq); r.Kind != stream.ReplyProduce {
+			t.Fatalf("produce %d answered %+v", seq, r)
+		}
+	}
+	segments := func() int {
+		m, err := filepath.Glob(filepath.Join(n.host.Dir(testStream, testIncarnation), "records", "*.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(m)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for segments() > 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d segments left with a 16 KiB limit on 16 KiB segments", segments())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
