@@ -234,6 +234,12 @@ func measureManyStreams(b *testing.B, streams int) (committed, serving time.Dura
 	killed := time.Now()
 	defer func() { b.Log(tl.streamStages(killed)) }()
 	c.nodes[1].Kill()
+	b.Logf("Kill of node 1 (%d copies) returned after %v", len(all), time.Since(killed).Round(time.Millisecond))
+	defer func() {
+		if lost := tl.first(killed, func(e controlhost.Event) bool { return e.Kind == controlhost.NodeLost }); !lost.IsZero() {
+			b.Logf("node lost %v after the kill", lost.Sub(killed).Round(time.Millisecond))
+		}
+	}()
 	asgs := make([]meta.Assignment, len(ids))
 	waitForTB(b, "every stream's new owner committed", func() bool {
 		p := c.primary(1)
