@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -302,7 +303,8 @@ func TestConverters(t *testing.T) {
 	}
 	emg := metahost.Config(mg) // the two types must keep the same fields
 	if emg.VSR.Self != 1 || emg.VSR.ReplicaCount != 3 || emg.Members[0].Node != 3 || emg.Members[2].Index != 2 ||
-		emg.EagerFailoverGraceTicks != 40 || emg.Dir != filepath.Join("data", "meta") || emg.VSR.Validate() != nil {
+		emg.EagerFailoverGraceTicks != 40 || emg.TickPeriod != 5*time.Millisecond || emg.Dir != filepath.Join("data", "meta") ||
+		emg.VSR.Validate() != nil {
 		t.Fatalf("metadata group config %+v", emg)
 	}
 	c2, err := config.Parse([]byte("[node]\nid = 4\n[cluster]\npeers = {1=\"10.0.0.1:1\",2=\"10.0.0.2:1\",3=\"10.0.0.3:1\",4=\"10.0.0.4:1\"}"), t.TempDir())

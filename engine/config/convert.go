@@ -126,6 +126,7 @@ type MetaGroupConfig struct {
 	VSR                     vsr.Config
 	LogCompactBytes         int64
 	EagerFailoverGraceTicks uint64
+	TickPeriod              time.Duration
 	Logger                  *slog.Logger
 }
 
@@ -149,5 +150,6 @@ func (c *Config) MetaGroup() (mg MetaGroupConfig, ok bool) {
 		Members:                 members,
 		VSR:                     vsr.DefaultConfig(len(members), uint8(self)),
 		EagerFailoverGraceTicks: uint64(c.EagerFailoverGraceTicks),
+		TickPeriod:              time.Duration(f.Cluster.TickMs) * time.Millisecond,
 	}, true
 }

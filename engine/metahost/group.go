@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/vsr"
@@ -32,7 +33,11 @@ type Config struct {
 	// and stayed closed this many ticks starts a view change (default DefaultEagerFailoverGraceTicks;
 	// at most VSR.ViewChangeTimeoutTicks).
 	EagerFailoverGraceTicks uint64
-	Logger                  *slog.Logger // nil: slog.Default()
+	// TickPeriod is shard 0's tick (cluster.tick_ms). With it the controller hears the ticks that
+	// passed on the clock beyond those shard 0 ran (Controller.Tick's skipped): a shard busier than
+	// its tick runs its ticks late, and the eager failover grace is wall time. 0: ticks run only.
+	TickPeriod time.Duration
+	Logger     *slog.Logger // nil: slog.Default()
 }
 
 // ProposeResult is the outcome of a proposal: the committed op's number and result, or why not.
@@ -83,7 +88,9 @@ type waitKey struct{ client, request uint64 }
 
 // Group is the metadata group's replica on this node; it implements shard.Group.
 type Group struct {
-	lastTick uint64 // shard 0's tick number at the last OnTick
+	lastTick uint64        // shard 0's tick number at the last OnTick
+	lastAt   time.Time     // when the last OnTick ran (TickPeriod set)
+	lagNs    time.Duration // clock time past whole ticks since lastAt, carried to the next tick
 	cfg      Config
 	log      *slog.Logger
 	replica  *vsr.Replica
@@ -341,10 +348,31 @@ func (g *Group) OnTick(tick uint64) {
 		if g.lastTick != 0 && tick > g.lastTick+1 {
 			skipped = tick - g.lastTick - 1
 		}
+		if g.cfg.TickPeriod > 0 {
+			now := time.Now()
+			if !g.lastAt.IsZero() {
+				var late uint64
+				late, g.lagNs = lateTicks(now.Sub(g.lastAt), g.lagNs, g.cfg.TickPeriod)
+				skipped = max(skipped, late)
+			}
+			g.lastAt = now
+		}
 		g.ctl.Tick(skipped)
 	}
 	g.lastTick = tick
 	g.pump()
+}
+
+// lateTicks is how many whole ticks of period beyond one passed in elapsed (plus carry, the time
+// past whole ticks left from before), and the time past whole ticks to carry on: ticks that ran 3 ms
+// apart at a 2 ms period make one late tick every second tick.
+func lateTicks(elapsed, carry, period time.Duration) (uint64, time.Duration) {
+	total := max(elapsed, 0) + carry
+	whole := total / period
+	if whole < 1 {
+		return 0, 0 // ran early: counted as a whole tick already, nothing carried
+	}
+	return uint64(whole - 1), total - whole*period
 }
 
 // takeProposals hands the proposals waiting in the inbox to the replica.
