@@ -87,3 +87,33 @@ func TestCreateStreams_DecoderRefusesWhatTheEncoderWouldNot(t *testing.T) {
 		t.Fatal("a count past the names was accepted")
 	}
 }
+
+// A batched reply is checked outcome by outcome: an unknown code, a name that took effect on
+// stream 0, a message that is not UTF-8 and a count that does not match the body are refused.
+func TestStreamsReply_DecoderRefusals(t *testing.T) {
+	good := []wire.StreamOutcome{{Stream: 5, Incarnation: 1, Message: []byte{}}}
+	frame := wire.AppendCreateStreamsReply(nil, fromNode, &wire.StreamsReply{RequestID: 3}, good)
+	h, body, err := wire.ParseFrame(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := wire.DecodeCreateStreamsReply(&h, body); err != nil || len(got) != 1 || got[0].Stream != 5 {
+		t.Fatalf("the good reply: %+v %v", got, err)
+	}
+	// Outcome layout: code u16 | incarnation u32 | stream u64 | message_len u16 | message.
+	bad := func(name string, edit func(b []byte) []byte) {
+		b := edit(bytes.Clone(body))
+		if _, _, err := wire.DecodeCreateStreamsReply(&h, b); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	bad("unknown code", func(b []byte) []byte { b[0], b[1] = 0xff, 0x00; return b })
+	bad("took effect on stream 0", func(b []byte) []byte { clear(b[6:14]); return b })
+	bad("message not UTF-8", func(b []byte) []byte { b[14] = 1; return append(b, 0xff) })
+	bad("a byte past the last outcome", func(b []byte) []byte { return append(b, 0) })
+	h2 := h
+	h2.EntryCount = 2
+	if _, _, err := wire.DecodeCreateStreamsReply(&h2, body); err == nil {
+		t.Error("a count past the outcomes: accepted")
+	}
+}
