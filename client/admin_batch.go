@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/ringstream/ringstream/internal/assert"
 	"github.com/ringstream/ringstream/wire"
 )
 
@@ -59,9 +60,7 @@ func (c *Client) CreateStreams(ctx context.Context, names []string, opts StreamO
 	results := make(StreamResults, len(names))
 	err = c.batched(ctx, names, results, func(chunk [][]byte) (request, wire.Command) {
 		l, err := wire.StreamNamesOf(chunk)
-		if err != nil {
-			panic(err) // batched checked and sorted the names
-		}
+		assert.True(err == nil, "client: names batched checked and sorted were refused")
 		return &createsRequest{m: wire.CreateStreams{Copies: opts.Copies, Policy: opts.Policy.Kind,
 			ConfirmCount: opts.Policy.Count, Names: l}}, wire.CommandCreateStreamsReply
 	}, func(name string, o wire.StreamOutcome) StreamInfo {
@@ -79,9 +78,7 @@ func (c *Client) DeleteStreams(ctx context.Context, names []string) (StreamResul
 	results := make(StreamResults, len(names))
 	err := c.batched(ctx, names, results, func(chunk [][]byte) (request, wire.Command) {
 		l, err := wire.StreamNamesOf(chunk)
-		if err != nil {
-			panic(err)
-		}
+		assert.True(err == nil, "client: names batched checked and sorted were refused")
 		return &deletesRequest{m: wire.DeleteStreams{Names: l}}, wire.CommandDeleteStreamsReply
 	}, func(name string, o wire.StreamOutcome) StreamInfo {
 		c.forget(name)

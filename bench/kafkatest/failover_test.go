@@ -14,7 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/ringstream/ringstream/localcluster"
 )
@@ -23,16 +22,7 @@ import (
 // 5 produce requests in flight per broker, retried without limit), acks=all, and batches
 // uncompressed (kgo's default, snappy, is refused).
 func idempotentClient(t *testing.T, lc *localcluster.Cluster, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(lc.KafkaAddrs()...),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(100 * time.Millisecond),
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
-		kgo.SASL(plain.Auth{User: "ringstream", Pass: password(lc)}.AsMechanism())}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	return newFranz(t, lc, append([]kgo.Opt{kgo.ProducerBatchCompression(kgo.NoCompression())}, opts...)...)
 }
 
 // TestFranzGo_OwnerKilled: franz-go's idempotent producer (acks=all, several requests in flight)

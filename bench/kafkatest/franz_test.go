@@ -34,11 +34,15 @@ const (
 )
 
 func franzClient(t *testing.T, lc *localcluster.Cluster, opts ...kgo.Opt) *kgo.Client {
+	return newFranz(t, lc, append([]kgo.Opt{kgo.DisableIdempotentWrite()}, opts...)...)
+}
+
+// newFranz is a kgo client of lc's Kafka listeners with SASL PLAIN, acks=all and opts. MetadataMinAge:
+// a broker answers Metadata from its own metadata replica, which may trail a create by a heartbeat;
+// kgo's default of 5 s between refreshes would then stall a test that long (docs/kafka.md).
+func newFranz(t *testing.T, lc *localcluster.Cluster, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	// MetadataMinAge: a broker answers Metadata from its own metadata replica, which may trail a
-	// create by a heartbeat; kgo's default of 5 s between refreshes would then stall the test that
-	// long (docs/kafka.md).
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(lc.KafkaAddrs()...), kgo.DisableIdempotentWrite(),
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(lc.KafkaAddrs()...),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MetadataMinAge(100 * time.Millisecond),
 		kgo.SASL(plain.Auth{User: "ringstream", Pass: password(lc)}.AsMechanism())}, opts...)...)
 	if err != nil {
