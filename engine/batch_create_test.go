@@ -12,8 +12,8 @@ import (
 	"github.com/ringstream/ringstream/shard"
 )
 
-// TestNode_CreateStreamsInBatches: one CreateStreams call of 1,203 names (two requests of up to
-// 1,000, each cut into ops of up to 100 creates) on three real nodes creates every new name once, spread over
+// TestNode_CreateStreamsInBatches: one CreateStreams call of 1,203 names (seven requests of up to
+// 200, each cut into ops of up to 100 creates) on three real nodes creates every new name once, spread over
 // the nodes as one-by-one creates are, refuses the two names taken before alone (ErrStreamExists)
 // and leaves those streams as they were; the streams it created take records; a DeleteStreams of
 // them plus an unknown name deletes each and refuses the unknown one alone.
