@@ -68,7 +68,7 @@ func newStreamCreateCommand() *cobra.Command {
 		Long: "Create a stream kept as --copies copies on different nodes. A record is confirmed once the\n" +
 			"policy's number of copies hold it on disk: majority_durable (the default), local_durable (every\n" +
 			"copy) or count_durable(N). Prints the stream's id and incarnation.\n\n" +
-			"More than one NAME creates them all with the same options in batched requests (up to 1,000\n" +
+			"More than one NAME creates them all with the same options in batched requests (200\n" +
 			"names a request, a hundred a metadata op), one line per name; a name refused (taken, say) does\n" +
 			"not stop the others, and the exit status is that of the first refused name, 0 when none was.\n\n" +
 			"NAME: " + wire.StreamNameRule + ".\n" +
