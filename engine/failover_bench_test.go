@@ -11,7 +11,7 @@ import (
 	"github.com/ringstream/ringstream/engine/controlhost"
 	"github.com/ringstream/ringstream/engine/meta"
 	"github.com/ringstream/ringstream/engine/stream"
-	"github.com/ringstream/ringstream/shard"
+	"github.com/ringstream/ringstream/engine/streamhost"
 )
 
 var failoverStreams = flag.Int("failover.streams", 0, "BenchmarkFailoverStreams: also this many streams (the cluster holds three times as many)")
@@ -258,40 +258,28 @@ func measureManyStreams(b *testing.B, streams int) (committed, serving time.Dura
 		return done
 	})
 	committed = time.Since(killed)
-	// Each stream's new owner is seen serving with one read per (node, shard) and poll, each stream
-	// read until it serves: a read per stream and poll, each waiting for its shard's next turn, made
-	// the polling itself seconds long at 1,000 streams.
+	// Each stream's new owner is seen serving with one read per (node, shard) and poll (eachCopy).
 	servedAt := make([]time.Time, len(ids))
 	left := len(ids)
 	waitForTB(b, "every new owner serving", func() bool {
-		type key struct {
-			node  uint16
-			shard int
-		}
-		groups := map[key][]int{}
-		for i, id := range ids {
+		byOwner := map[uint16][]int{}
+		for i := range ids {
 			if servedAt[i].IsZero() {
-				k := key{asgs[i].Owner, shard.ShardOf(id, 2)}
-				groups[k] = append(groups[k], i)
+				byOwner[asgs[i].Owner] = append(byOwner[asgs[i].Owner], i)
 			}
 		}
-		for k, idx := range groups {
-			n := c.nodes[k.node]
-			done := make(chan struct{})
-			if err := n.Shards().Run(k.shard, func(s *shard.Shard) {
-				now := time.Now()
-				for _, i := range idx {
-					st := n.Streams().State(s, ids[i])
-					if st.Open && st.Role == stream.RoleOwner && st.Epoch >= asgs[i].Epoch {
-						servedAt[i] = now
-						left--
-					}
-				}
-				close(done)
-			}); err != nil {
-				b.Fatal(err)
+		for owner, idx := range byOwner {
+			streams := make([]uint64, len(idx))
+			for j, i := range idx {
+				streams[j] = ids[i]
 			}
-			<-done
+			c.eachCopy(owner, streams, func(j int, st streamhost.CopyState) {
+				i := idx[j]
+				if st.Open && st.Role == stream.RoleOwner && st.Epoch >= asgs[i].Epoch {
+					servedAt[i] = time.Now()
+					left--
+				}
+			})
 		}
 		return left == 0
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -158,15 +159,49 @@ func (c *failoverCluster) metaState(id uint16, f func(*meta.State)) {
 
 // waitCopies waits until each of the nodes holds an open copy of stream serving at epoch or above.
 func (c *failoverCluster) waitCopies(stream uint64, epoch uint32, ids ...uint16) {
-	waitForTB(c.t, "copies open", func() bool {
-		for _, id := range ids {
-			st := c.copyState(id, stream)
-			if !st.Open || st.Epoch < epoch {
-				return false
+	c.waitEveryCopy([]uint64{stream}, epoch, ids...)
+}
+
+// eachCopy reads node id's copy of each of streams (an empty state where it has none) with one
+// cross-shard run per shard: a run per stream, each waiting for its shard's next turn, makes the
+// reading itself minutes long at tens of thousands of streams.
+func (c *failoverCluster) eachCopy(id uint16, streams []uint64, f func(i int, st streamhost.CopyState)) {
+	n := c.nodes[id]
+	byShard := map[int][]int{}
+	for i, s := range streams {
+		k := shard.ShardOf(s, 2)
+		byShard[k] = append(byShard[k], i)
+	}
+	for k, idx := range byShard {
+		done := make(chan struct{})
+		if err := n.Shards().Run(k, func(s *shard.Shard) {
+			for _, i := range idx {
+				f(i, n.Streams().State(s, streams[i]))
 			}
+			close(done)
+		}); err != nil {
+			return
 		}
-		return true
-	})
+		<-done
+	}
+}
+
+// waitEveryCopy waits until each of the nodes holds an open copy of every stream, serving at epoch
+// or above.
+func (c *failoverCluster) waitEveryCopy(streams []uint64, epoch uint32, ids ...uint16) {
+	for _, id := range ids {
+		left := slices.Clone(streams)
+		waitForTB(c.t, "copies open", func() bool {
+			var behind []uint64
+			c.eachCopy(id, left, func(i int, st streamhost.CopyState) {
+				if !st.Open || st.Epoch < epoch {
+					behind = append(behind, left[i])
+				}
+			})
+			left = behind
+			return len(left) == 0
+		})
+	}
 }
 
 // createStream creates a three-copy stream through node 1 once every node is registered, and waits
@@ -272,8 +307,6 @@ func (c *failoverCluster) createStreams(t testing.TB, prefix string, count int) 
 		}
 		ids[i] = r.Info.Stream
 	}
-	for _, id := range ids {
-		c.waitCopies(id, 1, 1, 2, 3)
-	}
+	c.waitEveryCopy(ids, 1, 1, 2, 3)
 	return ids
 }
