@@ -10,9 +10,10 @@ import (
 // Entries are encoded in place at the end of each link's outbox; nothing is allocated per entry. A
 // group whose superblock save is still in flight or failed is left out (R12); one whose save
 // completes later goes in that turn's late batch (flushLate), so no save holds back the other
-// groups or the replies.
-func (s *Shard) flush() {
-	for _, gs := range s.groups {
+// groups or the replies. Only the groups polled this tick (polled) can owe entries: a group that owes
+// never sleeps (sleep.go).
+func (s *Shard) flush(polled []*groupSlot) {
+	for _, gs := range polled {
 		if gs.role != RolePrimary {
 			continue
 		}

@@ -45,7 +45,8 @@ type SuperblockSave struct {
 // engine/metagroup) and, later, stream copies. Every method runs on the owning shard's goroutine; a
 // group must not block and must not keep the slices it is handed past the call.
 //
-// The shard reads the state methods at every tick: a change of Role or View restarts the heartbeat
+// The shard reads the state methods at every tick it polls the group (every tick, unless the group is
+// a Sleeper that sleeps): a change of Role or View restarts the heartbeat
 // schedule (a primary's first heartbeat goes on the next send tick, R2), and a higher Commit while
 // primary owes an eager Commit to the members in CommitHolders (R6).
 type Group interface {
@@ -113,6 +114,25 @@ type Sender interface {
 	// were queued; with the outbox they take turns at frame boundaries. It returns ErrLinkDown (done
 	// is not called) or ErrOutboxFull when DataQueueFrames are queued (OnOutboxDrained follows).
 	SendData(node uint16, header, body []byte, done DataSent, tag uint64) error
+	// Wake puts group back on every tick's poll if it sleeps (Sleeper): something changed it that
+	// the shard did not route to it. Cheap, and a no-op on a group that is awake or unknown.
+	Wake(group uint64)
+}
+
+// Sleeper is an optional interface of a Group whose own timers are rare: a copy of a quiet stream
+// has nothing to time between its idle checks. After polling such a group on a tick, the shard asks
+// it until which tick it needs no OnTick, and when the shard's own side of the group (its heartbeat
+// schedule) owes nothing either, the group sleeps: it is not polled, and costs nothing per tick,
+// until that tick, the shard's next send tick (where every group is polled and the schedule kept), or
+// anything reaching it, whichever comes first. What reaches it: a Commit, a CommitReply, a frame, a
+// save's outcome, a link event, or the group's own Sender.Wake (for inputs the shard does not route,
+// such as a client's produce). A missed Wake costs the group at most the time to the next send tick;
+// it never sleeps longer.
+type Sleeper interface {
+	// SleepUntil is asked on tick now, after the group's OnTick and the shard's reads: the tick the
+	// group next needs OnTick at for its own timers, or any value not above now+1 to be polled on
+	// every tick. The answer holds until the group changes; the group calls Sender.Wake when it does.
+	SleepUntil(now uint64) uint64
 }
 
 // Stopper is an optional interface of a Group. When its shard begins to drain for Stop, OnStop runs

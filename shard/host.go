@@ -196,9 +196,11 @@ func (n *Node) RemoveGroup(id uint64) error {
 func (s *Shard) addGroup(g Group) {
 	assert.True(s.byID[g.ID()] == nil, "shard: group added twice to a shard")
 	gs := &groupSlot{s: s, g: g, id: g.ID()}
+	gs.sleeper, _ = g.(Sleeper)
 	i, _ := slices.BinarySearchFunc(s.groups, gs.id, func(a *groupSlot, id uint64) int { return cmp.Compare(a.id, id) })
 	s.groups = slices.Insert(s.groups, i, gs)
 	s.byID[gs.id] = gs
+	s.keepAwake(gs) // polled from the next tick on, until it may sleep
 	if _, ok := g.(TurnHook); ok {
 		j, _ := slices.BinarySearchFunc(s.turners, gs.id, func(a *groupSlot, id uint64) int { return cmp.Compare(a.id, id) })
 		s.turners = slices.Insert(s.turners, j, gs)
@@ -222,6 +224,17 @@ func (s *Shard) removeGroup(id uint64) {
 	delete(s.byID, id)
 	s.groups = slices.DeleteFunc(s.groups, func(x *groupSlot) bool { return x == gs })
 	s.turners = slices.DeleteFunc(s.turners, func(x *groupSlot) bool { return x == gs })
+	if gs.role == RolePrimary {
+		s.primaries--
+	}
+	if gs.asleep {
+		gs.asleep = false
+		s.sleeping--
+	}
+	if gs.onAwake {
+		gs.onAwake = false
+		s.awake = slices.DeleteFunc(s.awake, func(x *groupSlot) bool { return x == gs })
+	}
 	gs.removed = true
 	gs.primary.Stop()
 	gs.backup.Stop()
@@ -257,6 +270,7 @@ func (s *Shard) onLinkUp(node uint16) {
 	}
 	for _, gs := range s.groups {
 		if w, ok := gs.g.(LinkWatcher); ok {
+			s.wake(gs)
 			w.OnLinkUp(node)
 		}
 	}
@@ -268,6 +282,7 @@ func (s *Shard) onLinkDown(node uint16) {
 	}
 	for _, gs := range s.groups {
 		if w, ok := gs.g.(LinkWatcher); ok {
+			s.wake(gs)
 			w.OnLinkDown(node)
 		}
 	}
@@ -280,6 +295,7 @@ func (s *Shard) onOutboxDrained(node uint16) {
 	}
 	for _, gs := range s.groups {
 		if w, ok := gs.g.(OutboxWatcher); ok {
+			s.wake(gs)
 			w.OnOutboxDrained(node)
 		}
 	}

@@ -224,6 +224,7 @@ func (s *Shard) handleCommit(from uint16, e wire.CommitEntry) {
 	s.stats.CommitEntriesAccepted.Add(1)
 	s.queueReply(from, wire.CommitReplyEntry{Group: e.Group, Incarnation: e.Incarnation, View: e.View,
 		TimestampMonotonic: e.TimestampMonotonic, Replica: gs.self})
+	s.wake(gs)
 	gs.g.OnCommit(from, e)
 }
 
@@ -241,6 +242,7 @@ func (s *Shard) handleReply(from uint16, e wire.CommitReplyEntry) {
 		return
 	}
 	s.stats.ReplyEntriesCounted.Add(1)
+	s.wake(gs)
 	gs.g.OnCommitReply(from, e)
 }
 
@@ -264,6 +266,7 @@ func (s *Shard) deliverFrame(from uint16, h *wire.Header, body []byte) {
 		return
 	}
 	s.stats.FramesRouted.Add(1)
+	s.wake(gs)
 	gs.g.OnFrame(from, h, body)
 }
 

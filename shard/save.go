@@ -37,14 +37,20 @@ type groupSlot struct {
 	late    bool // on s.late
 	removed bool // taken off the shard (RemoveGroup); completions still arrive here
 	saveOps int  // save operations of this slot on the ring
+	// Sleeping (sleep.go): sleeper is g as a Sleeper (nil: never sleeps); asleep while off every
+	// tick's poll; sleeps counts its sleeps (an older alarm is stale); onAwake while on s.awake.
+	sleeper Sleeper
+	asleep  bool
+	onAwake bool
+	sleeps  uint32
 }
 
 // issueSaves starts the superblock saves of every primary that owes entries and has one pending, all
 // on the ring in one go: a write linked to an fdatasync per group (R12). A group whose save is still
 // in flight from an earlier tick is not asked again until it completes.
-func (s *Shard) issueSaves() {
+func (s *Shard) issueSaves(polled []*groupSlot) {
 	issued := 0
-	for _, gs := range s.groups {
+	for _, gs := range polled {
 		if gs.role != RolePrimary || gs.save == saveInFlight {
 			continue
 		}

@@ -54,11 +54,19 @@ type Shard struct {
 	timerNs uint64
 	groups  []*groupSlot // sorted by id: the order batches are built in
 	byID    map[uint64]*groupSlot
-	links   []*link // one per peer node, sorted by node id
-	byNode  map[uint16]*link
-	conns   []*conn
-	accept  bool // this shard accepts connections on the node's listener
-	accepts bool // an Accept is in flight
+	// Sleeping groups (sleep.go): awake is polled every tick, alarms wake sleepers before the next
+	// full poll at tick fullAt, polled is a partial tick's poll list.
+	awake     []*groupSlot
+	alarms    alarms
+	polled    []*groupSlot
+	fullAt    uint64
+	sleeping  int     // groups asleep now
+	primaries int     // groups whose slot is primary (the idle gauge counts the sleeping ones)
+	links     []*link // one per peer node, sorted by node id
+	byNode    map[uint16]*link
+	conns     []*conn
+	accept    bool // this shard accepts connections on the node's listener
+	accepts   bool // an Accept is in flight
 	// acceptRetry: the last Accept failed; the next tick posts a new one.
 	acceptRetry bool
 
@@ -270,11 +278,15 @@ func (s *Shard) runTick(nowNs uint64) {
 	if s.tick.Send {
 		s.stats.SendTicks.Add(1)
 	}
-	if s.sendLimit == 0 || s.tick.Number <= s.sendLimit {
-		s.pollGroups()
+	polled, polling := s.groups, s.sendLimit == 0 || s.tick.Number <= s.sendLimit
+	if polling {
+		polled = s.pollGroups()
 	}
-	s.issueSaves()
-	s.flush()
+	s.issueSaves(polled)
+	s.flush(polled)
+	if polling {
+		s.restPolled(polled)
+	}
 	for _, l := range s.links {
 		l.onTick()
 	}
@@ -282,45 +294,68 @@ func (s *Shard) runTick(nowNs uint64) {
 	s.cl.onTick()
 }
 
-// pollGroups reads each group's role, view and commit, restarts schedules on a change, plans the
-// tick's entries and delivers the timeout events (R2, R6, R8, R20, R24).
-func (s *Shard) pollGroups() {
+// pollGroups reads the role, view and commit of each group polled this tick (every group on a send
+// tick, else the awake ones and the sleepers due: sleep.go), restarts schedules on a change, plans the
+// tick's entries and delivers the timeout events (R2, R6, R8, R20, R24). It returns the groups polled,
+// in id order: the ones that may owe entries this tick.
+func (s *Shard) pollGroups() []*groupSlot {
 	now := s.tick.Number
-	var busy, idle int64
-	for _, gs := range s.groups {
-		g := gs.g
-		g.OnTick(now)
-		role, view, prim := g.Role(), g.View(), g.Primary()
-		if role != gs.role || view != gs.view || prim != gs.primIdx {
-			s.restartGroup(gs, role, view, prim)
-		}
-		switch gs.role {
-		case RolePrimary:
-			if c := g.Commit(); c > gs.primary.Commit() {
-				gs.primary.Committed(now, c, g.CommitHolders())
-			}
-			gs.primary.Plan(s.tick)
-			if gs.primary.Busy() {
-				busy++
-			} else {
-				idle++
-			}
-			if gs.primary.QuorumLost(now) {
-				g.OnQuorumLost()
-			}
-		case RoleBackup:
-			if gs.backup.Silent(now) {
-				g.OnPrimarySilent()
-			}
+	list := s.pollList(now)
+	var busy int64
+	for _, gs := range list {
+		s.pollGroup(gs, now)
+		if gs.role == RolePrimary && gs.primary.Busy() {
+			busy++
 		}
 	}
 	s.stats.GroupsBusy.Store(busy)
-	s.stats.GroupsIdle.Store(idle)
+	s.stats.GroupsIdle.Store(int64(s.primaries) - busy)
+	return list
+}
+
+// restPolled lets the groups polled this tick sleep, once the tick's batches took what they owed.
+func (s *Shard) restPolled(polled []*groupSlot) {
+	now := s.tick.Number
+	for _, gs := range polled {
+		s.rest(gs, now)
+	}
+	s.stats.GroupsSleeping.Store(int64(s.sleeping))
+}
+
+// pollGroup is one group's poll on tick now.
+func (s *Shard) pollGroup(gs *groupSlot, now uint64) {
+	g := gs.g
+	g.OnTick(now)
+	role, view, prim := g.Role(), g.View(), g.Primary()
+	if role != gs.role || view != gs.view || prim != gs.primIdx {
+		s.restartGroup(gs, role, view, prim)
+	}
+	switch gs.role {
+	case RolePrimary:
+		if c := g.Commit(); c > gs.primary.Commit() {
+			gs.primary.Committed(now, c, g.CommitHolders())
+		}
+		gs.primary.Plan(s.tick)
+		if gs.primary.QuorumLost(now) {
+			g.OnQuorumLost()
+		}
+	case RoleBackup:
+		if gs.backup.Silent(now) {
+			g.OnPrimarySilent()
+		}
+	}
 }
 
 // restartGroup puts a group on the schedule for its new role or view.
 func (s *Shard) restartGroup(gs *groupSlot, role Role, view uint32, prim uint8) {
 	g := gs.g
+	if (gs.role == RolePrimary) != (role == RolePrimary) {
+		if role == RolePrimary {
+			s.primaries++
+		} else {
+			s.primaries--
+		}
+	}
 	gs.role, gs.view, gs.primIdx, gs.self = role, view, prim, g.Self()
 	gs.nodes = [heartbeat.MembersMax]uint16{}
 	gs.links = [heartbeat.MembersMax]*link{}

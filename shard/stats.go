@@ -67,6 +67,11 @@ type Stats struct {
 
 	GroupsBusy atomic.Int64 // primaries in the busy state at the last tick (R20)
 	GroupsIdle atomic.Int64
+	// Sleeping groups (sleep.go): asleep at the last tick, wakes by an input, full polls (one per
+	// send tick).
+	GroupsSleeping atomic.Int64
+	GroupWakes     atomic.Uint64
+	FullPolls      atomic.Uint64
 
 	LinkConnects    atomic.Uint64
 	LinkFailures    atomic.Uint64
@@ -162,6 +167,9 @@ func newCollector(node uint16, shards []*Shard) *collector {
 	kafkaMetrics(counter, gauge)
 	gauge("groups_busy", "Led groups in the busy state (R20).", func(s *Stats) float64 { return float64(s.GroupsBusy.Load()) })
 	gauge("groups_idle", "Led groups in the idle state (R20).", func(s *Stats) float64 { return float64(s.GroupsIdle.Load()) })
+	gauge("groups_sleeping", "Groups off every tick's poll until their next alarm, send tick or input.", func(s *Stats) float64 { return float64(s.GroupsSleeping.Load()) })
+	counter("group_wakes_total", "Sleeping groups woken by an input before their alarm.", func(s *Stats) float64 { return u(&s.GroupWakes) })
+	counter("full_polls_total", "Ticks that polled every group (the send ticks).", func(s *Stats) float64 { return u(&s.FullPolls) })
 	gauge("links_up", "Outbound peer links connected.", func(s *Stats) float64 { return float64(s.LinksUp.Load()) })
 	return c
 }

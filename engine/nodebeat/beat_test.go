@@ -28,6 +28,8 @@ func (s *frameSink) SendFrame(node uint16, frame []byte) error {
 	s.last[node] = append(s.last[node][:0], frame...)
 	return nil
 }
+func (s *frameSink) Wake(uint64) {}
+
 func (s *frameSink) SendData(uint16, []byte, []byte, shard.DataSent, uint64) error {
 	return errors.New("frameSink: no data frames")
 }

@@ -84,6 +84,7 @@ func (sh *shardHost) controlFrame(from uint16, hd *wire.Header, body []byte) {
 		}
 		cg.apply = applyWork{phase: applyWaiting, asg: a, starts: historyStarts(nil, starts)}
 		sh.copies[m.Stream] = cg // frames before the shard attaches it find it opening
+		sh.addTail(cg)
 		if err := sh.h.node.AddGroup(cg); err != nil {
 			delete(sh.copies, m.Stream)
 			sh.h.log.Error("streamhost: assignment not applied", "stream", m.Stream, "err", err)
@@ -107,6 +108,7 @@ func (sh *shardHost) onSealReply(from uint16, hd *wire.Header, body []byte) {
 
 // onControlFrame carries out a seal, seal reply or assignment for this copy.
 func (cg *copyGroup) onControlFrame(from uint16, hd *wire.Header, body []byte) {
+	cg.wake()
 	sh := cg.h
 	switch hd.Command {
 	case wire.CommandStreamSealReply:

@@ -58,11 +58,17 @@ type copyGroup struct {
 	parked   bool  // parked at the last check, with no activity seen since (park.go)
 	delWait  bool  // a delete waits for the rare operation running
 	stagger  uint8 // the stream id modulo parkCheckTicks: copies compare their activity on different ticks
-	activity uint64
-	activeAt uint64 // parking (park.go): the storage's activity count when it last changed, and that tick
-	seal     sealWork
-	apply    applyWork
-	fail     healWork // its storage failed: closed, then reopened (heal.go)
+	sleeping bool  // SleepUntil let the shard put the copy to sleep: wake tells the shard of any input
+	// Its entry in the shard's published tails (tails.go): tailSlot is 1 + its index (0: none),
+	// tailMarked while on the shard's list to rebuild, pubParked as last published.
+	tailSlot   int
+	tailMarked bool
+	pubParked  bool
+	activity   uint64
+	activeAt   uint64 // parking (park.go): the storage's activity count when it last changed, and that tick
+	seal       sealWork
+	apply      applyWork
+	fail       healWork // its storage failed: closed, then reopened (heal.go)
 	// The log epoch the copy asked for, while storage refuses it as busy (another rare operation
 	// runs): tried again at each operation's end and at each tick.
 	epochWait  bool
@@ -120,6 +126,7 @@ func (cg *copyGroup) Attach(s shard.Sender) {
 		sh.send = s
 	}
 	sh.copies[cg.spec.Stream] = cg
+	sh.addTail(cg)
 	seg, err := segment.Open(sh.jobs, s.Ring(), cg.dir, sh.h.cfg.Segment, cg, tagOpen)
 	if err != nil {
 		cg.closeFailed(err)
@@ -130,6 +137,7 @@ func (cg *copyGroup) Attach(s shard.Sender) {
 
 // Done receives the end of a rare operation (from Jobs.Poll).
 func (cg *copyGroup) Done(r segment.Result) {
+	cg.wake()
 	cg.done(r)
 	if cg.fail.closeWait {
 		cg.closeForHeal() // it waited for this operation to end
@@ -256,6 +264,7 @@ func (cg *copyGroup) closeFailed(err error) {
 func (cg *copyGroup) remove() {
 	if cg.h.copies[cg.spec.Stream] == cg {
 		delete(cg.h.copies, cg.spec.Stream)
+		cg.h.removeTail(cg)
 	}
 	_ = cg.h.h.node.RemoveGroup(cg.spec.Stream)
 }
@@ -326,6 +335,7 @@ func (cg *copyGroup) OnStop() {
 
 // AppendDone: a log's durable tail moved (from segment's completions).
 func (cg *copyGroup) AppendDone(log segment.LogKind, _ uint64, end uint64, err error) {
+	cg.wake()
 	if log == segment.RecordLog && err == nil {
 		n := 0
 		for n < len(cg.held) && cg.held[n].end <= end {
@@ -369,6 +379,7 @@ func (cg *copyGroup) AppendDone(log segment.LogKind, _ uint64, end uint64, err e
 // ReadDone: a read finished; its buffer stays alive until the next Ready's sends took what they
 // alias.
 func (cg *copyGroup) ReadDone(_ segment.LogKind, tag uint64, data []byte, err error) {
+	cg.wake()
 	b := cg.takeRead(tag)
 	switch {
 	case (tag >= tagScan && cg.state != stateScanning) || (tag == tagBoundary && cg.state >= stateClosing):

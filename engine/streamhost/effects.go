@@ -16,6 +16,7 @@ import (
 // state for the shard. It never drives the ring: everything is queued, and the shard host's turn
 // hook flushes the group commits.
 func (cg *copyGroup) carryOut() {
+	cg.wake()
 	if cg.c == nil || cg.state != stateServing {
 		return
 	}

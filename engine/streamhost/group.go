@@ -70,10 +70,12 @@ func (cg *copyGroup) OnCommitReply(uint16, wire.CommitReplyEntry) {
 // controller decides. OnQuorumLost is counted, and an owner stops serving until it hears a quorum
 // again (R24, stream.Copy.QuorumLost).
 func (cg *copyGroup) OnPrimarySilent() {
+	cg.wake()
 	cg.h.stats.PrimarySilent++
 	cg.silent = true
 }
 func (cg *copyGroup) OnQuorumLost() {
+	cg.wake()
 	cg.h.stats.QuorumLost++
 	if cg.c != nil && cg.state == stateServing {
 		cg.c.QuorumLost()
@@ -169,6 +171,9 @@ func (cg *copyGroup) traceFrame(from uint16, m *stream.Message) {
 // OnTick advances the copy's tick-counted timers, and starts retention when due. A seal or an
 // assignment that storage could not take yet is tried again.
 func (cg *copyGroup) OnTick(tick uint64) {
+	if !cg.sleeping { // awake: its tick may move what it publishes (a sleeping one's inputs mark it)
+		cg.h.markTail(cg)
+	}
 	if cg.fail.active {
 		cg.healTick(tick)
 		return

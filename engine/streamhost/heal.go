@@ -112,6 +112,7 @@ func (cg *copyGroup) storageFailed(err error) {
 
 // failed starts the failure state and reports it.
 func (cg *copyGroup) failed(kind, err error) {
+	cg.wake()
 	h := cg.h.h
 	backoff := h.healBaseTicks()
 	if cg.healedAt != 0 && cg.h.tick-cg.healedAt < h.healMaxTicks() {

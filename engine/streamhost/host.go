@@ -260,6 +260,7 @@ func (h *Host) serving(s *shard.Shard, streamID uint64) (*copyGroup, error) {
 	if cg == nil || cg.c == nil || cg.state != stateServing {
 		return nil, fmt.Errorf("%w: %d", ErrUnknownStream, streamID)
 	}
+	cg.wake()
 	cg.syncHead()
 	return cg, nil
 }

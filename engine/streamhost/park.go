@@ -27,6 +27,7 @@ func (cg *copyGroup) parkIfIdle(tick uint64) {
 	if a := cg.seg.Activity(); a != cg.activity {
 		// Reads leave a parked copy parked; anything that reopened it counted too.
 		cg.activity, cg.activeAt, cg.parkNow, cg.parked = a, tick, false, cg.seg.Parked()
+		cg.h.markTail(cg)
 		return
 	}
 	if cg.parked {
@@ -47,5 +48,6 @@ func (cg *copyGroup) park() bool {
 		cg.h.stats.Parks++
 	}
 	cg.parked = true
+	cg.h.markTail(cg)
 	return true
 }

@@ -37,8 +37,14 @@ type shardHost struct {
 	stats      Stats
 	stopping   bool
 	tr         *stagetrace.Shard // stage tracing (nil: none)
-	// The copies' tails for the node heartbeats: published is read under Host.mu, pending is rebuilt.
-	published, pending []wire.CopyTail
+	// The copies' tails for the node heartbeats (tails.go): tails is read under Host.mu, one entry
+	// per copy (tailCopies); tailsMarked are rebuilt at the next publish, through tailsNew; parked
+	// counts the entries published parked.
+	tails       []wire.CopyTail
+	tailCopies  []*copyGroup
+	tailsMarked []*copyGroup
+	tailsNew    []slotTail
+	parked      int
 	// Parked copies and parks so far, as of the last publish (Host.ParkedCopies, any goroutine).
 	parkedNow atomic.Int64
 	parksNow  atomic.Uint64
@@ -87,6 +93,7 @@ func newShardHost(h *Host, index int, id uint64) *shardHost {
 
 // markDirty queues cg's Ready for the end of this turn.
 func (sh *shardHost) markDirty(cg *copyGroup) {
+	cg.wake()
 	if !cg.dirty {
 		cg.dirty = true
 		sh.dirty = append(sh.dirty, cg)

@@ -75,6 +75,15 @@ func (b *Backup) OnCommit(now uint64, view uint32, timestamp uint64, state State
 	return CommitRestarted
 }
 
+// SilentAt is the tick at which Silent will report the primary silent if no newer Commit restarts
+// the timeout first; the largest tick when it will not report (stopped, or reported already).
+func (b *Backup) SilentAt() uint64 {
+	if !b.running || b.silent {
+		return ^uint64(0)
+	}
+	return b.restartTick + b.timeoutTicks
+}
+
 // Silent reports, once per restart, that at tick now the timeout expired: the primary is silent.
 func (b *Backup) Silent(now uint64) bool {
 	if !b.running || b.silent || now-b.restartTick < b.timeoutTicks {

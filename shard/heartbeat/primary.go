@@ -168,6 +168,15 @@ func (p *Primary) Plan(t Tick) {
 	}
 }
 
+// Resting says whether the primary has nothing to do until the next send tick: off the schedule, or
+// idle with nothing owed (a save in flight or a full outbox keeps entries owed). A resting primary's
+// Plan does nothing on other ticks (an eager Commit follows a new commit point, which reaches the
+// group as an input and makes it busy), so its shard may skip it until then (shard.Sleeper); its
+// quorum window is then checked at that tick or when a reply arrives.
+func (p *Primary) Resting() bool {
+	return !p.running || (!p.busy && p.owed == 0)
+}
+
 // Owed returns the members this group owes an entry to, and the heartbeat_state those entries carry.
 func (p *Primary) Owed() (Members, State) {
 	if p.owed == 0 {

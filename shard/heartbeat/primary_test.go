@@ -512,3 +512,42 @@ func TestR24_SendMarksSpanTheWindow(t *testing.T) {
 		t.Fatal("quorum not lost at 640: the reply counted as sent after 140")
 	}
 }
+
+// A primary rests (its shard may skip it until the next send tick) only off the schedule, or idle
+// with nothing owed: a busy primary, or an idle one whose heartbeat is owed and not yet sent, does
+// not.
+func TestPrimary_RestingOnlyIdleWithNothingOwed(t *testing.T) {
+	var p Primary
+	if !p.Resting() {
+		t.Fatal("a stopped primary does not rest")
+	}
+	s := NewSchedule(testTicks)
+	p.Start(testTicks, 0, 1, 0, 0, MemberOf(1), 1)
+	for range 20 {
+		if p.Resting() {
+			t.Fatalf("busy at tick %d, yet resting", s.Now().Number)
+		}
+		sendAll(&p, s.Advance())
+	}
+	if p.Busy() || !p.Resting() { // tick 20: idle, its first idle heartbeat sent
+		t.Fatalf("after tick 20: busy %v, resting %v", p.Busy(), p.Resting())
+	}
+	for range 10 {
+		p.Plan(s.Advance()) // tick 30, an idle send tick: the heartbeat is owed, not sent
+	}
+	if owed, _ := p.Owed(); owed == 0 || p.Resting() {
+		t.Fatalf("idle with a heartbeat owed (%v): resting %v", owed, p.Resting())
+	}
+	p.Sent(MemberOf(1), p.Timestamp(30))
+	if !p.Resting() {
+		t.Fatal("idle with nothing owed, yet not resting")
+	}
+	p.Committed(31, 1, MemberOf(1))
+	if p.Resting() {
+		t.Fatal("a new commit point makes the primary busy, yet it rests")
+	}
+	p.Stop()
+	if !p.Resting() {
+		t.Fatal("stopped, yet not resting")
+	}
+}
