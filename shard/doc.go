@@ -39,6 +39,8 @@
 //   - Stopper.OnStop, when the shard drains for Stop or the group is removed: finish or abandon the
 //     operations you queued on the ring.
 //   - DataSent, the outcome of each Sender.SendData.
+//   - Sleeper.SleepUntil, after each poll: a group with no timer of its own due sleeps, off every
+//     tick's poll, until the tick it names, the shard's next send tick, or an input (sleep.go).
 //
 // From any goroutine: Node.AddGroup and Node.RemoveGroup (before or after Start), Node.Run (a
 // function on a shard, at once), Node.Wake. Node.SetNodeHandler (before Start) receives node-level
@@ -121,6 +123,12 @@
 //     slice: a group added or removed meanwhile cannot misdirect one.
 //   - Groups come and go at run time through the owning shard's control queue. A removed group hears
 //     OnStop; its save still in flight completes on its slot and is counted.
+//   - Sleeping groups. A node of tens of thousands of quiet stream copies cannot poll each on every
+//     tick (10,000 on a 2 ms tick took most of a core). A Sleeper whose heartbeat side owes nothing
+//     (a backup; an idle primary whose heartbeat left) sleeps between send ticks: every send tick
+//     polls every group, so the schedule, idle heartbeats and an idle primary's quorum window are
+//     kept there (a lost quorum of an idle sleeping primary is heard up to one broadcast interval
+//     late; any reply or other input wakes it at once); a backup's silence deadline is an alarm.
 //   - Group state is polled once per tick (OnTick, then Role, View, Primary, Commit): a role or view
 //     change restarts the schedule, a higher commit owes eager Commits to CommitHolders (R6), so an
 //     eager Commit leaves at most one tick after the commit point moved.
