@@ -27,7 +27,6 @@ func (cg *copyGroup) parkIfIdle(tick uint64) {
 	if a := cg.seg.Activity(); a != cg.activity {
 		// Reads leave a parked copy parked; anything that reopened it counted too.
 		cg.activity, cg.activeAt, cg.parkNow, cg.parked = a, tick, false, cg.seg.Parked()
-		cg.h.markTail(cg)
 		return
 	}
 	if cg.parked {

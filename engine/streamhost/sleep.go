@@ -12,10 +12,12 @@ package streamhost
 // publishes nothing new and walks nothing.
 
 // SleepUntil implements shard.Sleeper: the tick the copy next needs OnTick at, or 0 for every tick.
+// A copy with a seal step or an assignment under way stays awake until it is done (a failover's
+// copies); one whose seal was answered may sleep (a repeated seal is an input that wakes it).
 func (cg *copyGroup) SleepUntil(now uint64) uint64 {
 	if cg.dirty || cg.fail.active || cg.c == nil || cg.state != stateServing || cg.opening || cg.ticking ||
 		cg.retain || cg.delWait || cg.epochWait || cg.parkNow || len(cg.readWait) > 0 ||
-		cg.seal.phase == sealQueued || cg.apply.phase == applyWaiting {
+		cg.seal.phase == sealQueued || cg.seal.busy() || cg.apply.phase != applyNone {
 		return 0
 	}
 	until := ^uint64(0)

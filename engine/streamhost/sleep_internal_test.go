@@ -31,7 +31,11 @@ func TestSleepUntil_PendingWorkKeepsACopyAwake(t *testing.T) {
 		"park to retry":             func(cg *copyGroup) { cg.parkNow = true },
 		"reads waiting":             func(cg *copyGroup) { cg.readWait = []readReq{{}} },
 		"seal queued":               func(cg *copyGroup) { cg.seal.phase = sealQueued },
+		"seal fencing":              func(cg *copyGroup) { cg.seal.phase = sealFencing },
+		"seal cutting":              func(cg *copyGroup) { cg.seal.phase = sealCutting },
+		"seal digesting":            func(cg *copyGroup) { cg.seal.phase = sealDigesting },
 		"assignment waiting to run": func(cg *copyGroup) { cg.apply.phase = applyWaiting },
+		"assignment cutting":        func(cg *copyGroup) { cg.apply.phase = applyCutting },
 	} {
 		cg := quiet()
 		work(cg)
@@ -43,6 +47,11 @@ func TestSleepUntil_PendingWorkKeepsACopyAwake(t *testing.T) {
 		}
 	}
 	cg := quiet()
+	cg.seal.phase = sealAnswered
+	if got := cg.SleepUntil(now); got != ^uint64(0) {
+		t.Fatalf("a copy whose seal was answered sleeps until %d, want the largest tick", got)
+	}
+	cg = quiet()
 	cg.parked = false
 	if got := cg.SleepUntil(now); got != 13 { // (13 + stagger 3) is a multiple of parkCheckTicks
 		t.Fatalf("an unparked copy sleeps until %d, want its next idle check 13", got)
@@ -62,5 +71,33 @@ func TestSleepUntil_PendingWorkKeepsACopyAwake(t *testing.T) {
 	cg.h, cg.parked = off, false
 	if got := cg.SleepUntil(now); got != ^uint64(0) {
 		t.Fatalf("parking off: an unparked copy sleeps until %d, want no idle check", got)
+	}
+}
+
+// The published tails keep one entry per copy on the shard: a removed copy's entry goes, the last
+// entry takes its place and its copy learns its new slot.
+func TestTails_TableKeepsOneEntryPerCopy(t *testing.T) {
+	sh := &shardHost{h: &Host{}}
+	a, b, c := &copyGroup{h: sh}, &copyGroup{h: sh}, &copyGroup{h: sh}
+	for _, cg := range []*copyGroup{a, b, c, a} { // a twice: added once
+		sh.addTail(cg)
+	}
+	if len(sh.tails) != 3 || a.tailSlot != 1 || b.tailSlot != 2 || c.tailSlot != 3 {
+		t.Fatalf("%d entries, slots %d %d %d", len(sh.tails), a.tailSlot, b.tailSlot, c.tailSlot)
+	}
+	sh.removeTail(a)
+	if len(sh.tails) != 2 || a.tailSlot != 0 || c.tailSlot != 1 || sh.tailCopies[0] != c || sh.tailCopies[1] != b {
+		t.Fatalf("after removing the first: %d entries, slots a %d b %d c %d", len(sh.tails), a.tailSlot, b.tailSlot, c.tailSlot)
+	}
+	sh.removeTail(a) // not on the table any more: nothing
+	sh.removeTail(b)
+	if len(sh.tails) != 1 || len(sh.tailCopies) != 1 || c.tailSlot != 1 {
+		t.Fatalf("after removing the last: %d entries, c's slot %d", len(sh.tails), c.tailSlot)
+	}
+	sh.markTail(c)
+	sh.markTail(b) // removed after its mark: skipped
+	sh.publish()
+	if len(sh.tailsMarked) != 0 || c.tailMarked {
+		t.Fatalf("marks left after a publish: %d", len(sh.tailsMarked))
 	}
 }
