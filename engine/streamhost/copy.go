@@ -158,7 +158,7 @@ func (cg *copyGroup) done(r segment.Result) {
 			cg.closeFailed(r.Err)
 			return
 		}
-		cg.parkAfterOpen()
+		cg.parkAfterOp()
 		if cg.apply.phase == applyWaiting {
 			cg.state = stateApplying // a copy made by an assignment: cut onto its history first
 			cg.stepApply()

@@ -1,11 +1,14 @@
 package streamhost
 
-// parkAfterOpen parks a copy whose storage just opened: at boot every copy opens at once, and one
-// that stayed open until its scan and log epoch were done would hold its four descriptors while
-// thousands of others queue behind it. Its scan reads open their own segments; its first append or
-// seal reopens what it needs. A ring without room for the closes leaves it to the next tick.
-func (cg *copyGroup) parkAfterOpen() {
-	if cg.h.h.cfg.IdleCloseTicks < 0 {
+// parkAfterOp parks a copy whose storage just did one of the operations that reopen a parked copy
+// and leave it idle: its open, a seal. At boot every copy opens at once, and one that
+// stayed open until its scan and log epoch were done would hold its four descriptors while thousands
+// of others queue behind it; a node failing over thousands of streams reopens each copy for its
+// seal, and one that then stayed open for idle_close_after would hold its descriptors that long. Its scan reads open their own segments; its first append or seal reopens what it needs. A
+// ring without room for the closes, or storage still busy, leaves it to the next tick, unless the
+// copy is used meanwhile (parkIfIdle).
+func (cg *copyGroup) parkAfterOp() {
+	if cg.h.h.cfg.IdleCloseTicks < 0 || cg.seg == nil {
 		return
 	}
 	cg.activity = cg.seg.Activity()

@@ -112,3 +112,20 @@ func TestCopies_IdleCopiesParkAndServe(t *testing.T) {
 		t.Fatalf("parking off: %d descriptors under %d copies, want %d", got, copies, 4*copies)
 	}
 }
+
+// A copy parks again right after its seal, not idle_close_after later: a failover seals thousands
+// of copies at once, and each left open would hold four descriptors. The idle close here is far
+// past the test, so only that park can park it.
+func TestCopies_ParkAgainAfterASeal(t *testing.T) {
+	c := newCluster(t, majority(1, 2, 3), func(c *streamhost.Config) { c.IdleCloseTicks = 1 << 30 })
+	n3 := c.nodes[3]
+	waitUntil(t, "parked after its open", func() bool { return hostStats(t, n3).Parked == 1 })
+	parks := hostStats(t, n3).Parks
+	if r := sealOn(t, n3, 2, 7, nil); r.FenceEpoch != 2 {
+		t.Fatalf("seal answered %+v", r)
+	}
+	waitUntil(t, "parked again after its seal", func() bool {
+		st := hostStats(t, n3)
+		return st.Parks > parks && st.Parked == 1
+	})
+}

@@ -186,6 +186,9 @@ func (cg *copyGroup) sealAnswer(res segment.Seal) {
 	cg.h.stats.Seals++
 	cg.answerSeal()
 	cg.stepApply()
+	if cg.apply.phase == applyNone {
+		cg.parkAfterOp() // sealed and idle until an assignment comes
+	}
 }
 
 // answerSeal sends the kept reply with the copy's log epochs.
