@@ -70,12 +70,19 @@ type Status struct {
 	// caught up with the group (engine's /readyz), however far behind it restarted.
 	CommitHeard  uint64
 	HeardPrimary bool
-	// CheckpointBytes is the size of the replica's checkpoint in force, what a snapshot to a replica
-	// behind the log carries; SnapshotsTooLarge counts the snapshots not sent because it was past
-	// the frame's payload limit (vsr.Config.SnapshotBytesMax): such a replica cannot catch up until
-	// the metadata state is smaller (fewer streams, shorter names, deleted names forgotten).
-	CheckpointBytes   int
-	SnapshotsTooLarge uint64
+	// CheckpointBytes is the size of the replica's checkpoint in force, what a state transfer to a
+	// replica behind the log moves (in chunks of vsr.Config.SnapshotChunkBytes).
+	CheckpointBytes int
+	// Transfer is the replica's state transfer counters (vsr.Stats: transfers begun and installed,
+	// chunks out and in, chunks asked again, transfers restarted, abandoned and refused).
+	Transfer TransferStats
+}
+
+// TransferStats counts the replica's state transfers (vsr.Stats holds the meaning of each).
+type TransferStats struct {
+	Sent, Installed, ChunksOut, ChunksIn, ChunksReasked, Restarted, Abandoned, Refused uint64
+	// LastRefusal is the cause of the latest refused checkpoint ("" before any).
+	LastRefusal string
 }
 
 type proposal struct {
@@ -510,20 +517,41 @@ func (g *Group) publish() {
 		Primary: g.replica.IsPrimary(), Normal: g.replica.Normal(), Digest: g.digest,
 		Recovering: g.replica.Recovering(), PersistErr: g.persistErr, EagerFailovers: g.stats.EagerFailovers,
 		CommitHeard: g.commitHeard, HeardPrimary: g.heardPrimary,
-		CheckpointBytes: g.replica.CheckpointBytes(), SnapshotsTooLarge: g.replica.Stats().SnapshotsTooLarge}
+		CheckpointBytes: g.replica.CheckpointBytes(), Transfer: transferStats(g.replica.Stats())}
 	g.mu.Lock()
 	prev := g.status
 	g.status = st
 	g.mu.Unlock()
-	if st.SnapshotsTooLarge != prev.SnapshotsTooLarge {
-		g.log.Error("metadata snapshot not sent: the checkpoint is past the frame's payload limit, so a replica "+
-			"behind the log cannot catch up until the metadata state is smaller (fewer or shorter-named streams)",
-			"checkpoint_bytes", st.CheckpointBytes, "limit", wire.VSRPayloadMax, "refused", st.SnapshotsTooLarge)
-	}
+	g.logTransfer(&st, &prev)
 	if g.changed != nil && (st.View != prev.View || st.Commit != prev.Commit || st.Primary != prev.Primary ||
 		st.Normal != prev.Normal) {
 		close(g.changed)
 		g.changed = nil
+	}
+}
+
+func transferStats(s *vsr.Stats) TransferStats {
+	return TransferStats{Sent: s.SnapshotsSent, Installed: s.SnapshotsIn, ChunksOut: s.SnapshotChunksOut,
+		ChunksIn: s.SnapshotChunksIn, ChunksReasked: s.SnapshotChunksReasked, Restarted: s.SnapshotTransfersRestarted,
+		Abandoned: s.SnapshotTransfersAbandoned, Refused: s.SnapshotsRefused, LastRefusal: s.LastSnapshotRefusal}
+}
+
+// logTransfer writes one line for each state transfer that ended other than installed: refused (an
+// ERROR naming the cause: the replica stays behind until a transfer succeeds, and one past
+// snapshot_bytes_max never will) or abandoned (a WARN: the sender went silent; the repair asks again).
+func (g *Group) logTransfer(now, before *Status) {
+	st, prev := &now.Transfer, &before.Transfer
+	if st.Refused != prev.Refused {
+		g.log.Error("metadata state transfer refused: this replica stays behind the log until a checkpoint is "+
+			"installed", "cause", st.LastRefusal, "refused", st.Refused)
+	}
+	if st.Abandoned != prev.Abandoned {
+		g.log.Warn("metadata state transfer abandoned: no chunk for several repair timeouts; asking again",
+			"abandoned", st.Abandoned)
+	}
+	if st.Installed != prev.Installed {
+		g.log.Info("metadata checkpoint installed from a peer", "checkpoint_bytes", now.CheckpointBytes,
+			"chunks_in", st.ChunksIn, "restarted", st.Restarted)
 	}
 }
 

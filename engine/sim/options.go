@@ -185,7 +185,8 @@ func (sw Swarm) leaveOut(o *Options) {
 }
 
 // SimVSRConfig is the replica configuration the simulator runs: small checkpoints and timeouts so a
-// run of a few thousand ticks sees many of each.
+// run of a few thousand ticks sees many of each, and the smallest state transfer chunks, so a checkpoint
+// moves in many (and its sender can take a newer one mid-transfer).
 func SimVSRConfig(n int, self uint8) vsr.Config {
 	c := vsr.DefaultConfig(n, self)
 	c.PipelineOpsMax = 8
@@ -195,6 +196,7 @@ func SimVSRConfig(n int, self uint8) vsr.Config {
 	c.PrepareTimeoutTicks = 8
 	c.RepairTimeoutTicks = 8
 	c.ViewChangeTimeoutTicks = 40
+	c.SnapshotChunkBytes = vsr.SnapshotChunkBytesMin
 	return c
 }
 

@@ -31,6 +31,8 @@ type Stats struct {
 	Recoveries         uint64 // recoveries completed by the replicas up at the end
 	ViewChanges        uint64
 	SnapshotsInstalled uint64
+	SnapshotChunks     uint64 // state transfer chunks taken, by the replicas up at the end
+	TransferRestarts   uint64 // state transfers begun again on a newer checkpoint, by the same
 	CoreTicks          uint64 // ticks the healthy core took to make progress
 	LivenessTicks      uint64 // ticks the healed cluster took to make progress and converge
 }
@@ -59,6 +61,8 @@ func (st *Stats) add(o Stats) {
 	st.Recoveries += o.Recoveries
 	st.ViewChanges += o.ViewChanges
 	st.SnapshotsInstalled += o.SnapshotsInstalled
+	st.SnapshotChunks += o.SnapshotChunks
+	st.TransferRestarts += o.TransferRestarts
 	st.CoreTicks += o.CoreTicks
 	st.LivenessTicks += o.LivenessTicks
 }

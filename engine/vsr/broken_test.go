@@ -72,3 +72,8 @@ func TestSim_CatchesViewChangeBeforeDurable(t *testing.T) { catchBroken(t, vsr.B
 func TestSim_CatchesWipedReplicaVotingWithoutRecovery(t *testing.T) {
 	catchBroken(t, vsr.BreakSkipRecovery)
 }
+
+// TestSim_CatchesMixedCheckpointChunks: a state transfer takes a chunk of a newer checkpoint as the
+// next one of the checkpoint it assembles and installs the bytes unchecked, so a replica can hold a
+// state (client table, state machine) that no replica had at its commit.
+func TestSim_CatchesMixedCheckpointChunks(t *testing.T) { catchBroken(t, vsr.BreakMixChunks) }
