@@ -13,6 +13,7 @@ import (
 // takeCheckpoint snapshots the state at commit and trims the log below the previous checkpoint.
 func (r *Replica) takeCheckpoint() {
 	prev := r.snapOp
+	r.retireCheckpoint()
 	r.snapPayload = appendCheckpoint(nil, r.commit, r.headAt(r.commit), &r.clients, r.sm)
 	r.snapOp = r.commit
 	r.snapChecksum = xxhash.Sum64(r.snapPayload)

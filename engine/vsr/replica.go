@@ -78,6 +78,8 @@ type Replica struct {
 	snapPayload  []byte
 	snapChecksum uint64
 	snapSlot     int
+	snapAsked    bool             // a chunk of it was sent since it was taken (transfer.go)
+	served       servedCheckpoint // an older checkpoint a peer is still pulling (transfer.go)
 
 	clients clientTable
 	result  []byte

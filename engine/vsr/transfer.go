@@ -17,6 +17,13 @@ import (
 // receiver starts over on it. The assembled whole is checked (its checksum, then the checkpoint's
 // decode and op) before Restore; one that fails is refused and counted, and the next ask starts over.
 //
+// A sender keeps serving the checkpoint a peer is pulling after it takes a newer one: on each new
+// checkpoint, the one before stays served (r.served) when a peer asked for a chunk of it since, and an
+// older one still served stays instead when a peer asked for it since; otherwise nothing older is
+// kept, so an idle replica holds one checkpoint's bytes. A transfer then starts over only when its
+// sender took two checkpoints during it while another peer pulled the older one, not each time the
+// state moves on under load.
+//
 // Bounds and timers: a total past Config.SnapshotBytesMax is refused before any byte is kept
 // (ErrSnapshotTooLarge); the receiver holds at most one transfer's bytes. A chunk that does not come
 // is asked again on the repair timeout; a transfer with no chunk in transferStallsMax repair timeouts in
@@ -50,10 +57,37 @@ type transfer struct {
 	stalls     int    // repair timeouts in a row without a chunk
 }
 
+// servedCheckpoint is an older checkpoint a sender keeps for a peer still pulling it.
+type servedCheckpoint struct {
+	op, sum uint64
+	payload []byte
+	asked   bool // a chunk of it was sent since the sender's last checkpoint
+}
+
+// retireCheckpoint is called before the checkpoint in force is replaced: it decides which older
+// checkpoint stays served (see the file's comment).
+func (r *Replica) retireCheckpoint() {
+	switch {
+	case r.served.asked && r.served.payload != nil:
+	case r.snapAsked && r.snapPayload != nil:
+		r.served = servedCheckpoint{op: r.snapOp, sum: r.snapChecksum, payload: r.snapPayload}
+	default:
+		r.served = servedCheckpoint{}
+	}
+	r.served.asked, r.snapAsked = false, false
+}
+
 // sendChunk sends member to the bytes of the checkpoint in force from offset off (0 when off is past
 // its end).
 func (r *Replica) sendChunk(to uint8, off uint64) {
-	total := uint64(len(r.snapPayload))
+	r.snapAsked = true
+	r.sendChunkOf(to, r.snapOp, r.snapChecksum, r.snapPayload, off)
+}
+
+// sendChunkOf sends member to the bytes of checkpoint op, sum (payload) from offset off (0 when off is
+// past its end).
+func (r *Replica) sendChunkOf(to uint8, op, sum uint64, payload []byte, off uint64) {
+	total := uint64(len(payload))
 	if total > math.MaxUint32 {
 		// The checkpoint's own format holds its state's size in a u32; wire's total is one too.
 		r.refuseSnapshot(fmt.Errorf("%w: own checkpoint of %d bytes is past 4 GiB", ErrSnapshotTooLarge, total))
@@ -67,13 +101,18 @@ func (r *Replica) sendChunk(to uint8, off uint64) {
 		r.stats.SnapshotsSent++
 	}
 	r.stats.SnapshotChunksOut++
-	r.send(to, wire.VSRMessage{Command: wire.CommandVSRSnapshot, View: r.view, Op: r.snapOp, Commit: r.commit,
-		Checksum: r.snapChecksum, Offset: uint32(off), Total: uint32(total), Payload: r.snapPayload[off:end]}, false)
+	r.send(to, wire.VSRMessage{Command: wire.CommandVSRSnapshot, View: r.view, Op: op, Commit: r.commit,
+		Checksum: sum, Offset: uint32(off), Total: uint32(total), Payload: payload[off:end]}, false)
 }
 
-// onRequestSnapshot answers a peer's ask for the next chunk: from the checkpoint in force, whether or
-// not it is the one the peer is assembling (the chunk's identity tells the peer).
+// onRequestSnapshot answers a peer's ask for the next chunk: from the checkpoint it names when this
+// replica still serves it, else from the checkpoint in force (the chunk's identity tells the peer).
 func (r *Replica) onRequestSnapshot(m *wire.VSRMessage) {
+	if sv := &r.served; sv.payload != nil && m.Op == sv.op && m.Checksum == sv.sum {
+		sv.asked = true
+		r.sendChunkOf(m.Replica, sv.op, sv.sum, sv.payload, uint64(m.Offset))
+		return
+	}
 	if r.snapOp == 0 {
 		r.drop("request_snapshot: no checkpoint")
 		return
@@ -201,6 +240,7 @@ func (r *Replica) installCheckpoint(m *wire.VSRMessage, payload []byte) error {
 	}
 	r.stats.SnapshotsIn++
 	r.clients.sessions = cp.sessions
+	r.retireCheckpoint()
 	r.snapPayload = payload
 	r.snapOp, r.snapChecksum = op, xxhash.Sum64(payload)
 	r.pendingSnapshot = r.snapPayload

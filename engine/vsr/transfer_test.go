@@ -228,3 +228,49 @@ func TestConfig_SnapshotLimitsValidated(t *testing.T) {
 }
 
 func checksumOf(payload []byte) uint64 { return xxhash.Sum64(payload) }
+
+// TestTransfer_SenderKeepsServingTheCheckpointBeingPulled: a sender that takes a newer checkpoint keeps
+// answering from the one a peer is pulling, as long as the peer keeps asking between its checkpoints;
+// one nobody asked for since is let go.
+func TestTransfer_SenderKeepsServingTheCheckpointBeingPulled(t *testing.T) {
+	c := newCluster(t, 3)
+	c.cut = func(from, to uint8) bool { return from == 2 || to == 2 }
+	p := c.replicas[0]
+	ops := func(first uint64) {
+		for req := first; req < first+8; req++ {
+			if err := c.propose(100+req, 1, req, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ops(1)
+	at8 := p.snapPayload
+	ask := wire.VSRMessage{Command: wire.CommandVSRRequestSnapshot, Replica: 2, Op: 8, Checksum: checksumOf(at8)}
+	answer := func(off uint32) wire.VSRMessage {
+		t.Helper()
+		p.Ready()
+		ask.Offset = off
+		p.Step(&ask)
+		got := sent(p, wire.CommandVSRSnapshot)
+		if len(got) != 1 {
+			t.Fatalf("ask at %d: %d answers", off, len(got))
+		}
+		return got[0]
+	}
+	answer(0)
+	ops(9)
+	if got := answer(SnapshotChunkBytesMin); p.SnapshotOp() != 16 || got.Op != 8 ||
+		string(got.Payload) != string(at8[SnapshotChunkBytesMin:2*SnapshotChunkBytesMin]) {
+		t.Fatalf("after checkpoint %d: answer from checkpoint %d, want 8", p.SnapshotOp(), got.Op)
+	}
+	ops(17)
+	if got := answer(2 * SnapshotChunkBytesMin); p.SnapshotOp() != 24 || got.Op != 8 {
+		t.Fatalf("after checkpoint %d with 8 still pulled: answer from %d, want 8", p.SnapshotOp(), got.Op)
+	}
+	ops(25) // checkpoint 32: 8 was asked for since 24, so it stays
+	ops(33) // checkpoint 40: nothing was asked for since 32
+	if got := answer(3 * SnapshotChunkBytesMin); p.SnapshotOp() != 40 || got.Op != 40 || p.served.payload != nil {
+		t.Fatalf("after checkpoint %d with nothing pulled: answer from %d, served %d bytes; want 40 and none",
+			p.SnapshotOp(), got.Op, len(p.served.payload))
+	}
+}
