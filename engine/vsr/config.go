@@ -31,7 +31,10 @@ type Config struct {
 	ViewChangeTimeoutTicks uint64 // a view change stalled this long moves on to the next view
 
 	// SnapshotChunkBytes is the most bytes of a checkpoint one state transfer chunk carries (default
-	// 1 MiB; from SnapshotChunkBytesMin to the frame's payload limit). The sender's value decides.
+	// 256 KiB; from SnapshotChunkBytesMin to the frame's payload limit). The sender's value decides.
+	// Its frame must fit in what a link's outbox keeps for frames (engine checks it against the shard
+	// config; 256 KiB leaves most of the default's 2.3 MiB to other frames), and a transfer keeps one
+	// chunk in flight, so the chunk over the round trip bounds its rate.
 	SnapshotChunkBytes int
 	// SnapshotBytesMax bounds the checkpoint a replica assembles from a peer's chunks, and so the memory
 	// a transfer holds (default 1 GiB, at most 4 GiB - 1, the checkpoint format's limit). A peer's
@@ -57,7 +60,7 @@ func DefaultConfig(replicaCount int, self uint8) Config {
 		PrepareTimeoutTicks:    20,
 		RepairTimeoutTicks:     20,
 		ViewChangeTimeoutTicks: 200,
-		SnapshotChunkBytes:     1 << 20,
+		SnapshotChunkBytes:     256 << 10,
 		SnapshotBytesMax:       1 << 30,
 	}
 }
