@@ -23,6 +23,8 @@ func vsrSamples() []VSRMessage {
 		{Command: CommandVSRSnapshot, Replica: 0, View: 7, Op: 64, Commit: 70, Checksum: 99, Offset: 5, Total: 10,
 			Payload: []byte("state")},
 		{Command: CommandVSRSnapshot, Replica: 0, View: 7, Op: 64, Commit: 70, Checksum: 99, Total: 1, Payload: []byte("s")},
+		{Command: CommandVSRSnapshot, Replica: 2, View: 9, Op: 1 << 40, Commit: 1<<40 + 5, Checksum: 1 << 63,
+			Offset: 0xfedcba00, Total: 0xfedcba01, Payload: []byte("z")},
 		{Command: CommandVSRRequestSnapshot, Replica: 1, View: 7, Op: 64, Checksum: 99, Offset: 5},
 		{Command: CommandVSRRequestStartView, Replica: 2, View: 7},
 		{Command: CommandVSRRecovery, Replica: 1, View: 6, Request: 0xfeed},

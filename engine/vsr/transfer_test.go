@@ -274,3 +274,51 @@ func TestTransfer_SenderKeepsServingTheCheckpointBeingPulled(t *testing.T) {
 			p.SnapshotOp(), got.Op, len(p.served.payload))
 	}
 }
+
+// TestTransfer_ChunkGuards: a duplicate chunk, or one past the next offset, is dropped without an ask;
+// a chunk naming another checksum at the same op starts the transfer over; a checkpoint whose bytes
+// decode at another op than the one announced is refused; and while a transfer runs, the repair does
+// not ask the primary for the ops the checkpoint covers.
+func TestTransfer_ChunkGuards(t *testing.T) {
+	c, at8, at16 := transferCluster(t)
+	r := c.replicas[2]
+	r.Ready()
+	first := chunk(0, 16, at16, 0)
+	r.Step(&first)
+	r.Ready()
+	r.Step(&first)
+	skip := chunk(0, 16, at16, 2*SnapshotChunkBytesMin)
+	r.Step(&skip)
+	if st := r.Stats(); st.Dropped["snapshot: chunk out of order"] != 2 || st.SnapshotChunksIn != 1 ||
+		len(r.xfer.buf) != SnapshotChunkBytesMin || len(r.Ready().Messages) != 0 {
+		t.Fatalf("duplicate and skipped chunks: stats %+v, %d bytes held", *st, len(r.xfer.buf))
+	}
+	r.OnCommitEntry(0, 16)
+	if asks := sent(r, wire.CommandVSRRequestPrepare); len(asks) != 0 {
+		t.Fatalf("asked the primary for ops during a transfer: %+v", asks)
+	}
+	other := chunk(0, 16, at16, SnapshotChunkBytesMin)
+	other.Checksum++
+	r.Step(&other)
+	if asks := sent(r, wire.CommandVSRRequestSnapshot); r.Stats().SnapshotTransfersRestarted != 1 || len(asks) != 1 ||
+		asks[0].Offset != 0 || asks[0].Checksum != other.Checksum {
+		t.Fatalf("another checksum at the same op: stats %+v, asks %+v", *r.Stats(), asks)
+	}
+	// The checkpoint at 8, announced at op 9: its bytes match the checksum but decode at op 8.
+	r.endTransfer()
+	for off := 0; off < len(at8); off += SnapshotChunkBytesMin {
+		m := chunk(0, 9, at8, off)
+		r.Step(&m)
+	}
+	if st := r.Stats(); st.SnapshotsRefused != 1 || st.SnapshotsIn != 0 || st.Dropped["snapshot: "+ErrRecord.Error()] != 1 ||
+		!strings.Contains(st.LastSnapshotRefusal, "announced at 9") {
+		t.Fatalf("checkpoint at another op: stats %+v", *st)
+	}
+	// The primary in normal status holds every committed op: it takes no checkpoint from anyone.
+	p := c.replicas[0]
+	ahead := chunk(1, p.Commit()+8, at16, 0)
+	p.Step(&ahead)
+	if st := p.Stats(); st.Dropped["snapshot: to the primary"] != 1 || st.SnapshotChunksIn != 0 || p.xfer.active {
+		t.Fatalf("chunk to the primary: stats %+v", *st)
+	}
+}
