@@ -133,7 +133,7 @@ func catchUpOnce(b *testing.B, streams int) {
 	for _, nd := range nodes {
 		_ = nd.node.Stop()
 	}
-	if back.group.State().Digest() != p.group.State().Digest() {
+	if back.group.Digest() != p.group.Digest() {
 		b.Fatalf("the caught-up replica's state differs from the primary's:\n receiver %+v\n primary %+v", recv, send)
 	}
 	if recv.Transfer.Installed == 0 {
