@@ -20,20 +20,23 @@ import (
 var catchUpStreams = flag.Int("meta.catchup.streams", 20_000,
 	"streams in the metadata state of BenchmarkMetaGroupCatchUp (1000000 for the figures in BENCHMARKS.md)")
 
-// catchUpOpts gives the replicas heartbeat timeouts (2 s) and a failover grace (1 s) far past the
-// time a restarted node's links take to come up, so the restarted backup follows the primary it
-// finds instead of starting a view change: the view change's messages carry the log above the
-// checkpoint, which at these op sizes a frame cannot hold. Checkpoints come every checkpointOps
+// catchUpOpts gives the replicas heartbeat timeouts (60 s) and a failover grace (1 s) far past the
+// time a restarted node's links take to come up and past the pauses of a loaded machine (a checkpoint
+// of 1,000,000 streams encodes for about a second on shard 0), so the restarted backup follows the
+// primary it finds and no view change starts: a view change's messages carry the log above the
+// checkpoint in one frame, which at these op sizes (a CreateStreams of 100 names is 2.7 KiB, and the
+// log holds up to two checkpoints' worth, 2,048 ops: 5.6 MB) a
+// link's outbox cannot take, so it would never end. Checkpoints come every checkpointOps
 // (the default 1,024, fewer when the run has fewer than 4,096 ops, so that it still needs a transfer).
 func catchUpOpts(checkpointOps uint64) metaNodeOpts {
 	return metaNodeOpts{
 		tune: func(c *Config) {
 			c.VSR.CheckpointOps = checkpointOps
-			c.VSR.ViewChangeTimeoutTicks = 4000
+			c.VSR.ViewChangeTimeoutTicks = 120_000
 			c.EagerFailoverGraceTicks = 1000
 		},
-		schedule: heartbeat.Ticks{BroadcastIntervalTicks: 5, HeartbeatTimeoutTicks: 2000,
-			IdleHeartbeatIntervalTicks: 10, IdleHeartbeatTimeoutTicks: 3000},
+		schedule: heartbeat.Ticks{BroadcastIntervalTicks: 5, HeartbeatTimeoutTicks: 60_000,
+			IdleHeartbeatIntervalTicks: 10, IdleHeartbeatTimeoutTicks: 90_000},
 	}
 }
 
@@ -159,6 +162,8 @@ func catchUpOnce(b *testing.B, streams int) {
 	b.ReportMetric(float64(restore.Milliseconds()), "restore-ms")
 	b.ReportMetric(built.Seconds(), "build-s")
 	b.ReportMetric(0, "ns/op")
+	opBytes := len(createOp(0, streams))
+	fmt.Fprintf(os.Stderr, "one CreateStreams op of %d names: %d bytes\n", meta.BatchEntriesMax, opBytes)
 	fmt.Fprintf(os.Stderr, "catch-up of %d streams: receiver %+v, sender chunks out %d, checkpoint at op %d of %d\n",
 		streams, recv.Transfer, send.Transfer.ChunksOut, recv.Commit, target)
 }
@@ -167,7 +172,6 @@ func catchUpOnce(b *testing.B, streams int) {
 // meta.BatchEntriesMax, from catchUpWorkers proposers at once, and returns the highest op they
 // committed at.
 func createStreams(b *testing.B, nodes []*metaNode, alive map[uint16]bool, streams int) uint64 {
-	majority := meta.Policy{Kind: meta.PolicyMajorityDurable}
 	batches := (streams + meta.BatchEntriesMax - 1) / meta.BatchEntriesMax
 	var next atomic.Int64
 	var last atomic.Uint64
@@ -182,19 +186,7 @@ func createStreams(b *testing.B, nodes []*metaNode, alive map[uint16]bool, strea
 				if k >= batches {
 					return
 				}
-				var op meta.CreateStreams
-				for i := k * meta.BatchEntriesMax; i < min(streams, (k+1)*meta.BatchEntriesMax); i++ {
-					owner := uint16(i%3 + 1)
-					var followers []uint16
-					for f := uint16(1); f <= 3; f++ {
-						if f != owner {
-							followers = append(followers, f)
-						}
-					}
-					op.Entries = append(op.Entries, meta.CreateStream{Name: fmt.Sprintf("orders-%07d", i), Copies: 3,
-						Policy: majority, Owner: owner, Followers: followers, Stamped: majority})
-				}
-				body := meta.AppendOp(nil, op)
+				body := createOp(k, streams)
 				for deadline := time.Now().Add(waitBound); ; {
 					p := primaryOf(nodes, alive)
 					if p == nil {
@@ -222,6 +214,25 @@ func createStreams(b *testing.B, nodes []*metaNode, alive map[uint16]bool, strea
 		b.Fatalf("creating streams: %v", err)
 	}
 	return last.Load()
+}
+
+// createOp is the k-th CreateStreams op of a run of streams: streams k*100 .. k*100+99, three copies
+// each, owners in turn.
+func createOp(k, streams int) []byte {
+	majority := meta.Policy{Kind: meta.PolicyMajorityDurable}
+	var op meta.CreateStreams
+	for i := k * meta.BatchEntriesMax; i < min(streams, (k+1)*meta.BatchEntriesMax); i++ {
+		owner := uint16(i%3 + 1)
+		var followers []uint16
+		for f := uint16(1); f <= 3; f++ {
+			if f != owner {
+				followers = append(followers, f)
+			}
+		}
+		op.Entries = append(op.Entries, meta.CreateStream{Name: fmt.Sprintf("orders-%07d", i), Copies: 3,
+			Policy: majority, Owner: owner, Followers: followers, Stamped: majority})
+	}
+	return meta.AppendOp(nil, op)
 }
 
 // heapObjects is the heap's live and not yet swept object bytes now (no stop of the world).
