@@ -111,6 +111,8 @@ type Group struct {
 	waiters  map[waitKey]chan ProposeResult
 	advanced uint64
 	stats    Stats
+	// refusalLogged is the cause of the last refused checkpoint logged (logTransfer).
+	refusalLogged string
 	// persistErr is the store's failure once the replica heard of it.
 	persistErr error
 	// commitHeard and heardPrimary are Status's CommitHeard and HeardPrimary (shard 0 only).
@@ -539,13 +541,16 @@ func transferStats(s *vsr.Stats) TransferStats {
 // logTransfer writes one line for each state transfer that ended other than installed: refused (an
 // ERROR naming the cause: the replica stays behind until a transfer succeeds, and one past
 // snapshot_bytes_max never will) or abandoned (a WARN: the sender went silent; the repair asks again).
+// A refusal or abandon that repeats (the repair asks again every few hundred ms) is logged at its 1st,
+// 2nd, 4th, 8th... occurrence and whenever its cause changes; the counters carry every one.
 func (g *Group) logTransfer(now, before *Status) {
 	st, prev := &now.Transfer, &before.Transfer
-	if st.Refused != prev.Refused {
+	if st.Refused != prev.Refused && (isPowerOfTwo(st.Refused) || st.LastRefusal != g.refusalLogged) {
+		g.refusalLogged = st.LastRefusal
 		g.log.Error("metadata state transfer refused: this replica stays behind the log until a checkpoint is "+
 			"installed", "cause", st.LastRefusal, "refused", st.Refused)
 	}
-	if st.Abandoned != prev.Abandoned {
+	if st.Abandoned != prev.Abandoned && isPowerOfTwo(st.Abandoned) {
 		g.log.Warn("metadata state transfer abandoned: no chunk for several repair timeouts; asking again",
 			"abandoned", st.Abandoned)
 	}
@@ -554,6 +559,8 @@ func (g *Group) logTransfer(now, before *Status) {
 			"chunks_in", st.ChunksIn, "restarted", st.Restarted)
 	}
 }
+
+func isPowerOfTwo(n uint64) bool { return n&(n-1) == 0 }
 
 // Changed returns a channel that is closed the next time the replica's view, primary, normal status
 // or applied commit moves: a long-poll reader of the metadata state (a lookup waiting for a newer
