@@ -3,6 +3,7 @@ package vsr_test
 import (
 	"errors"
 	"flag"
+	"strings"
 	"testing"
 
 	"github.com/ringstream/ringstream/engine/sim"
@@ -77,3 +78,19 @@ func TestSim_CatchesWipedReplicaVotingWithoutRecovery(t *testing.T) {
 // next one of the checkpoint it assembles and installs the bytes unchecked, so a replica can hold a
 // state (client table, state machine) that no replica had at its commit.
 func TestSim_CatchesMixedCheckpointChunks(t *testing.T) { catchBroken(t, vsr.BreakMixChunks) }
+
+// TestSim_AssertionIsAViolation: a replica's state machine that asserts (meta's op order, broken by
+// installing the mixed checkpoint of seed 266) ends the run as a violation naming the seed, not a
+// crash of the simulator.
+func TestSim_AssertionIsAViolation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine simulation: runs in the plain pass of scripts/test, not under -race")
+	}
+	opts := sim.Draw(266)
+	opts.OnReplica = vsr.BreakMixChunks
+	_, err := sim.Run(opts)
+	if !errors.Is(err, sim.ErrViolation) || !strings.Contains(err.Error(), "seed=266") ||
+		!strings.Contains(err.Error(), "assertion: meta: ") {
+		t.Fatalf("seed 266 with mixed chunks: %v, want a violation naming meta's assertion", err)
+	}
+}
