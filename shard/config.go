@@ -196,6 +196,13 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// FrameRoom is the largest frame SendFrame can ever take on a link, the defaults filled in: the outbox
+// less the room its batches keep (larger ones are ErrFrameTooLarge).
+func (c Config) FrameRoom() int {
+	d := c.withDefaults()
+	return d.OutboxBytes - d.batchReserve()
+}
+
 // batchReserve is the room a tick's batches may take in an outbox: the largest Commit batch (one
 // entry per group of the shard) and the largest reply batch, each with its header (R13).
 func (c Config) batchReserve() int {

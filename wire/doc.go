@@ -23,7 +23,7 @@
 //   - ParseFrame trusts no header field before the header checksum holds, so a frame from a node on
 //     revision 1 is reported as ErrRevision only when its header checksum matches ours; the handshake
 //     repeats the revision in its per-command area and refuses it again there.
-//   - Commands 20 to 31 belong to the metadata group's VSR messages (wire/vsr*.go). ParseFrame accepts the
+//   - Commands 20 to 32 belong to the metadata group's VSR messages (wire/vsr*.go). ParseFrame accepts the
 //     whole range as known; the VSR decoders reject numbers they do not define.
 //   - Node-level frames (handshake, Commit batch, CommitReply batch, node heartbeat) carry Group 0 and
 //     Incarnation 0; ParseFrame refuses anything else. Node-to-node commands (below 60) need a sender

@@ -60,6 +60,9 @@ var (
 	ErrReserved = errors.New("wire: reserved header bytes not zero")
 	// ErrSender: a node-to-node frame carries sender node id 0.
 	ErrSender = errors.New("wire: invalid sender node id")
+	// ErrChunk: a state transfer message (CommandVSRSnapshot, CommandVSRRequestSnapshot) whose chunk
+	// is empty, ends past the checkpoint's total length, or rides on a request.
+	ErrChunk = errors.New("wire: vsr state transfer chunk out of shape")
 	// ErrRouting: a node-level frame carries a group or an incarnation.
 	ErrRouting = errors.New("wire: routing fields set on a node-level frame")
 )
@@ -67,7 +70,7 @@ var (
 // Command is a frame's command number. The numbers are fixed across the project (see the constants).
 type Command uint16
 
-// Command numbers. 20 to 31 are the metadata group's VSR messages, declared in vsr.go.
+// Command numbers. 20 to 32 are the metadata group's VSR messages, declared in vsr.go.
 const (
 	CommandHandshake Command = 1
 	// CommandHandshakeProof is the dialer's proof of the cluster secret, after the acceptor's answer.
@@ -76,7 +79,7 @@ const (
 	CommandCommitReply    Command = 10 // batch of 32-byte CommitReply entries (R26)
 
 	CommandVSRMin Command = 20 // first number of the metadata group's VSR messages
-	CommandVSRMax Command = 31 // last number of the metadata group's VSR messages
+	CommandVSRMax Command = 32 // last number of the metadata group's VSR messages
 
 	CommandStreamPrepare   Command = 40
 	CommandStreamPrepareOK Command = 41

@@ -182,7 +182,7 @@ func TestClientFrameMayHaveNoSender(t *testing.T) {
 func TestCommandKnown(t *testing.T) {
 	for c := Command(0); c < 200; c++ {
 		known := c.Known()
-		want := c == 1 || c == 2 || c == 9 || c == 10 || (c >= 20 && c <= 31) || c == 40 || c == 41 ||
+		want := c == 1 || c == 2 || c == 9 || c == 10 || (c >= 20 && c <= 32) || c == 40 || c == 41 ||
 			(c >= 50 && c <= 53) || (c >= 60 && c <= 78) || (c >= 82 && c <= 89) || c == 99
 		if known != want {
 			t.Errorf("command %d: Known %v, want %v", c, known, want)

@@ -1,6 +1,6 @@
 package wire
 
-// VSR messages of the metadata group (commands 20 to 31). engine/vsr builds and consumes VSRMessage
+// VSR messages of the metadata group (commands 20 to 32). engine/vsr builds and consumes VSRMessage
 // values; this file turns them into frames and back. The metadata group's Commit heartbeats and their
 // replies are not here: they are the 40-byte Commit and 32-byte CommitReply entries of the shard's
 // batches (R4).
@@ -8,18 +8,28 @@ package wire
 // Layout of a VSR frame's body, little endian:
 //
 //	fixed part, VSRFixedSize bytes:
-//	  replica u8 | reserved [3] | view u32 | log_view u32 | reserved u32 | op u64 | commit u64 |
-//	  checksum u64 | log_base u64 | client u64 | request u64 | payload_size u32 | reserved u32
-//	payload: payload_size bytes (a request's op, a reply's result, a snapshot's state)
+//	  replica u8 | reserved [3] | view u32 | log_view u32 | offset u32 | op u64 | commit u64 |
+//	  checksum u64 | log_base u64 | client u64 | request u64 | payload_size u32 | total u32
+//	payload: payload_size bytes (a request's op, a reply's result, a chunk of a checkpoint)
 //	entries: the header's EntryCount entries, each
 //	  op u64 | view u32 | body_size u32 | client u64 | request u64 | parent u64 | checksum u64 | body
 //
 // Which fields a command uses is on its constant; unused fields are zero on the wire, and a decoder
-// does not look at them. Every length is checked before it is used: a decoder never panics.
+// does not look at them, except offset and total: only the state transfer's two commands use them, and
+// every other command must carry them zero. Every length is checked before it is used: a decoder never
+// panics.
+//
+// State transfer (engine/vsr's transfer.go) moves a checkpoint in chunks that the receiver pulls: it
+// asks (CommandVSRRequestSnapshot) for the bytes from an offset of the checkpoint it is assembling, and
+// the sender answers (CommandVSRSnapshot) with the slice there of the checkpoint it holds, its total
+// length and its identity (op and the xxhash64 of the whole checkpoint). Offset and total are u32: a
+// checkpoint's own format bounds it below 4 GiB. DecodeVSR checks a chunk's shape (a non-empty slice
+// that ends within total); whether the total is acceptable, and whether the chunks add up to the
+// checkpoint they name, is the receiver's check.
 
 import "github.com/ringstream/ringstream/internal/assert"
 
-// The VSR commands (20 to 31).
+// The VSR commands (20 to 32).
 const (
 	// CommandVSRRequest: a node asks the primary to order an op. Client, Request, Payload (the op).
 	CommandVSRRequest Command = 20
@@ -38,8 +48,10 @@ const (
 	CommandVSRStartView Command = 26
 	// CommandVSRRequestPrepare: repair; the sender is missing entries from Op on. View, Op.
 	CommandVSRRequestPrepare Command = 27
-	// CommandVSRSnapshot: state transfer of a checkpoint at Op. View, Op, Commit, Checksum (head at Op),
-	// Payload (the checkpoint).
+	// CommandVSRSnapshot: one chunk of the sender's checkpoint at Op (state transfer). View, Op, Commit
+	// (the sender's), Checksum (xxhash64 of the whole checkpoint: with Op, the checkpoint's identity),
+	// Total (the checkpoint's length), Offset (where Payload starts in it), Payload (at least one byte,
+	// ending at or before Total).
 	CommandVSRSnapshot Command = 28
 	// CommandVSRRequestStartView: the sender is in View but missed its start-view.
 	CommandVSRRequestStartView Command = 29
@@ -50,6 +62,10 @@ const (
 	// nonce); the primary of View adds its log: LogView, Op, Commit, Checksum (head), LogBase, entries.
 	// Other replicas leave the log fields zero.
 	CommandVSRRecoveryResponse Command = 31
+	// CommandVSRRequestSnapshot: the sender assembles the checkpoint Op, Checksum and asks for its bytes
+	// from Offset on. View, Op, Checksum, Offset. The answer is a CommandVSRSnapshot from the checkpoint
+	// the receiver holds now, whatever its identity: the asker restarts when that is another one.
+	CommandVSRRequestSnapshot Command = 32
 )
 
 const (
@@ -86,8 +102,12 @@ type VSRMessage struct {
 	LogBase  uint64
 	Client   uint64
 	Request  uint64
-	Payload  []byte
-	Entries  []VSREntry
+	// Offset and Total: a checkpoint chunk's place and the whole checkpoint's length (state transfer
+	// only; zero in every other command).
+	Offset  uint32
+	Total   uint32
+	Payload []byte
+	Entries []VSREntry
 }
 
 // IsVSR reports whether c is in the VSR range.
@@ -130,13 +150,13 @@ func DecodeVSREntry(b []byte) (VSREntry, int, error) {
 // AppendVSRFrame appends one frame holding m, sent by from, addressed to group (the metadata group's
 // id, so a shard routes it by header), and returns dst.
 func AppendVSRFrame(dst []byte, from From, group uint64, m *VSRMessage) []byte {
-	assert.True(m.Command.IsVSR(), "wire: vsr frame with a command outside 20..31")
+	assert.True(m.Command.IsVSR(), "wire: vsr frame with a command outside the VSR range")
 	h := Header{Command: m.Command, Group: group}
 	dst, start := startFrame(dst, from, &h)
 	dst = append(dst, m.Replica, 0, 0, 0)
 	dst = AppendU32(dst, m.View)
 	dst = AppendU32(dst, m.LogView)
-	dst = AppendU32(dst, 0)
+	dst = AppendU32(dst, m.Offset)
 	dst = AppendU64(dst, m.Op)
 	dst = AppendU64(dst, m.Commit)
 	dst = AppendU64(dst, m.Checksum)
@@ -144,7 +164,7 @@ func AppendVSRFrame(dst []byte, from From, group uint64, m *VSRMessage) []byte {
 	dst = AppendU64(dst, m.Client)
 	dst = AppendU64(dst, m.Request)
 	dst = AppendU32(dst, uint32(len(m.Payload)))
-	dst = AppendU32(dst, 0)
+	dst = AppendU32(dst, m.Total)
 	dst = append(dst, m.Payload...)
 	for i := range m.Entries {
 		dst = AppendVSREntry(dst, &m.Entries[i])
@@ -175,9 +195,7 @@ func DecodeVSR(h *Header, body []byte, m *VSRMessage) error {
 	}
 	m.View = r.U32()
 	m.LogView = r.U32()
-	if r.U32() != 0 {
-		return ErrReserved
-	}
+	m.Offset = r.U32()
 	m.Op = r.U64()
 	m.Commit = r.U64()
 	m.Checksum = r.U64()
@@ -185,9 +203,7 @@ func DecodeVSR(h *Header, body []byte, m *VSRMessage) error {
 	m.Client = r.U64()
 	m.Request = r.U64()
 	payload := r.U32()
-	if r.U32() != 0 {
-		return ErrReserved
-	}
+	m.Total = r.U32()
 	if uint64(payload) > uint64(r.Remaining()) {
 		return ErrShortBody
 	}
@@ -215,8 +231,23 @@ func DecodeVSR(h *Header, body []byte, m *VSRMessage) error {
 	return checkVSRShape(m)
 }
 
-// checkVSRShape refuses messages whose entry count their command does not allow.
+// checkVSRShape refuses messages whose entry count their command does not allow, and the state
+// transfer's fields where they do not belong or do not fit.
 func checkVSRShape(m *VSRMessage) error {
+	switch m.Command {
+	case CommandVSRSnapshot:
+		if len(m.Payload) == 0 || uint64(m.Offset)+uint64(len(m.Payload)) > uint64(m.Total) {
+			return ErrChunk
+		}
+	case CommandVSRRequestSnapshot:
+		if len(m.Payload) != 0 || m.Total != 0 {
+			return ErrChunk
+		}
+	default:
+		if m.Offset != 0 || m.Total != 0 {
+			return ErrReserved
+		}
+	}
 	switch m.Command {
 	case CommandVSRPrepare:
 		if len(m.Entries) != 1 {

@@ -20,7 +20,12 @@ func vsrSamples() []VSRMessage {
 		{Command: CommandVSRStartView, Replica: 2, View: 7, LogView: 7, Op: 5, Commit: 4, Checksum: 13,
 			LogBase: 3, Entries: []VSREntry{e1, e2}},
 		{Command: CommandVSRRequestPrepare, Replica: 1, View: 7, Op: 4},
-		{Command: CommandVSRSnapshot, Replica: 0, View: 7, Op: 64, Commit: 70, Checksum: 99, Payload: []byte("state")},
+		{Command: CommandVSRSnapshot, Replica: 0, View: 7, Op: 64, Commit: 70, Checksum: 99, Offset: 5, Total: 10,
+			Payload: []byte("state")},
+		{Command: CommandVSRSnapshot, Replica: 0, View: 7, Op: 64, Commit: 70, Checksum: 99, Total: 1, Payload: []byte("s")},
+		{Command: CommandVSRSnapshot, Replica: 2, View: 9, Op: 1 << 40, Commit: 1<<40 + 5, Checksum: 1 << 63,
+			Offset: 0xfedcba00, Total: 0xfedcba01, Payload: []byte("z")},
+		{Command: CommandVSRRequestSnapshot, Replica: 1, View: 7, Op: 64, Checksum: 99, Offset: 5},
 		{Command: CommandVSRRequestStartView, Replica: 2, View: 7},
 		{Command: CommandVSRRecovery, Replica: 1, View: 6, Request: 0xfeed},
 		{Command: CommandVSRRecoveryResponse, Replica: 0, View: 7, Request: 0xfeed},
@@ -84,6 +89,37 @@ func TestVSR_ShapeAndReservedChecked(t *testing.T) {
 	h.EntryCount = 1 << 30
 	if err := DecodeVSR(&h, body, &got); err == nil {
 		t.Fatal("huge entry count decoded")
+	}
+}
+
+// TestVSR_ChunkShapeChecked: a chunk must be non-empty and end within the checkpoint's total, a request
+// for one carries no payload or total, and no other command carries offset or total.
+func TestVSR_ChunkShapeChecked(t *testing.T) {
+	chunk := VSRMessage{Command: CommandVSRSnapshot, Replica: 0, View: 7, Op: 64, Checksum: 99, Offset: 5,
+		Total: 10, Payload: []byte("state")}
+	request := VSRMessage{Command: CommandVSRRequestSnapshot, Replica: 1, View: 7, Op: 64, Checksum: 99, Offset: 5}
+	for _, c := range []struct {
+		name string
+		m    VSRMessage
+		want error
+	}{
+		{"chunk past total", func() VSRMessage { m := chunk; m.Total = 9; return m }(), ErrChunk},
+		{"chunk offset past total", func() VSRMessage { m := chunk; m.Offset = 1 << 31; m.Total = 1 << 31; return m }(), ErrChunk},
+		{"empty chunk", func() VSRMessage { m := chunk; m.Payload = nil; return m }(), ErrChunk},
+		{"request with a payload", func() VSRMessage { m := request; m.Payload = []byte("x"); return m }(), ErrChunk},
+		{"request with a total", func() VSRMessage { m := request; m.Total = 10; return m }(), ErrChunk},
+		{"prepare-ok with an offset", VSRMessage{Command: CommandVSRPrepareOK, Replica: 2, View: 3, Op: 4, Offset: 1}, ErrReserved},
+		{"start-view-change with a total", VSRMessage{Command: CommandVSRStartViewChange, Replica: 2, View: 3, Total: 1}, ErrReserved},
+	} {
+		frame := AppendVSRFrame(nil, From{Cluster: 1, Node: 1}, 0, &c.m)
+		h, body, err := ParseFrame(frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got VSRMessage
+		if err := DecodeVSR(&h, body, &got); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
 	}
 }
 

@@ -54,10 +54,10 @@ func runSims(out io.Writer, first uint64, seeds int, keepGoing bool) error {
 			continue
 		}
 		fmt.Fprintf(out, "seed=%d replicas=%d ticks=%d committed=%d replies=%d view_changes=%d crashes=%d "+
-			"wipes=%d sector_faults=%d persist_failures=%d recoveries=%d snapshots=%d core_ticks=%d "+
-			"liveness_ticks=%d: ok\n", s, opts.Replicas, st.Ticks, st.Committed, st.Replies, st.ViewChanges,
-			st.Crashes, st.Wipes, st.SectorFaults, st.PersistFailures, st.Recoveries, st.SnapshotsInstalled,
-			st.CoreTicks, st.LivenessTicks)
+			"wipes=%d sector_faults=%d persist_failures=%d recoveries=%d snapshots=%d snapshot_chunks=%d "+
+			"transfer_restarts=%d core_ticks=%d liveness_ticks=%d: ok\n", s, opts.Replicas, st.Ticks, st.Committed,
+			st.Replies, st.ViewChanges, st.Crashes, st.Wipes, st.SectorFaults, st.PersistFailures, st.Recoveries,
+			st.SnapshotsInstalled, st.SnapshotChunks, st.TransferRestarts, st.CoreTicks, st.LivenessTicks)
 	}
 	fmt.Fprintf(out, "seeds %d..%d: %d failed\n", first, first+uint64(seeds)-1, failed)
 	if failed > 0 {

@@ -69,11 +69,26 @@ func (n *node) statusGauges(labels prometheus.Labels) []prometheus.Collector {
 		gauge("ringstream_meta_recovering", "1 while the replica recovers its state from the group.",
 			func() float64 { return b2f(n.meta.Status().Recovering) }),
 		gauge("ringstream_meta_checkpoint_bytes", "Size of the metadata replica's checkpoint in force: what a "+
-			"snapshot to a replica behind the log carries (at most the frame's payload limit, 64 MiB).",
+			"state transfer to a replica behind the log moves, in chunks.",
 			func() float64 { return float64(n.meta.Status().CheckpointBytes) }),
-		counter("ringstream_meta_snapshots_too_large_total", "Snapshots not sent because the checkpoint was past "+
-			"the frame's payload limit: a replica behind the log cannot catch up.",
-			func() float64 { return float64(n.meta.Status().SnapshotsTooLarge) }),
+		counter("ringstream_meta_state_transfers_sent_total", "State transfers this replica began to a peer (first chunks sent).",
+			func() float64 { return float64(n.meta.Status().Transfer.Sent) }),
+		counter("ringstream_meta_state_transfers_installed_total", "Checkpoints this replica installed from a peer.",
+			func() float64 { return float64(n.meta.Status().Transfer.Installed) }),
+		counter("ringstream_meta_state_transfer_chunks_out_total", "Checkpoint chunks sent to peers.",
+			func() float64 { return float64(n.meta.Status().Transfer.ChunksOut) }),
+		counter("ringstream_meta_state_transfer_chunks_in_total", "Checkpoint chunks taken from peers.",
+			func() float64 { return float64(n.meta.Status().Transfer.ChunksIn) }),
+		counter("ringstream_meta_state_transfer_chunks_reasked_total", "Checkpoint chunks asked again after a "+
+			"repair timeout without one.", func() float64 { return float64(n.meta.Status().Transfer.ChunksReasked) }),
+		counter("ringstream_meta_state_transfers_restarted_total", "State transfers begun again because the "+
+			"sender took a newer checkpoint.", func() float64 { return float64(n.meta.Status().Transfer.Restarted) }),
+		counter("ringstream_meta_state_transfers_abandoned_total", "State transfers given up after repair "+
+			"timeouts without a chunk (asked again from the primary).",
+			func() float64 { return float64(n.meta.Status().Transfer.Abandoned) }),
+		counter("ringstream_meta_state_transfers_refused_total", "Checkpoints refused: announced past "+
+			"snapshot_bytes_max, or assembled and failing the checksum, decode or restore. The replica stays behind.",
+			func() float64 { return float64(n.meta.Status().Transfer.Refused) }),
 		counter("ringstream_meta_eager_failovers_total", "View changes started because the primary's link stayed down.",
 			func() float64 { return float64(n.meta.Status().EagerFailovers) }),
 		gauge("ringstream_meta_recoveries", "Recoveries recorded in this replica's metadata state (pending or "+

@@ -21,6 +21,7 @@ import (
 	"github.com/ringstream/ringstream/segment"
 	"github.com/ringstream/ringstream/shard"
 	"github.com/ringstream/ringstream/shard/heartbeat"
+	"github.com/ringstream/ringstream/wire"
 )
 
 func defaultsText(t *testing.T) string {
@@ -359,5 +360,23 @@ func TestLoggerFormat(t *testing.T) {
 				t.Fatalf("json log line %q: %v %v", line, rec, err)
 			}
 		}
+	}
+}
+
+// TestDefaults_StateTransferChunkFitsAPeerOutbox: a metadata state transfer chunk's frame must fit in
+// what a peer link's outbox keeps for frames (shard.ErrFrameTooLarge otherwise), or no checkpoint could
+// ever reach a replica behind the log.
+func TestDefaults_StateTransferChunkFitsAPeerOutbox(t *testing.T) {
+	c, err := config.Parse([]byte(defaultsText(t)), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mg, ok := c.MetaGroup()
+	if !ok {
+		t.Fatal("the defaults run no metadata replica")
+	}
+	frame := wire.HeaderSize + wire.VSRFixedSize + mg.VSR.SnapshotChunkBytes
+	if room := c.Shard().FrameRoom(); frame > room {
+		t.Fatalf("a chunk frame is %d bytes, a peer outbox takes frames up to %d", frame, room)
 	}
 }

@@ -61,6 +61,11 @@
 //     the next loop turn of shard 0, which Propose wakes (SetWake: the node passes Node.Wake(0)), or
 //     the next tick without one; Status is a copy the shard goroutine publishes after each event. What
 //     a turn's events make the replica send leaves in that turn (OnTurn runs before the sends).
+//   - State transfer (vsr's transfer.go) needs nothing of the host but frames: a chunk of
+//     vsr.Config.SnapshotChunkBytes must fit in what a peer link's outbox keeps for frames
+//     (shard.Config.FrameRoom; engine's defaults are held to it by a test). Status.Transfer carries
+//     the replica's counters; a refused checkpoint is one ERROR line naming the cause, an abandoned
+//     transfer a WARN, an installed checkpoint an INFO with its size and chunks.
 //   - Eager failover (events.go): the grace counts ticks from the tick after shard 0's link
 //     to the primary's node went down; only that shard's own link counts (it is where the group's
 //     frames leave). It fires once per view, and only on a backup in normal status.

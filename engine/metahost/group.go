@@ -56,7 +56,6 @@ type Status struct {
 	Commit  uint64
 	Primary bool
 	Normal  bool
-	Digest  uint64
 	// Recovering: the replica lost its state (or could not prove it) and is learning the group's.
 	Recovering bool
 	// PersistErr is the persist failure that took the replica out of the group (it acknowledges
@@ -70,12 +69,19 @@ type Status struct {
 	// caught up with the group (engine's /readyz), however far behind it restarted.
 	CommitHeard  uint64
 	HeardPrimary bool
-	// CheckpointBytes is the size of the replica's checkpoint in force, what a snapshot to a replica
-	// behind the log carries; SnapshotsTooLarge counts the snapshots not sent because it was past
-	// the frame's payload limit (vsr.Config.SnapshotBytesMax): such a replica cannot catch up until
-	// the metadata state is smaller (fewer streams, shorter names, deleted names forgotten).
-	CheckpointBytes   int
-	SnapshotsTooLarge uint64
+	// CheckpointBytes is the size of the replica's checkpoint in force, what a state transfer to a
+	// replica behind the log moves (in chunks of vsr.Config.SnapshotChunkBytes).
+	CheckpointBytes int
+	// Transfer is the replica's state transfer counters (vsr.Stats: transfers begun and installed,
+	// chunks out and in, chunks asked again, transfers restarted, abandoned and refused).
+	Transfer TransferStats
+}
+
+// TransferStats counts the replica's state transfers (vsr.Stats holds the meaning of each).
+type TransferStats struct {
+	Sent, Installed, ChunksOut, ChunksIn, ChunksReasked, Restarted, Abandoned, Refused uint64
+	// LastRefusal is the cause of the latest refused checkpoint ("" before any).
+	LastRefusal string
 }
 
 type proposal struct {
@@ -105,8 +111,8 @@ type Group struct {
 	waiters  map[waitKey]chan ProposeResult
 	advanced uint64
 	stats    Stats
-	digestAt uint64 // commit+1 the digest was taken at
-	digest   uint64
+	// refusalLogged is the cause of the last refused checkpoint logged (logTransfer).
+	refusalLogged string
 	// persistErr is the store's failure once the replica heard of it.
 	persistErr error
 	// commitHeard and heardPrimary are Status's CommitHeard and HeardPrimary (shard 0 only).
@@ -257,6 +263,10 @@ func (g *Group) Status() Status {
 
 // State is the replicated state. Read it only when the node is stopped.
 func (g *Group) State() *meta.State { return g.state }
+
+// Digest is the replica's digest of its state machine and client table (equal on replicas at one
+// commit). It encodes the whole state: call it, as State, only once the node stopped.
+func (g *Group) Digest() uint64 { return g.replica.Digest() }
 
 // shard.Group: identity and state, read by the shard each tick.
 
@@ -501,31 +511,56 @@ func buildPersist(buf []byte, fx *vsr.Effects, noInline bool) metaPersist {
 	return p
 }
 
-// publish copies the replica's state for Status. The digest is taken only when the commit moved.
+// publish copies the replica's state for Status. It takes no digest of the state: that encodes the
+// whole state (about 1 s at 1,000,000 streams), which a publish after every commit cannot afford
+// (Digest, once the node stopped).
 func (g *Group) publish() {
-	if c := g.replica.Commit() + 1; c != g.digestAt {
-		g.digestAt, g.digest = c, g.replica.Digest()
-	}
 	st := Status{View: g.replica.View(), Op: g.replica.Op(), Commit: g.replica.Commit(),
-		Primary: g.replica.IsPrimary(), Normal: g.replica.Normal(), Digest: g.digest,
+		Primary: g.replica.IsPrimary(), Normal: g.replica.Normal(),
 		Recovering: g.replica.Recovering(), PersistErr: g.persistErr, EagerFailovers: g.stats.EagerFailovers,
 		CommitHeard: g.commitHeard, HeardPrimary: g.heardPrimary,
-		CheckpointBytes: g.replica.CheckpointBytes(), SnapshotsTooLarge: g.replica.Stats().SnapshotsTooLarge}
+		CheckpointBytes: g.replica.CheckpointBytes(), Transfer: transferStats(g.replica.Stats())}
 	g.mu.Lock()
 	prev := g.status
 	g.status = st
 	g.mu.Unlock()
-	if st.SnapshotsTooLarge != prev.SnapshotsTooLarge {
-		g.log.Error("metadata snapshot not sent: the checkpoint is past the frame's payload limit, so a replica "+
-			"behind the log cannot catch up until the metadata state is smaller (fewer or shorter-named streams)",
-			"checkpoint_bytes", st.CheckpointBytes, "limit", wire.VSRPayloadMax, "refused", st.SnapshotsTooLarge)
-	}
+	g.logTransfer(&st, &prev)
 	if g.changed != nil && (st.View != prev.View || st.Commit != prev.Commit || st.Primary != prev.Primary ||
 		st.Normal != prev.Normal) {
 		close(g.changed)
 		g.changed = nil
 	}
 }
+
+func transferStats(s *vsr.Stats) TransferStats {
+	return TransferStats{Sent: s.SnapshotsSent, Installed: s.SnapshotsIn, ChunksOut: s.SnapshotChunksOut,
+		ChunksIn: s.SnapshotChunksIn, ChunksReasked: s.SnapshotChunksReasked, Restarted: s.SnapshotTransfersRestarted,
+		Abandoned: s.SnapshotTransfersAbandoned, Refused: s.SnapshotsRefused, LastRefusal: s.LastSnapshotRefusal}
+}
+
+// logTransfer writes one line for each state transfer that ended other than installed: refused (an
+// ERROR naming the cause: the replica stays behind until a transfer succeeds, and one past
+// snapshot_bytes_max never will) or abandoned (a WARN: the sender went silent; the repair asks again).
+// A refusal or abandon that repeats (the repair asks again every few hundred ms) is logged at its 1st,
+// 2nd, 4th, 8th... occurrence and whenever its cause changes; the counters carry every one.
+func (g *Group) logTransfer(now, before *Status) {
+	st, prev := &now.Transfer, &before.Transfer
+	if st.Refused != prev.Refused && (isPowerOfTwo(st.Refused) || st.LastRefusal != g.refusalLogged) {
+		g.refusalLogged = st.LastRefusal
+		g.log.Error("metadata state transfer refused: this replica stays behind the log until a checkpoint is "+
+			"installed", "cause", st.LastRefusal, "refused", st.Refused)
+	}
+	if st.Abandoned != prev.Abandoned && isPowerOfTwo(st.Abandoned) {
+		g.log.Warn("metadata state transfer abandoned: no chunk for several repair timeouts; asking again",
+			"abandoned", st.Abandoned)
+	}
+	if st.Installed != prev.Installed {
+		g.log.Info("metadata checkpoint installed from a peer", "checkpoint_bytes", now.CheckpointBytes,
+			"chunks_in", st.ChunksIn, "restarted", st.Restarted)
+	}
+}
+
+func isPowerOfTwo(n uint64) bool { return n&(n-1) == 0 }
 
 // Changed returns a channel that is closed the next time the replica's view, primary, normal status
 // or applied commit moves: a long-poll reader of the metadata state (a lookup waiting for a newer

@@ -277,10 +277,10 @@ func TestMetaGroup_ThreeNodesOpsSurvivePrimaryKillAndItsRestart(t *testing.T) {
 				t.Errorf("node %d: registered node %d lost", n.id, id)
 			}
 		}
-		if digest != 0 && n.group.Status().Digest != digest {
+		if digest != 0 && n.group.Digest() != digest {
 			t.Errorf("node %d digest differs from another replica's", n.id)
 		}
-		digest = n.group.Status().Digest
+		digest = n.group.Digest()
 	}
 	// Every replica reopens from its files: the survivors hold every op up to the last one durably
 	// (they acknowledged them), the stopped primary the ops it held, and none is ahead of the group.

@@ -33,6 +33,10 @@
 //   - VSR messages cross the simulated network as real wire frames (wire.AppendVSRFrame, ParseFrame,
 //     DecodeVSR), so corruption exercises the checksums; Commit and CommitReply entries travel as
 //     values.
+//   - Replicas move checkpoints in chunks of 256 bytes, so a state transfer takes many round trips and its
+//     sender often takes a newer checkpoint during it.
+//   - An assertion of a replica or its state machine (a panic whose message starts "vsr: " or "meta: ")
+//     ends the run as a violation with its seed and step; any other panic is the simulator's own.
 //   - Read errors are transient (the restart is retried later).
 //   - A failed persist is reported with PersistFailed: the replica stops taking part, and the node's
 //     supervisor restarts it a while later, at once after the faults stop (a fault drawn when a persist

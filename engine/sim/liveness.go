@@ -190,6 +190,8 @@ func (s *Sim) collectStats() {
 			st := n.replica.Stats()
 			s.stats.ViewChanges += st.ViewChanges
 			s.stats.SnapshotsInstalled += st.SnapshotsIn
+			s.stats.SnapshotChunks += st.SnapshotChunksIn
+			s.stats.TransferRestarts += st.SnapshotTransfersRestarted
 			s.stats.Recoveries += st.Recoveries
 		}
 	}

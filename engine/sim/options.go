@@ -185,7 +185,9 @@ func (sw Swarm) leaveOut(o *Options) {
 }
 
 // SimVSRConfig is the replica configuration the simulator runs: small checkpoints and timeouts so a
-// run of a few thousand ticks sees many of each.
+// run of a few thousand ticks sees many of each, and small state transfer chunks (256 bytes), so a
+// checkpoint (0.5 to 45 KiB here) moves in many and its sender can take a newer one mid-transfer. At the
+// smallest chunk (64 bytes) a 45 KiB checkpoint takes some 700 round trips, past the liveness bounds.
 func SimVSRConfig(n int, self uint8) vsr.Config {
 	c := vsr.DefaultConfig(n, self)
 	c.PipelineOpsMax = 8
@@ -195,6 +197,7 @@ func SimVSRConfig(n int, self uint8) vsr.Config {
 	c.PrepareTimeoutTicks = 8
 	c.RepairTimeoutTicks = 8
 	c.ViewChangeTimeoutTicks = 40
+	c.SnapshotChunkBytes = 256
 	return c
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/ringstream/ringstream/engine/meta"
 )
@@ -31,6 +32,8 @@ type Stats struct {
 	Recoveries         uint64 // recoveries completed by the replicas up at the end
 	ViewChanges        uint64
 	SnapshotsInstalled uint64
+	SnapshotChunks     uint64 // state transfer chunks taken, by the replicas up at the end
+	TransferRestarts   uint64 // state transfers begun again on a newer checkpoint, by the same
 	CoreTicks          uint64 // ticks the healthy core took to make progress
 	LivenessTicks      uint64 // ticks the healed cluster took to make progress and converge
 }
@@ -59,6 +62,8 @@ func (st *Stats) add(o Stats) {
 	st.Recoveries += o.Recoveries
 	st.ViewChanges += o.ViewChanges
 	st.SnapshotsInstalled += o.SnapshotsInstalled
+	st.SnapshotChunks += o.SnapshotChunks
+	st.TransferRestarts += o.TransferRestarts
 	st.CoreTicks += o.CoreTicks
 	st.LivenessTicks += o.LivenessTicks
 }
@@ -101,12 +106,30 @@ type Sim struct {
 
 // Run runs the simulation opts describes and returns its stats, or an error wrapping ErrViolation.
 // Three phases: faults with load; a healthy core (a quorum) must make progress while the other
-// replicas stay down or cut off; then everything heals and the group must converge.
-func Run(opts Options) (Stats, error) {
+// replicas stay down or cut off; then everything heals and the group must converge. An assertion of a
+// replica or its state machine (a panic whose message starts "vsr: " or "meta: ") is a violation too,
+// named with the seed and step; any other panic is the simulator's own and goes on.
+func Run(opts Options) (st Stats, err error) {
 	opts.SwarmOff.leaveOut(&opts)
 	s := &Sim{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0xc1a5)), faults: true,
 		committed: make(map[uint64]uint64), digests: make(map[uint64]uint64),
 		opDigests: make(map[uint64]uint64)}
+	defer func() {
+		if r := recover(); r != nil {
+			msg, ok := r.(string)
+			if !ok || !(strings.HasPrefix(msg, "vsr: ") || strings.HasPrefix(msg, "meta: ")) {
+				panic(r)
+			}
+			st, err = s.stats, s.violation("assertion: %s", msg)
+		}
+	}()
+	err = s.run()
+	return s.stats, err
+}
+
+// run is Run's three phases.
+func (s *Sim) run() error {
+	opts := s.opts
 	s.net = newNetwork(s, opts.Replicas)
 	for i := 0; i < opts.Replicas; i++ {
 		n := &node{index: i}
@@ -116,7 +139,7 @@ func Run(opts Options) (Stats, error) {
 		}
 		s.nodes = append(s.nodes, n)
 		if err := s.startRetrying(n); err != nil {
-			return s.stats, err
+			return err
 		}
 	}
 	for i := 0; i < opts.Clients; i++ {
@@ -124,18 +147,18 @@ func Run(opts Options) (Stats, error) {
 	}
 	for s.now < opts.FaultTicks {
 		if err := s.tick(); err != nil {
-			return s.stats, err
+			return err
 		}
 	}
 	if opts.CoreTicks > 0 {
 		if err := s.requireCoreProgress(); err != nil {
-			return s.stats, err
+			return err
 		}
 	}
 	if err := s.heal(); err != nil {
-		return s.stats, err
+		return err
 	}
-	return s.stats, s.requireLiveness()
+	return s.requireLiveness()
 }
 
 // startRetrying starts a node, retrying past injected read errors (used at boot and when healing).

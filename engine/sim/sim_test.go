@@ -43,7 +43,8 @@ func requireEveryFault(t *testing.T, total Stats) {
 		"persist failures": total.PersistFailures, "compactions": total.Compactions, "wipes": total.Wipes,
 		"old copies": total.OldCopies, "sector faults": total.SectorFaults,
 		"misdirected writes": total.MisdirectedWrites, "recoveries": total.Recoveries,
-		"view changes": total.ViewChanges, "snapshots installed": total.SnapshotsInstalled} {
+		"view changes": total.ViewChanges, "snapshots installed": total.SnapshotsInstalled,
+		"snapshot chunks": total.SnapshotChunks, "transfer restarts": total.TransferRestarts} {
 		if n == 0 {
 			t.Errorf("no %s over the run: that fault (or what it leads to) is never drawn", name)
 		}

@@ -12,6 +12,9 @@ type brokenRules struct {
 	prepareOKEarly bool
 	// viewChangeEarly: do-view-change and start-view leave before the log they carry is durable.
 	viewChangeEarly bool
+	// mixChunks: a state transfer takes a chunk of another checkpoint as the next one of the checkpoint
+	// it assembles, and installs what the bytes decode to without checking the whole's checksum or op.
+	mixChunks bool
 }
 
 // sendsEarly reports whether a broken rule lets a message of command c leave before the persist it

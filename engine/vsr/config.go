@@ -3,6 +3,7 @@ package vsr
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/ringstream/ringstream/wire"
 )
@@ -29,11 +30,22 @@ type Config struct {
 	RepairTimeoutTicks     uint64 // backup: re-ask for missing entries, a snapshot or a start-view
 	ViewChangeTimeoutTicks uint64 // a view change stalled this long moves on to the next view
 
-	// SnapshotBytesMax bounds the checkpoint a replica sends in one snapshot frame (default
-	// wire.VSRPayloadMax). A larger one is not sent (Stats.SnapshotsTooLarge): a replica behind the
-	// log's checkpoint cannot catch up until the state is smaller again.
+	// SnapshotChunkBytes is the most bytes of a checkpoint one state transfer chunk carries (default
+	// 256 KiB; from SnapshotChunkBytesMin to the frame's payload limit). The sender's value decides.
+	// Its frame must fit in what a link's outbox keeps for frames (engine checks it against the shard
+	// config; 256 KiB leaves most of the default's 2.3 MiB to other frames), and a transfer keeps one
+	// chunk in flight, so the chunk over the round trip bounds its rate.
+	SnapshotChunkBytes int
+	// SnapshotBytesMax bounds the checkpoint a replica assembles from a peer's chunks, and so the memory
+	// a transfer holds (default 1 GiB, at most 4 GiB - 1, the checkpoint format's limit). A peer's
+	// checkpoint announced longer is refused (ErrSnapshotTooLarge, Stats.SnapshotsRefused): this
+	// replica cannot catch up from it until the limit is raised or the state is smaller.
 	SnapshotBytesMax int
 }
+
+// SnapshotChunkBytesMin is the smallest chunk a Config may set: small enough for the simulator to move
+// a checkpoint in many chunks, large enough that a chunk outweighs its frame's headers.
+const SnapshotChunkBytesMin = 64
 
 // DefaultConfig returns the defaults for a group of replicaCount replicas, self among them. With the
 // default tick of 10 ms a stalled view change moves on after 2 s.
@@ -48,7 +60,8 @@ func DefaultConfig(replicaCount int, self uint8) Config {
 		PrepareTimeoutTicks:    20,
 		RepairTimeoutTicks:     20,
 		ViewChangeTimeoutTicks: 200,
-		SnapshotBytesMax:       wire.VSRPayloadMax,
+		SnapshotChunkBytes:     256 << 10,
+		SnapshotBytesMax:       1 << 30,
 	}
 }
 
@@ -74,9 +87,12 @@ func (c Config) Validate() error {
 		// A stalled view change must leave room for at least two rounds of re-sent messages.
 		return fmt.Errorf("%w: view_change_timeout (%d ticks) must be at least 2 x repair_timeout (%d ticks)",
 			ErrConfig, c.ViewChangeTimeoutTicks, c.RepairTimeoutTicks)
-	case c.SnapshotBytesMax < 1 || c.SnapshotBytesMax > wire.VSRPayloadMax:
-		return fmt.Errorf("%w: snapshot_bytes_max (%d) must be from 1 to the frame's payload limit %d", ErrConfig,
-			c.SnapshotBytesMax, wire.VSRPayloadMax)
+	case c.SnapshotChunkBytes < SnapshotChunkBytesMin || c.SnapshotChunkBytes > wire.VSRPayloadMax:
+		return fmt.Errorf("%w: snapshot_chunk_bytes (%d) must be from %d to the frame's payload limit %d", ErrConfig,
+			c.SnapshotChunkBytes, SnapshotChunkBytesMin, wire.VSRPayloadMax)
+	case c.SnapshotBytesMax < 1 || uint64(c.SnapshotBytesMax) > math.MaxUint32:
+		return fmt.Errorf("%w: snapshot_bytes_max (%d) must be from 1 to %d (the checkpoint format's limit)",
+			ErrConfig, c.SnapshotBytesMax, uint64(math.MaxUint32))
 	}
 	return nil
 }

@@ -25,7 +25,9 @@
 //     learns the group's from a quorum of other members, the latest view's primary among them, before
 //     it votes, acknowledges or applies anything (VR Revisited's recovery, with a nonce).
 //   - Repair and state transfer: a backup missing ops sends request-prepare; one whose missing ops are
-//     at or below the sender's checkpoint gets the checkpoint (snapshot) instead.
+//     at or below the sender's checkpoint gets the checkpoint instead, in chunks it pulls (transfer.go):
+//     each chunk names the checkpoint (op and the xxhash64 of the whole) and its length, the receiver
+//     asks for the next offset, and checks the assembled whole before it installs it.
 //   - A client table: the latest committed request per client with its result. A retried request is
 //     answered from it and never applied twice.
 //
@@ -72,6 +74,16 @@
 //     metadata group's clients are the nodes, far fewer than the default 4096).
 //   - The superblock's commit is written whenever the superblock is, not each time the commit moves: a
 //     replica that restarts re-applies up to the commit it saved and learns the rest from the primary.
+//   - State transfer is pulled, one chunk in flight (SnapshotChunkBytes, 256 KiB by default): the
+//     receiver sets the pace and holds at most one checkpoint's bytes, bounded by SnapshotBytesMax
+//     (1 GiB by default), which it checks against the announced length before it keeps a byte
+//     (ErrSnapshotTooLarge). The assembled checkpoint must match the xxhash64 its chunks named
+//     (ErrSnapshotChecksum), then decode at the op they named, then restore; a refusal is counted
+//     (Stats.SnapshotsRefused, with the cause) and the next repair starts over. A chunk that does not
+//     come is asked again on the repair timeout; after three timeouts without one the transfer is
+//     abandoned (counted) and the usual repair asks the primary again. A sender answers from the
+//     checkpoint the ask names while it still serves it (the one before its latest, kept only while a
+//     peer asks for it), else from its latest, whose identity makes the receiver start over on it.
 //   - Checkpoints every CheckpointOps commits; the log keeps the entries since the previous checkpoint.
 //     The storage format leaves compaction of the append-only log to its driver: records at or below
 //     the checkpoint the superblock names are dead (engine's metadata group rewrites the file).

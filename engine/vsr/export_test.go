@@ -13,3 +13,7 @@ func BreakViewChangeEarly(r *Replica) { r.broken.viewChangeEarly = true }
 // BreakSkipRecovery makes r, if it starts in recovery, skip it: it takes part at once with the empty
 // state it has.
 func BreakSkipRecovery(r *Replica) { r.skipRecovery() }
+
+// BreakMixChunks makes r assemble a checkpoint from chunks of whichever checkpoints come and install it
+// unchecked (transfer.go).
+func BreakMixChunks(r *Replica) { r.broken.mixChunks = true }

@@ -3,6 +3,7 @@ package vsr
 import (
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/ringstream/ringstream/wire"
 )
 
@@ -125,13 +126,16 @@ func TestOnRequestPrepare_NothingToSendIsCounted(t *testing.T) {
 
 func TestOnSnapshot_BadOrOldCheckpointIgnored(t *testing.T) {
 	r := mustNew(t, 3, 1)
-	bad := wire.VSRMessage{Command: wire.CommandVSRSnapshot, Replica: 0, Op: 3, Payload: []byte("junk")}
+	junk := []byte("junk")
+	bad := wire.VSRMessage{Command: wire.CommandVSRSnapshot, Replica: 0, Op: 3, Checksum: xxhash.Sum64(junk),
+		Total: uint32(len(junk)), Payload: junk}
 	r.Step(&bad)
-	old := wire.VSRMessage{Command: wire.CommandVSRSnapshot, Replica: 0, Op: 0}
+	old := wire.VSRMessage{Command: wire.CommandVSRSnapshot, Replica: 0, Op: 0, Total: 1, Payload: []byte{1}}
 	r.Step(&old)
 	d := r.Stats().Dropped
-	if d["snapshot: does not decode"] != 1 || d["snapshot: not ahead of commit"] != 1 || r.Commit() != 0 {
-		t.Fatalf("drops %v commit %d", d, r.Commit())
+	if d["snapshot: vsr: bad record"] != 1 || d["snapshot: not ahead of commit"] != 1 ||
+		r.Commit() != 0 || r.Stats().SnapshotsRefused != 1 {
+		t.Fatalf("drops %v commit %d refused %d", d, r.Commit(), r.Stats().SnapshotsRefused)
 	}
 }
 

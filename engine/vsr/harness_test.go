@@ -105,6 +105,7 @@ func testConfig(n int, self uint8) Config {
 	c.PipelineOpsMax = 4
 	c.RepairOpsMax = 4
 	c.PrepareTimeoutTicks, c.RepairTimeoutTicks, c.ViewChangeTimeoutTicks = 3, 3, 10
+	c.SnapshotChunkBytes = SnapshotChunkBytesMin // checkpoints travel in several chunks
 	return c
 }
 

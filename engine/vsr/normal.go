@@ -225,15 +225,17 @@ func (r *Replica) onRequestPrepare(m *wire.VSRMessage) {
 	case r.status == statusNormal && m.View == r.view && m.Op > r.logBase && m.Op <= r.op:
 		r.sendPrepares(m.Replica, m.Op)
 	case r.snapOp > 0 && m.Op <= r.snapOp:
-		r.sendSnapshot(m.Replica)
+		r.sendChunk(m.Replica, 0) // the first chunk of a state transfer (transfer.go)
 	default:
 		r.drop("request_prepare: nothing to send")
 	}
 }
 
-// askRepair asks the primary for the ops after op, once until the next repair timeout.
+// askRepair asks the primary for the ops after op, once until the next repair timeout. A state
+// transfer in progress asks on its own (transfer.go): the ops it would ask for are at or below the
+// checkpoint it is assembling.
 func (r *Replica) askRepair() {
-	if r.repairAsked == r.op+1 {
+	if r.repairAsked == r.op+1 || (r.xfer.active && r.xfer.op > r.commit) {
 		return
 	}
 	r.repairAsked = r.op + 1
@@ -255,10 +257,13 @@ func (r *Replica) askStartView(view uint32) {
 func (r *Replica) onRepairTimeout() {
 	r.repairTimeout.Reset()
 	r.repairAsked, r.startViewAsked = 0, 0
+	transferring := r.repairTransfer()
 	switch {
 	case r.awaitingSnapshot:
-		r.send(r.snapshotFrom, wire.VSRMessage{Command: wire.CommandVSRRequestPrepare, View: r.view,
-			Op: r.commit + 1}, false)
+		if !transferring {
+			r.send(r.snapshotFrom, wire.VSRMessage{Command: wire.CommandVSRRequestPrepare, View: r.view,
+				Op: r.commit + 1}, false)
+		}
 	case r.status == statusRecovering:
 		r.broadcastRecovery()
 	case r.status == statusViewChange:

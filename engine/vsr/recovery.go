@@ -13,6 +13,7 @@ import (
 // takeCheckpoint snapshots the state at commit and trims the log below the previous checkpoint.
 func (r *Replica) takeCheckpoint() {
 	prev := r.snapOp
+	r.retireCheckpoint()
 	r.snapPayload = appendCheckpoint(nil, r.commit, r.headAt(r.commit), &r.clients, r.sm)
 	r.snapOp = r.commit
 	r.snapChecksum = xxhash.Sum64(r.snapPayload)
@@ -32,67 +33,11 @@ func (r *Replica) trimLog(op uint64) {
 	r.logBase, r.logBaseHead = op, head
 }
 
-// sendSnapshot sends the checkpoint in force to member to.
-func (r *Replica) sendSnapshot(to uint8) {
-	if len(r.snapPayload) > r.cfg.SnapshotBytesMax {
-		r.stats.SnapshotsTooLarge++
-		r.drop("snapshot: checkpoint past snapshot_bytes_max")
-		return
-	}
-	cp, err := decodeCheckpointHead(r.snapPayload)
-	assert.True(err == nil, "vsr: own checkpoint does not decode")
-	r.stats.SnapshotsSent++
-	r.send(to, wire.VSRMessage{Command: wire.CommandVSRSnapshot, View: r.view, Op: r.snapOp, Commit: r.commit,
-		Checksum: cp.head, Payload: r.snapPayload}, false)
-}
-
 // awaitSnapshot asks member from for its checkpoint, which this replica needs before it can use a log
 // that starts above its commit.
 func (r *Replica) awaitSnapshot(from uint8) {
 	r.awaitingSnapshot, r.snapshotFrom = true, from
 	r.send(from, wire.VSRMessage{Command: wire.CommandVSRRequestPrepare, View: r.view, Op: r.commit + 1}, false)
-}
-
-// onSnapshot installs a checkpoint ahead of this replica's commit. A checkpoint is committed state, so
-// any replica's is safe to install whatever the views.
-func (r *Replica) onSnapshot(m *wire.VSRMessage) {
-	if m.Op <= r.commit {
-		r.drop("snapshot: not ahead of commit")
-		return
-	}
-	if r.isPrimary() {
-		// A primary in normal status holds every committed op; its log must not change under the
-		// persists it counts toward commits.
-		r.drop("snapshot: to the primary")
-		return
-	}
-	cp, err := decodeCheckpoint(m.Payload)
-	if err != nil || cp.op != m.Op || cp.head != m.Checksum {
-		r.drop("snapshot: does not decode")
-		return
-	}
-	if err := r.sm.Restore(cp.state); err != nil {
-		r.drop("snapshot: state does not restore")
-		return
-	}
-	r.stats.SnapshotsIn++
-	r.clients.sessions = cp.sessions
-	r.snapPayload = append([]byte(nil), m.Payload...)
-	r.snapOp, r.snapChecksum = m.Op, xxhash.Sum64(r.snapPayload)
-	r.pendingSnapshot = r.snapPayload
-	if m.Op <= r.op && r.headAt(m.Op) == m.Checksum {
-		r.log = r.log[:copy(r.log, r.log[m.Op-r.logBase:])]
-	} else {
-		// This replica's entries past its commit are not on the committed chain: none of them can
-		// commit, so they go.
-		r.log = r.log[:0]
-		r.op = m.Op
-	}
-	r.logBase, r.logBaseHead = m.Op, m.Checksum
-	r.commit = m.Op
-	r.commitMax = max(r.commitMax, r.snapshotCommitJustified(m))
-	r.dirty = true
-	r.afterSnapshot()
 }
 
 // snapshotCommitJustified is how far installing m lets this replica's commit point go. The checkpoint

@@ -156,7 +156,7 @@ func TestIssue10_SnapshotInstallRaisesCommitOnlyAsFarAsJustified(t *testing.T) {
 		t.Fatalf("replica 1 commit %d checkpoint %d, want 12 and 8", r1.Commit(), r1.SnapshotOp())
 	}
 	// The late snapshot.
-	r1.sendSnapshot(2)
+	r1.sendChunk(2, 0)
 	fx = r1.Ready()
 	for _, env := range fx.Messages {
 		if env.To == 2 && env.Msg.Command == wire.CommandVSRSnapshot {

@@ -78,6 +78,8 @@ type Replica struct {
 	snapPayload  []byte
 	snapChecksum uint64
 	snapSlot     int
+	snapAsked    bool             // a chunk of it was sent since it was taken (transfer.go)
+	served       servedCheckpoint // an older checkpoint a peer is still pulling (transfer.go)
 
 	clients clientTable
 	result  []byte
@@ -95,8 +97,9 @@ type Replica struct {
 	dvcs             [MembersMax]dvcRecord
 	snapshotFrom     uint8 // member asked for a snapshot, while awaitingSnapshot
 	awaitingSnapshot bool
-	repairAsked      uint64 // op last asked for outside the repair timeout
-	startViewAsked   uint32 // view whose start-view was last asked for outside the repair timeout
+	xfer             transfer // the checkpoint being assembled from a peer's chunks (transfer.go)
+	repairAsked      uint64   // op last asked for outside the repair timeout
+	startViewAsked   uint32   // view whose start-view was last asked for outside the repair timeout
 
 	// Recovery (recovering.go): this start's nonce and the answers heard to it, by member.
 	nonce     uint64
@@ -128,15 +131,27 @@ type Replica struct {
 
 // Stats counts what the replica did and why it dropped messages. Reasons are counted, never errors.
 type Stats struct {
-	Dropped       map[string]uint64
-	Applied       uint64
-	ViewChanges   uint64
-	Checkpoints   uint64
-	SnapshotsSent uint64
-	SnapshotsIn   uint64
-	// SnapshotsTooLarge: snapshots not sent because the checkpoint was past SnapshotBytesMax.
-	SnapshotsTooLarge uint64
-	Recoveries        uint64 // recoveries completed (recovering.go)
+	Dropped     map[string]uint64
+	Applied     uint64
+	ViewChanges uint64
+	Checkpoints uint64
+	// State transfer (transfer.go). SnapshotsSent: transfers begun (first chunks sent); SnapshotsIn:
+	// checkpoints installed; SnapshotChunksOut and SnapshotChunksIn: chunks sent and taken;
+	// SnapshotChunksReasked: chunks asked again after a repair timeout without one;
+	// SnapshotTransfersRestarted: transfers begun again because the sender's checkpoint moved on;
+	// SnapshotTransfersAbandoned: transfers given up after repair timeouts without a chunk;
+	// SnapshotsRefused: checkpoints refused (past SnapshotBytesMax, or assembled and failing the
+	// checksum, decode or op check).
+	SnapshotsSent              uint64
+	SnapshotsIn                uint64
+	SnapshotChunksOut          uint64
+	SnapshotChunksIn           uint64
+	SnapshotChunksReasked      uint64
+	SnapshotTransfersRestarted uint64
+	SnapshotTransfersAbandoned uint64
+	SnapshotsRefused           uint64
+	LastSnapshotRefusal        string // the cause of the latest refused checkpoint
+	Recoveries                 uint64 // recoveries completed (recovering.go)
 }
 
 // New returns a replica that resumes from d (Recover's result). sm must hold the initial state: New
@@ -275,7 +290,7 @@ func (r *Replica) Stats() *Stats       { return &r.stats }
 // SnapshotOp is the op of the checkpoint in force.
 func (r *Replica) SnapshotOp() uint64 { return r.snapOp }
 
-// CheckpointBytes is the size of the checkpoint in force (what a snapshot frame carries).
+// CheckpointBytes is the size of the checkpoint in force (what a state transfer moves, in chunks).
 func (r *Replica) CheckpointBytes() int { return len(r.snapPayload) }
 
 // Entry returns the log entry at op while the log still holds it.
@@ -360,6 +375,8 @@ func (r *Replica) Step(m *wire.VSRMessage) {
 		r.onRequestPrepare(m)
 	case wire.CommandVSRSnapshot:
 		r.onSnapshot(m)
+	case wire.CommandVSRRequestSnapshot:
+		r.onRequestSnapshot(m)
 	case wire.CommandVSRRequestStartView:
 		r.onRequestStartView(m)
 	case wire.CommandVSRRecovery:
