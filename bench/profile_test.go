@@ -56,7 +56,7 @@ func TestProfileFailureNamesItsNodeAndTime(t *testing.T) {
 	if e.Name != EventProfileNotSaved || e.Node != 3 || e.AtMs < 150 || !strings.HasPrefix(e.Note, "cpu: ") {
 		t.Fatalf("event %+v, want node 3's cpu profile not saved at 150 ms or later", e)
 	}
-	for _, name := range []string{"node2-cpu.pprof", "node2-heap.pprof", "node3-heap.pprof"} {
+	for _, name := range []string{"node2-cpu.pprof", "node2-heap.pprof", "node3-heap.pprof", selfProfileName} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
