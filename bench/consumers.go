@@ -103,7 +103,11 @@ func (r *run) startProfiles(ctx context.Context) *profiles {
 
 // startSelf starts the bench process's own CPU profile; one that cannot start is an event (node 0).
 func (p *profiles) startSelf() {
-	f, err := os.Create(filepath.Join(p.r.cfg.ProfileDir, selfProfileName))
+	var f *os.File
+	err := os.MkdirAll(p.r.cfg.ProfileDir, 0o755)
+	if err == nil {
+		f, err = os.Create(filepath.Join(p.r.cfg.ProfileDir, selfProfileName))
+	}
 	if err == nil {
 		if err = pprof.StartCPUProfile(f); err != nil {
 			f.Close()

@@ -39,7 +39,7 @@ func fakeNodeAdmin(t *testing.T, id int, cpuAfter time.Duration, ok bool) *httpt
 func TestProfileFailureNamesItsNodeAndTime(t *testing.T) {
 	good := fakeNodeAdmin(t, 2, 0, true)
 	bad := fakeNodeAdmin(t, 3, 150*time.Millisecond, false)
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "made") // a directory --profile names but that is not there yet
 	cfg := DefaultConfig()
 	cfg.ProfileDir, cfg.Duration = dir, time.Second
 	strip := func(u string) string { return strings.TrimPrefix(u, "http://") }
