@@ -3,6 +3,9 @@ package bench
 import (
 	"cmp"
 	"context"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -37,7 +40,8 @@ func (r *run) startConsumers(ctx context.Context, names []string, wg *sync.WaitG
 }
 
 // profiles collects --profile: a CPU profile of every node over the load, and a heap profile at
-// the end. A profile that could not be saved is an event of its node at the time it failed (a node
+// the end; and the bench process's own CPU profile over the same load (bench-cpu.pprof: the client
+// side of cpu_us_per_record). A profile that could not be saved is an event of its node at the time it failed (a node
 // killed during its CPU profile fails at the kill).
 type profiles struct {
 	r       *run
@@ -45,7 +49,12 @@ type profiles struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	failed  []Event
+	// self is the bench process's own CPU profile file while it runs (nil when not started).
+	self *os.File
 }
+
+// selfProfileName is the file, in --profile's directory, of the bench process's own CPU profile.
+const selfProfileName = "bench-cpu.pprof"
 
 // profileTarget is one node whose profiles are taken: its id and admin address.
 type profileTarget struct {
@@ -79,6 +88,7 @@ func (r *run) startProfiles(ctx context.Context) *profiles {
 	if r.cfg.ProfileDir == "" {
 		return p
 	}
+	p.startSelf()
 	p.targets = r.profileTargets(ctx)
 	secs := int(r.cfg.Duration.Seconds())
 	for _, t := range p.targets {
@@ -89,6 +99,37 @@ func (r *run) startProfiles(ctx context.Context) *profiles {
 		})
 	}
 	return p
+}
+
+// startSelf starts the bench process's own CPU profile; one that cannot start is an event (node 0).
+func (p *profiles) startSelf() {
+	var f *os.File
+	err := os.MkdirAll(p.r.cfg.ProfileDir, 0o755)
+	if err == nil {
+		f, err = os.Create(filepath.Join(p.r.cfg.ProfileDir, selfProfileName))
+	}
+	if err == nil {
+		if err = pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		p.note(profileTarget{}, "bench cpu", err)
+		return
+	}
+	p.self = f
+}
+
+// stopSelf ends the bench process's CPU profile, when it started, and closes its file.
+func (p *profiles) stopSelf() {
+	if p.self == nil {
+		return
+	}
+	pprof.StopCPUProfile()
+	if err := p.self.Close(); err != nil {
+		p.note(profileTarget{}, "bench cpu", err)
+	}
+	p.self = nil
 }
 
 // note records that node t's profile of kind was not saved, now.
@@ -106,6 +147,7 @@ func (p *profiles) finish(ctx context.Context, rep *Report) {
 	if p.r.cfg.ProfileDir == "" {
 		return
 	}
+	p.stopSelf()
 	p.wg.Wait()
 	for _, t := range p.targets {
 		if err := p.r.admin.profileHeap(ctx, t.addr, profileFile(p.r.cfg.ProfileDir, t, "heap")); err != nil {

@@ -39,7 +39,7 @@ func fakeNodeAdmin(t *testing.T, id int, cpuAfter time.Duration, ok bool) *httpt
 func TestProfileFailureNamesItsNodeAndTime(t *testing.T) {
 	good := fakeNodeAdmin(t, 2, 0, true)
 	bad := fakeNodeAdmin(t, 3, 150*time.Millisecond, false)
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "made") // a directory --profile names but that is not there yet
 	cfg := DefaultConfig()
 	cfg.ProfileDir, cfg.Duration = dir, time.Second
 	strip := func(u string) string { return strings.TrimPrefix(u, "http://") }
@@ -56,7 +56,7 @@ func TestProfileFailureNamesItsNodeAndTime(t *testing.T) {
 	if e.Name != EventProfileNotSaved || e.Node != 3 || e.AtMs < 150 || !strings.HasPrefix(e.Note, "cpu: ") {
 		t.Fatalf("event %+v, want node 3's cpu profile not saved at 150 ms or later", e)
 	}
-	for _, name := range []string{"node2-cpu.pprof", "node2-heap.pprof", "node3-heap.pprof"} {
+	for _, name := range []string{"node2-cpu.pprof", "node2-heap.pprof", "node3-heap.pprof", selfProfileName} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}

@@ -275,3 +275,37 @@ func BenchmarkPoll(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkProduceClosedLoop is the bench's closed loop (ringstream bench): 16 records of 1 KiB
+// appended, then a Flush that waits for their confirm, to the in-test owner; ns/op is per batch.
+// The Flush should wake once per batch: when its batch is confirmed, not when it is taken.
+func BenchmarkProduceClosedLoop(b *testing.B) {
+	n, _ := ownerClusterB(b)
+	c, err := Dial(context.Background(), testConfig(n.addr))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	p, err := c.Producer(ProducerConfig{Stream: "orders", BatchBytes: BatchBytesFor(16, 1024), BatchRecords: 16})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	rec := make([]byte, 1024)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		for range 16 {
+			if err := p.Append(ctx, rec); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := p.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if err := p.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+}

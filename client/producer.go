@@ -149,11 +149,18 @@ type Producer struct {
 	confirmed uint64 // records confirmed
 	flushUpTo uint64 // records a Flush waits for
 	closing   bool
-	err       error         // sticky: a batch that could not be confirmed, or Close
-	changed   chan struct{} // closed and replaced whenever the state above moves
+	err       error // sticky: a batch that could not be confirmed, or Close
+	// Waiters' wakeups, each closed and replaced when what its waiters wait for may have moved:
+	// roomC when the open batch was taken (Append waits for room), confirmedC when a batch was
+	// confirmed (Flush and Close wait for their records); both when the producer fails. Two, so that
+	// a Flush is not woken for nothing when its batch is only taken (a wakeup per batch the
+	// closed-loop bench paid for, issue 26).
+	roomC      chan struct{}
+	confirmedC chan struct{}
 
 	// The sender's own state.
 	windowMax  int       // the most batches a pipelined sender had in flight (read by tests after Close)
+	confWaits  int       // times a Flush or Close slept until a confirm (p.mu; read by tests)
 	takenSince time.Time // the openSince of the batch take returned last
 	q          produceRequest
 	cl         *call
@@ -177,7 +184,7 @@ func (c *Client) Producer(cfg ProducerConfig) (*Producer, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Producer{c: c, cfg: cfg, ctx: ctx, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1),
 		open: make([]byte, 0, cfg.BatchBytes), spare: make([]byte, 0, cfg.BatchBytes), seq: 1,
-		changed: make(chan struct{}), cl: newCall()}
+		roomC: make(chan struct{}), confirmedC: make(chan struct{}), cl: newCall()}
 	p.q.m = wire.Produce{ProducerID: cfg.ProducerID, Codec: uint8(cfg.Codec), Format: uint8(cfg.Format)}
 	if cfg.Codec == CodecZstd {
 		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedFastest))
@@ -242,7 +249,8 @@ func (p *Producer) waitConfirmed(ctx context.Context, target uint64) error {
 			p.mu.Unlock()
 			return err
 		}
-		ch := p.changed
+		ch := p.confirmedC
+		p.confWaits++
 		p.mu.Unlock()
 		select {
 		case <-ch:
@@ -290,10 +298,22 @@ func (p *Producer) poke() {
 	}
 }
 
-// broadcast wakes everyone waiting on the state; p.mu is held.
+// broadcast wakes everyone waiting on the state (the producer failed); p.mu is held.
 func (p *Producer) broadcast() {
-	close(p.changed)
-	p.changed = make(chan struct{})
+	p.roomFreed()
+	p.confirmedMoved()
+}
+
+// roomFreed wakes the Appends waiting for room; p.mu is held.
+func (p *Producer) roomFreed() {
+	close(p.roomC)
+	p.roomC = make(chan struct{})
+}
+
+// confirmedMoved wakes the Flushes and Closes waiting for their records; p.mu is held.
+func (p *Producer) confirmedMoved() {
+	close(p.confirmedC)
+	p.confirmedC = make(chan struct{})
 }
 
 // run is the sender with one batch in flight: it takes the open batch as soon as it holds a record
@@ -349,7 +369,7 @@ func (p *Producer) take(idle bool) (batch []byte, count uint32, wait time.Durati
 	p.openCount = 0
 	p.openFull = false
 	p.taken += uint64(count)
-	p.broadcast() // Append may fill the other buffer now
+	p.roomFreed() // Append may fill the other buffer now
 	return batch, count, 0, true
 }
 
@@ -432,6 +452,6 @@ func (p *Producer) finish(cl *call, err error, count uint32, seq uint64) bool {
 	}
 	p.seq++
 	p.confirmed += uint64(count)
-	p.broadcast()
+	p.confirmedMoved()
 	return true
 }

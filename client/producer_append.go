@@ -93,7 +93,7 @@ func (p *Producer) waitRoom(ctx context.Context, size func() int) error {
 			return nil
 		}
 		p.openFull = true
-		ch := p.changed
+		ch := p.roomC
 		p.mu.Unlock()
 		p.poke()
 		select {

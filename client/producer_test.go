@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"sync"
@@ -292,5 +293,42 @@ func TestOnTraceMarksEachBatchInOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A Flush sleeps once per batch it waits for: it is woken when a batch is confirmed, not also when
+// the batch is taken for sending (each wakeup is a goroutine handoff, issue 26). On a busy machine the
+// sender may take a batch before all 16 records are in, so sleeps are counted against confirms.
+func TestFlushWakesOncePerBatch(t *testing.T) {
+	n, _ := ownerCluster(t)
+	c := dialTest(t, testConfig(n.addr))
+	var confirms int
+	p, err := c.Producer(ProducerConfig{Stream: "orders", BatchBytes: BatchBytesFor(16, 1024), BatchRecords: 16,
+		OnConfirm: func(Confirmed) { confirms++ }}) // called on the sender goroutine only
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rec := make([]byte, 1024)
+	const batches = 200
+	for range batches {
+		for range 16 {
+			if err := p.Append(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	waits := p.confWaits
+	p.mu.Unlock()
+	if waits > confirms {
+		t.Fatalf("Flush slept %d times for %d confirms (%d batches of 16 flushed), want at most one sleep a confirm",
+			waits, confirms, batches)
 	}
 }

@@ -44,6 +44,12 @@ type Config struct {
 	// TaskRun picks the task-work setup flags tried first (default TaskRunCoop). Where the kernel
 	// refuses them, setup falls back to plain COOP_TASKRUN, then to no flag, as Info reports.
 	TaskRun TaskRun
+	// WaitHoldsP has the io_uring backend enter the kernel with a raw syscall, so the Go runtime
+	// does not see the thread leave and its P (the right to run Go code) stays with it while it
+	// waits. Only for a process that keeps a spare P for its other goroutines (ringstream serve
+	// runs GOMAXPROCS at shards + 1); see ring_doc.go, "The wait holds its P". The fallback
+	// backend ignores it.
+	WaitHoldsP bool
 }
 
 // Info is what a ring found on this machine.

@@ -58,4 +58,17 @@
 //     ErrUnsupported and Info.Ops leaves it out; no syscall is run in its place.
 //   - The fallback's timers have millisecond resolution in epoll_wait (deadlines are rounded up), so a
 //     timeout never fires early.
+//   - The wait holds its P (Config.WaitHoldsP, on in ringstream serve). A shard's thread spends most
+//     of its life in io_uring_enter. Told of that syscall, the Go runtime counts the thread as gone,
+//     and a goroutine that never passes through the scheduler (a shard's loop) has its P taken back
+//     by sysmon once it has run for 10 ms; every such retake resets sysmon's sleep to 20 us, so it
+//     woke 1,350-1,550 times a second in each node under load and cost 12-15% of each node's CPU
+//     (perf, issue 26), more than the hashing. With the raw syscall the P stays with the thread,
+//     sysmon backs off to its 10 ms sleep (about 100 wakes a second, measured), and the nodes' CPU
+//     per record fell by a fifth. Its 10 ms preemption arrives as a signal: the wait
+//     returns EINTR and the loop yields (runtime.Gosched), the safe point a stop-the-world, a stack
+//     scan or a preemption waits for, then enters again. The price is that a waiting shard keeps
+//     its P from other goroutines, so serve runs GOMAXPROCS at shards + 1 (the spare P for the
+//     admin API, timers and the GC's workers); in-process clusters of several nodes (tests, the
+//     stream benchmarks) leave it off, since their shards would take every P.
 package ring

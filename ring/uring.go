@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"unsafe"
@@ -60,6 +61,7 @@ type uringRing struct {
 
 	cqOverflows uint64 // times the kernel flagged a CQ overflow and Dispatch flushed it
 	closed      bool
+	holdP       bool // Config.WaitHoldsP: io_uring_enter is a raw syscall
 }
 
 // dispatchEntry is one reaped completion with the handler it goes to.
@@ -106,8 +108,9 @@ func newURing(cfg Config, setup setupFunc) (*uringRing, error) {
 			return nil, err
 		}
 		r.info.SetupRefused = refused
+		r.holdP = cfg.WaitHoldsP
 		r.log.Info("ring: io_uring backend ready", "setup", r.info.SetupFlags, "refused", refused,
-			"sq", p.sqEntries, "cq", p.cqEntries)
+			"sq", p.sqEntries, "cq", p.cqEntries, "wait_holds_p", r.holdP)
 		return r, nil
 	}
 	return nil, fmt.Errorf("%w: io_uring_setup refused every flag set (%s)%s", ErrUnavailable,
@@ -296,12 +299,17 @@ func (r *uringRing) enter(minComplete uint32, flags uintptr) (int, error) {
 		return 0, nil
 	}
 	for {
-		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit),
-			uintptr(minComplete), flags, 0, 0)
+		n, errno := r.enterSyscall(toSubmit, minComplete, flags)
 		switch errno {
 		case 0:
 			return int(n), nil
 		case unix.EINTR:
+			if r.holdP {
+				// A signal: most often the runtime asking this goroutine to stop (a preemption,
+				// a stop-the-world, a stack scan), which it can only do in Go code. Yield here,
+				// the safe point the raw syscall lacked, then enter again.
+				runtime.Gosched()
+			}
 			continue
 		case unix.EAGAIN, unix.EBUSY:
 			return 0, nil
@@ -310,6 +318,19 @@ func (r *uringRing) enter(minComplete uint32, flags uintptr) (int, error) {
 		}
 		return 0, fmt.Errorf("ring: io_uring_enter: %w", errno)
 	}
+}
+
+// enterSyscall is io_uring_enter(2): a raw syscall with WaitHoldsP (the P stays with this thread),
+// else one the runtime is told of (it may hand the P to another thread while this one waits).
+func (r *uringRing) enterSyscall(toSubmit, minComplete uint32, flags uintptr) (uintptr, unix.Errno) {
+	if r.holdP {
+		n, _, errno := unix.RawSyscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit),
+			uintptr(minComplete), flags, 0, 0)
+		return n, errno
+	}
+	n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(toSubmit),
+		uintptr(minComplete), flags, 0, 0)
+	return n, errno
 }
 
 // Wait submits and waits in the kernel for minComplete CQEs. GETEVENTS is always set so that, under

@@ -189,9 +189,11 @@ func (l *Log) segmentFor(size int) *segment {
 	// The segment it closes keeps its descriptor for its closing digest, which is queued once its
 	// bytes are durable: a read that ends before then must not close it (releaseSeg).
 	l.segs[len(l.segs)-1].digestPending = true
+	l.runClose(l.segs[len(l.segs)-1])
 	s := &segment{base: l.next, end: l.next, wEnd: l.next, fd: -1}
 	l.reserveIndex(s)
 	l.segs = append(l.segs, s)
+	l.runStart(s)
 	return s
 }
 
@@ -214,6 +216,7 @@ func (l *Log) queued(token uint64, seg *segment, h *BatchHeader, start, size int
 	assert.True(pt.pos+int64(pt.to-pt.from) == seg.wSize, "segment: part not contiguous")
 	pt.to = start + size
 	pt.end = h.NextOffset()
+	l.runAdd(seg, seg.wSize, p.buf[start:start+size])
 	if n := len(seg.index); n == 0 || seg.wSize-seg.index[n-1].pos >= l.cfg.IndexIntervalBytes {
 		seg.index = append(seg.index, indexEntry{offset: h.BaseOffset, pos: seg.wSize})
 	}

@@ -53,6 +53,7 @@ func (l *Log) cut(off uint64) error {
 		s = l.segs[i-1]
 		pos = s.size
 	}
+	l.runForget(s)
 	if err := l.shorten(s, off, pos); err != nil {
 		return err
 	}

@@ -47,6 +47,8 @@ type digestState struct {
 	sealRes  SealDigest
 	scratch  [24]byte
 
+	readTotal int64 // bytes every digest read so far (DigestBytesRead)
+
 	sidecarBuf []byte
 	sidecarFd  int
 	sidecarErr error
@@ -168,7 +170,11 @@ func (l *Log) digestStart(s *segment, upTo int64) {
 	d.seg, d.pos, d.upTo = s, 0, upTo
 	d.h.Reset()
 	if upTo == 0 {
-		l.digestSegmentDone()
+		l.digestSegmentDone(d.h.Sum64())
+		return
+	}
+	if s.runKnown && s.runSize == upTo {
+		l.digestSegmentDone(s.runSum) // hashed as its bytes were queued (rundigest.go)
 		return
 	}
 	l.digestRead()
@@ -252,19 +258,19 @@ func (l *Log) onDigestRead(c ring.Completion) {
 		l.digestRead()
 		return
 	}
-	l.digestSegmentDone()
+	l.digestSegmentDone(d.h.Sum64())
 }
 
 func (d *digestState) bytesRead(n int64) {
+	d.readTotal += n
 	if d.sealing {
 		d.sealRes.BytesRead += n
 	}
 }
 
 // digestSegmentDone ends the hashing of d.seg.
-func (l *Log) digestSegmentDone() {
+func (l *Log) digestSegmentDone(sum uint64) {
 	d := &l.dig
-	sum := d.h.Sum64()
 	if d.sealing {
 		if d.sealIdx < d.sealN-1 {
 			d.seg.digest, d.seg.digestKnown = sum, true

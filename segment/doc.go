@@ -82,7 +82,10 @@
 //   - A batch never spans segments. A segment rolls when the next batch would take it past
 //     SegmentBytes. Segment files are named by base offset in 20 digits. Each closed segment gets a
 //     sidecar <base>.index (sparse index, digest, sizes, newest timestamp) written after its digest
-//     is computed through the ring; the sidecar is not fsynced, because a torn or missing one is
+//     is known: hashed as the log queued its bytes when the log created the segment and nothing but
+//     appends changed it (rundigest.go; reading 64 MiB back and hashing it again at every roll cost
+//     each node a copy and a hash per byte, issue 26), else computed through the ring by reading the
+//     file back; the sidecar is not fsynced, because a torn or missing one is
 //     rebuilt by scanning, and a valid one proves every byte of its segment was durable. The active
 //     segment's index lives in memory and is rebuilt by the scan on open.
 //   - Recovery: the segments after the last one with a valid sidecar are the unsettled tail (a

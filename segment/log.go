@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/cespare/xxhash/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/ringstream/ringstream/internal/assert"
@@ -55,6 +56,11 @@ type segment struct {
 	filled        int64  // bytes of the file known written: data, prewritten zeros, a spare's old bytes
 	spareName     string // the spare this new segment's file is renamed from (recycling), until open
 	spareSize     int64
+	// runSum is the xxhash64 of the runSize bytes this log queued into s from its first byte on,
+	// taken when a roll closed s (runKnown): its closing digest, without reading the file back.
+	runSum   uint64
+	runSize  int64
+	runKnown bool
 }
 
 // active says whether s is the log's last segment, the one appends go to; every other segment is
@@ -89,6 +95,7 @@ type Log struct {
 	reads    readTable
 	closing  int // closes of closed segments' descriptors in flight
 	dig      digestState
+	run      runDigest
 	pw       prewriteState
 	pk       parkState
 	activity *uint64 // the copy's count of appends, reads and seals (Copy.Activity); nil: none
@@ -156,6 +163,7 @@ func openLog(kind LogKind, r ring.Ring, sr *syncRing, parentDir, name string, cf
 	l.commit.init(cfg)
 	l.reads.init(cfg.ReadsMax)
 	l.dig.init()
+	l.run.h = xxhash.New()
 	if err := l.load(&rep); err != nil {
 		l.closeFiles()
 		return nil, rep, err
@@ -222,6 +230,9 @@ func (l *Log) load(rep *RecoveryReport) error {
 		}
 	}
 	last.digestKnown, last.digestQueued, last.sidecarSaved = false, false, false
+	if last.size == 0 {
+		l.runStart(last) // empty: every byte it will hold is queued from now on
+	}
 	l.reserveIndex(last)
 	if _, err := l.segFd(last); err != nil {
 		return err
@@ -251,6 +262,7 @@ func (l *Log) createFirst() error {
 	}
 	l.segs = append(l.segs, &segment{fd: fd})
 	l.reserveIndex(l.segs[0])
+	l.runStart(l.segs[0])
 	if err := l.sr.fsync(l.dirfd, false); err != nil {
 		return fmt.Errorf("segment: fsync %s: %w", l.dir, err)
 	}

@@ -99,7 +99,8 @@ func (bf *benchFlags) register(fs *pflag.FlagSet, shardList *string) {
 	fs.StringVar(&c.JSONPath, "json", "", "write every figure and the configuration to this JSON file "+
 		"(-: to stdout, and the table to stderr)")
 	fs.StringVar(&c.PlotPath, "plot", "", "chart throughput and p99 over time to this file (.png or .svg)")
-	fs.StringVar(&c.ProfileDir, "profile", "", "save every node's CPU and heap profiles (pprof) to this directory")
+	fs.StringVar(&c.ProfileDir, "profile", "", "save every node's CPU and heap profiles (pprof) to this directory, and the "+
+		"bench process's own CPU profile (bench-cpu.pprof: the client side)")
 	fs.BoolVar(&c.TraceStages, "trace-stages", false, "trace every node's and the client's stages of each batch "+
 		"(CLOCK_MONOTONIC marks) and print the latency budget of one batch: stage, p50, p99, share of the "+
 		"end-to-end p50; with --cluster, the nodes must run on this machine (one clock)")

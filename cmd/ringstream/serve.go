@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -64,6 +65,7 @@ func newServeCommand() *cobra.Command {
 // serve runs the node until ctx ends, then shuts it down.
 func serve(ctx context.Context, out io.Writer, cfg *config.Config, shutdownTimeout time.Duration) error {
 	logger := slog.Default()
+	holdPs(cfg, logger)
 	n, err := engine.NewNode(cfg, logger)
 	if err != nil {
 		return err
@@ -96,4 +98,16 @@ func serve(ctx context.Context, out io.Writer, cfg *config.Config, shutdownTimeo
 	}
 	fmt.Fprintf(out, "ringstream: node %d stopped\n", n.ID())
 	return nil
+}
+
+// holdPs lets every shard's ring wait with its P held (ring.Config.WaitHoldsP: sysmon no longer
+// wakes every 20 us to take it back) and keeps one P more than the shards for the node's other
+// goroutines (admin API, timers, the GC's workers), which a waiting shard no longer lends its P.
+func holdPs(cfg *config.Config, logger *slog.Logger) {
+	cfg.WaitHoldsP = true
+	if p := runtime.GOMAXPROCS(0); p < cfg.ShardCount+1 {
+		runtime.GOMAXPROCS(cfg.ShardCount + 1)
+		logger.Info("serve: GOMAXPROCS raised to shards + 1: each shard holds its P while it waits",
+			"gomaxprocs", cfg.ShardCount+1, "was", p, "shards", cfg.ShardCount)
+	}
 }

@@ -39,7 +39,7 @@ func (c *Config) Shard() shard.Config {
 		Listen:   c.Listen,
 		Secret:   c.Secret,
 		Ring: ring.Config{Backend: ring.Backend(f.Shards.RingBackend), Entries: f.Shards.RingEntries,
-			TaskRun: ring.TaskRun(f.Shards.RingTaskRun)},
+			TaskRun: ring.TaskRun(f.Shards.RingTaskRun), WaitHoldsP: c.WaitHoldsP},
 
 		ClientListen: c.ClientListen,
 		Client:       c.clientConfig(),

@@ -48,6 +48,10 @@ type Config struct {
 	EagerFailoverGraceTicks  uint32
 	// Policy is cluster.assignment_policy.
 	Policy meta.Policy
+	// WaitHoldsP is ring.Config.WaitHoldsP for every shard's ring: not a file option but the
+	// process's choice; `ringstream serve` sets it (with GOMAXPROCS at shards + 1), in-process
+	// clusters of several nodes leave it off.
+	WaitHoldsP bool
 	// Warnings lists what the configuration allows but advises against, one sentence each, for the
 	// caller to log (`ringstream config check` prints them).
 	Warnings []string
