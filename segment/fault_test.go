@@ -215,8 +215,15 @@ func TestClose_FailedLogWaitsForItsDigest(t *testing.T) {
 		e.r = disk.Wrap(e.r)
 		e.cfg.Logger = slog.New(w)
 		e.cfg.SegmentBytes, e.cfg.DigestChunkBytes, e.cfg.PrewriteBytes = 1<<20, 4<<10, -1
+		// The first segment is opened with bytes in it: its closing digest reads it back (a segment
+		// the log created is hashed as its bytes are queued, and its digest has nothing to read).
 		c := e.open()
-		e.appendBatches(c, 1100, 1, 1000, 1) // rolls once: the first segment's digest starts
+		e.appendBatches(c, 10, 1, 1000, 1)
+		if err := c.CloseSync(); err != nil {
+			t.Fatal(err)
+		}
+		c = e.open()
+		e.appendBatches(c, 1100, 11, 1000, 1) // rolls once: the first segment's digest starts
 		if !c.Records().dig.running {
 			t.Fatal("no closing digest running")
 		}
