@@ -223,7 +223,7 @@ func TestClose_FailedLogWaitsForItsDigest(t *testing.T) {
 			t.Fatal(err)
 		}
 		c = e.open()
-		e.appendBatches(c, 1100, 11, 1000, 1) // rolls once: the first segment's digest starts
+		e.appendBatches(c, 1100, 1, 1000, 1) // rolls once: the first segment's digest starts
 		if !c.Records().dig.running {
 			t.Fatal("no closing digest running")
 		}
