@@ -413,22 +413,23 @@ func BenchmarkIdleCopies(b *testing.B) {
 	b.ReportMetric(took.Seconds(), "s-to-create")
 }
 
+// shardSum sums f over the stats of n's shards.
+func shardSum(n *testNode, f func(*shard.Stats) int64) int64 {
+	var sum int64
+	for _, s := range n.node.Shards() {
+		sum += f(s.Stats())
+	}
+	return sum
+}
+
 // busyGroups is how many groups the node's shards lead in the busy state.
 func busyGroups(n *testNode) int64 {
-	var busy int64
-	for _, s := range n.node.Shards() {
-		busy += s.Stats().GroupsBusy.Load()
-	}
-	return busy
+	return shardSum(n, func(s *shard.Stats) int64 { return s.GroupsBusy.Load() })
 }
 
 // sleepingGroups is how many groups the node's shards have asleep (shard.Sleeper).
 func sleepingGroups(n *testNode) int64 {
-	var asleep int64
-	for _, s := range n.node.Shards() {
-		asleep += s.Stats().GroupsSleeping.Load()
-	}
-	return asleep
+	return shardSum(n, func(s *shard.Stats) int64 { return s.GroupsSleeping.Load() })
 }
 
 // BenchmarkBootCopies: idle copies (default 10,000; STREAMHOST_IDLE_COPIES) created on one node,

@@ -45,12 +45,8 @@ func TestSleep_QuietFollowersSleepAndStillPublishTheirTails(t *testing.T) {
 }
 
 // groupWakes is how many sleeping groups an input woke on n's shards.
-func groupWakes(n *testNode) uint64 {
-	var wakes uint64
-	for _, s := range n.node.Shards() {
-		wakes += s.Stats().GroupWakes.Load()
-	}
-	return wakes
+func groupWakes(n *testNode) int64 {
+	return shardSum(n, func(s *shard.Stats) int64 { return int64(s.GroupWakes.Load()) })
 }
 
 // A seal reaching a sleeping follower through its host (a control frame, not a frame the shard
